@@ -1,0 +1,84 @@
+"""citemon's errors, mapped from third-party ones at exactly one boundary each.
+
+::
+
+    CitemonError
+    ├── InputError            a record or file that cannot be scored (line number, reason)
+    ├── DecodeError           a Kafka/OTLP payload that is not an answer (carries ``reason``,
+    │                         the short code used as the DLQ header and the metric label)
+    ├── JudgeError            a judge that could not answer
+    │   ├── JudgeTimeout
+    │   ├── JudgeRateLimited  (429; ``retry_after_s`` when the server said)
+    │   ├── JudgeHTTPError    (5xx, connection errors)
+    │   └── JudgeInvalidReply (the reply was not the JSON object the contract asks for)
+    └── ConfigError           settings that cannot work together
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CitemonError",
+    "ConfigError",
+    "DecodeError",
+    "InputError",
+    "JudgeError",
+    "JudgeHTTPError",
+    "JudgeInvalidReply",
+    "JudgeRateLimited",
+    "JudgeTimeout",
+]
+
+
+class CitemonError(Exception):
+    """Base of every error citemon raises on purpose."""
+
+
+class InputError(CitemonError):
+    """An input record that cannot be scored."""
+
+    def __init__(self, message: str, *, line: int | None = None) -> None:
+        self.line = line
+        super().__init__(f"line {line}: {message}" if line is not None else message)
+
+
+class DecodeError(CitemonError):
+    """A payload that is not a decodable answer span; ``reason`` is a short stable code."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        self.reason = reason
+        super().__init__(f"{reason}: {message}")
+
+
+class JudgeError(CitemonError):
+    """The judge could not give a verdict; ``retriable`` says whether trying again may help."""
+
+    retriable = True
+    outcome = "error"  # the `citemon_judge_requests_total{outcome}` label
+
+
+class JudgeTimeout(JudgeError):
+    outcome = "timeout"
+
+
+class JudgeRateLimited(JudgeError):
+    outcome = "rate_limited"
+
+    def __init__(self, message: str, *, retry_after_s: float | None = None) -> None:
+        self.retry_after_s = retry_after_s
+        super().__init__(message)
+
+
+class JudgeHTTPError(JudgeError):
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        self.status = status
+        # 4xx other than 408/429 will not get better by asking again.
+        self.retriable = status is None or status >= 500 or status in (408, 429)
+        super().__init__(message)
+
+
+class JudgeInvalidReply(JudgeError):
+    outcome = "invalid"
+
+
+class ConfigError(CitemonError):
+    """Settings that cannot work (bad judge spec, unreadable calibration file, …)."""

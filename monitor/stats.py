@@ -1,0 +1,45 @@
+"""Interval and test maths, kept dependency-free (no scipy)."""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["normal_cdf", "ratio", "two_proportion_z", "wilson"]
+
+Z95 = 1.959963984540054
+
+
+def ratio(num: float, den: float) -> float | None:
+    """``num / den``, or ``None`` when there is nothing to divide (never a fake 0 or 1)."""
+    return num / den if den else None
+
+
+def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float] | None:
+    """Wilson score interval for a binomial proportion; ``None`` when ``n == 0``.
+
+    Wilson rather than the normal approximation because monitored samples are often small and
+    proportions near 0 or 1, where the normal interval leaves [0, 1] or collapses to a point.
+    """
+    if n <= 0:
+        return None
+    p = successes / n
+    z2 = z * z
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def normal_cdf(x: float) -> float:
+    return 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
+
+
+def two_proportion_z(s1: int, n1: int, s2: int, n2: int) -> tuple[float, float] | None:
+    """Pooled two-proportion z-test of p2 - p1; returns (z, two-sided p), ``None`` if undefined."""
+    if n1 <= 0 or n2 <= 0:
+        return None
+    pooled = (s1 + s2) / (n1 + n2)
+    se = math.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2))
+    if se == 0:
+        return None
+    z = (s2 / n2 - s1 / n1) / se
+    return z, 2 * (1 - normal_cdf(abs(z)))
