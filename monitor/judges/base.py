@@ -7,7 +7,7 @@ from typing import Protocol, runtime_checkable
 
 from monitor.records import Verdict
 
-__all__ = ["Judge"]
+__all__ = ["Judge", "JudgeObserver"]
 
 
 @runtime_checkable
@@ -20,3 +20,18 @@ class Judge(Protocol):
     """
 
     async def entails(self, claim: str, passages: Mapping[str, str]) -> Verdict: ...
+
+
+@runtime_checkable
+class JudgeObserver(Protocol):
+    """Where a judge reports each request it makes (the metrics module implements this).
+
+    ``outcome`` is one of ``ok``, ``error``, ``timeout``, ``rate_limited``, ``invalid``;
+    ``inflight`` is called with +1 when a request starts and -1 when it ends.
+    """
+
+    def request_done(self, outcome: str, seconds: float) -> None: ...
+
+    def inflight(self, delta: int) -> None: ...
+
+    def cache(self, hit: bool) -> None: ...
