@@ -1,0 +1,238 @@
+#!/usr/bin/env bash
+# A real, single-node Apache Kafka broker on loopback for citemon's tests and demo.
+#
+#   deploy/kafka.sh up       fetch the jars (once), format storage (once), start, wait until ready
+#   deploy/kafka.sh down     stop the broker that `up` started (and nothing else)
+#   deploy/kafka.sh status   print "running …" or "stopped"
+#
+# Why jars from Maven Central and not a release tarball: the project's machines reach package
+# registries only. deploy/kafka/pom.xml lists the broker and its log4j2 binding; mvn copies them
+# to a cache outside the repo, and the broker runs as `java -cp 'libs/*' kafka.Kafka`.
+#
+# Environment (all optional):
+#   CITEMON_CACHE          cache root                     (default: ~/.cache/citemon)
+#   CITEMON_KAFKA_VERSION  org.apache.kafka:kafka_2.13    (default: 4.1.1)
+#   CITEMON_KAFKA_PORT     PLAINTEXT listener port        (default: 9092)
+#   CITEMON_KAFKA_CONTROLLER_PORT  KRaft controller port  (default: 9093)
+#   CITEMON_KAFKA_HEAP     JVM max heap                   (default: 512m)
+#   CITEMON_KAFKA_START_TIMEOUT_S  readiness deadline     (default: 60)
+#   CITEMON_KAFKA_STOP_TIMEOUT_S   TERM grace before KILL (default: 30)
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(dirname "$HERE")"
+SPEC="$HERE/kafka"
+
+KAFKA_VERSION="${CITEMON_KAFKA_VERSION:-4.1.1}"
+PORT="${CITEMON_KAFKA_PORT:-9092}"
+CONTROLLER_PORT="${CITEMON_KAFKA_CONTROLLER_PORT:-9093}"
+HEAP="${CITEMON_KAFKA_HEAP:-512m}"
+START_TIMEOUT_S="${CITEMON_KAFKA_START_TIMEOUT_S:-60}"
+STOP_TIMEOUT_S="${CITEMON_KAFKA_STOP_TIMEOUT_S:-30}"
+DEPENDENCY_PLUGIN="org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
+
+CACHE="${CITEMON_CACHE:-$HOME/.cache/citemon}"
+HOME_DIR="$CACHE/kafka-$KAFKA_VERSION"
+LIBS="$HOME_DIR/libs"
+# One run dir per listener port, so a second broker on another port never shares data or pid.
+RUN="$HOME_DIR/run-$PORT"
+DATA="$RUN/data"
+LOGS="$RUN/logs"
+PIDFILE="$RUN/kafka.pid"
+CONFIG="$RUN/server.properties"
+BOOTSTRAP="127.0.0.1:$PORT"
+
+log() { printf 'kafka.sh: %s\n' "$*"; }
+die() { printf 'kafka.sh: error: %s\n' "$*" >&2; exit 1; }
+
+require() {
+    command -v "$1" >/dev/null 2>&1 || die "$1 not found on PATH: $2"
+}
+
+# True when something accepts TCP connections on 127.0.0.1:$1.
+port_open() {
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# The pid from our pid file, if that process is alive and is our broker (pids get reused).
+our_pid() {
+    [[ -f "$PIDFILE" ]] || return 1
+    local pid
+    pid="$(<"$PIDFILE")"
+    [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+    kill -0 "$pid" 2>/dev/null || return 1
+    local cmdline
+    cmdline="$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" || return 1
+    [[ "$cmdline" == *"kafka.Kafka $CONFIG"* ]] || return 1
+    printf '%s\n' "$pid"
+}
+
+# Who holds a port, for error messages (best effort: ss may be missing).
+port_owner() {
+    if command -v ss >/dev/null 2>&1; then
+        ss -ltnpH "sport = :$1" 2>/dev/null | head -n 3
+    fi
+}
+
+cache_key() {
+    # The cache is complete when it was filled from this exact pom and version.
+    printf '%s %s\n' "$KAFKA_VERSION" "$(sha256sum "$SPEC/pom.xml" | cut -d' ' -f1)"
+}
+
+fetch() {
+    if [[ -f "$LIBS/.complete" && "$(<"$LIBS/.complete")" == "$(cache_key)" ]]; then
+        log "jars for Kafka $KAFKA_VERSION cached in $LIBS (fetch skipped)"
+        return
+    fi
+    require mvn "install Maven (Debian: apt-get install maven) to fetch the Kafka jars"
+    log "fetching Kafka $KAFKA_VERSION jars from Maven Central into $LIBS"
+    local started tmp
+    started=$SECONDS
+    mkdir -p "$HOME_DIR"
+    tmp="$(mktemp -d "$HOME_DIR/libs.tmp.XXXXXX")"
+    if ! mvn -q -B -f "$SPEC/pom.xml" -Dkafka.version="$KAFKA_VERSION" \
+        "$DEPENDENCY_PLUGIN:copy-dependencies" -DincludeScope=runtime \
+        -DoutputDirectory="$tmp" >"$tmp.mvn.log" 2>&1; then
+        tail -n 30 "$tmp.mvn.log" >&2
+        rm -rf "$tmp" "$tmp.mvn.log"
+        die "mvn could not fetch org.apache.kafka:kafka_2.13:$KAFKA_VERSION (output above)"
+    fi
+    rm -f "$tmp.mvn.log"
+    ls "$tmp"/kafka_2.13-"$KAFKA_VERSION".jar >/dev/null 2>&1 ||
+        die "mvn finished but kafka_2.13-$KAFKA_VERSION.jar is missing from $tmp"
+    cache_key >"$tmp/.complete"
+    rm -rf "$LIBS"
+    mv "$tmp" "$LIBS"
+    log "fetched $(find "$LIBS" -name '*.jar' | wc -l) jars in $((SECONDS - started)) s"
+}
+
+render_config() {
+    mkdir -p "$DATA" "$LOGS"
+    sed -e "s|@PORT@|$PORT|g" -e "s|@CONTROLLER_PORT@|$CONTROLLER_PORT|g" \
+        -e "s|@DATA_DIR@|$DATA|g" "$SPEC/server.properties.in" >"$CONFIG"
+}
+
+format_storage() {
+    if [[ -f "$DATA/meta.properties" ]]; then
+        return
+    fi
+    local cluster_id
+    cluster_id="$(java -cp "$LIBS/*" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)"
+    [[ -n "$cluster_id" ]] || die "kafka.tools.StorageTool random-uuid printed nothing"
+    log "formatting $DATA (cluster id $cluster_id)"
+    java -cp "$LIBS/*" -Dlog4j2.configurationFile="$SPEC/log4j2.xml" -Dkafka.logs.dir="$LOGS" \
+        kafka.tools.StorageTool format -t "$cluster_id" -c "$CONFIG" >"$LOGS/format.log" 2>&1 ||
+        { cat "$LOGS/format.log" >&2; die "formatting the storage failed (see above)"; }
+}
+
+# Ready = the port answers and the broker serves metadata with itself in it.
+broker_ready() {
+    port_open "$PORT" || return 1
+    local py="$REPO/.venv/bin/python"
+    if [[ -x "$py" ]] && "$py" -c 'import aiokafka' 2>/dev/null; then
+        "$py" - "$BOOTSTRAP" <<'PY' >/dev/null 2>&1
+import asyncio
+import sys
+
+from aiokafka.admin import AIOKafkaAdminClient
+
+
+async def main(bootstrap: str) -> int:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=3000)
+    try:
+        await admin.start()
+        cluster = await admin.describe_cluster()
+    finally:
+        await admin.close()
+    return 0 if cluster.get("brokers") else 1
+
+
+sys.exit(asyncio.run(asyncio.wait_for(main(sys.argv[1]), timeout=5)))
+PY
+    fi
+}
+
+up() {
+    require java "install a Java 17+ runtime (Debian: apt-get install openjdk-17-jre-headless)"
+    local pid
+    if pid="$(our_pid)"; then
+        log "already running (pid $pid) on $BOOTSTRAP; logs in $LOGS/server.log"
+        return 0
+    fi
+    rm -f "$PIDFILE"
+    for p in "$PORT" "$CONTROLLER_PORT"; do
+        if port_open "$p"; then
+            die "port 127.0.0.1:$p is taken by another process (not the broker this script started):
+$(port_owner "$p")
+stop it, or pick other ports with CITEMON_KAFKA_PORT / CITEMON_KAFKA_CONTROLLER_PORT"
+        fi
+    done
+
+    fetch
+    render_config
+    format_storage
+
+    local started=$SECONDS
+    # setsid: the broker outlives the shell (and make) that started it and gets none of its
+    # terminal's signals; bash -c writes its own pid and then becomes java (exec keeps the pid).
+    setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$PIDFILE" \
+        java -Xms128m -Xmx"$HEAP" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+        -Djava.awt.headless=true \
+        -Dlog4j2.configurationFile="$SPEC/log4j2.xml" -Dkafka.logs.dir="$LOGS" \
+        -cp "$LIBS/*" kafka.Kafka "$CONFIG" \
+        </dev/null >"$LOGS/stdout.log" 2>&1 &
+
+    local deadline=$((SECONDS + START_TIMEOUT_S))
+    until [[ -s "$PIDFILE" ]] && broker_ready; do
+        if [[ -s "$PIDFILE" ]] && ! kill -0 "$(<"$PIDFILE")" 2>/dev/null; then
+            tail -n 20 "$LOGS/stdout.log" "$LOGS/server.log" 2>/dev/null >&2 || true
+            rm -f "$PIDFILE"
+            die "the broker exited during start-up (logs above; full log in $LOGS)"
+        fi
+        if ((SECONDS >= deadline)); then
+            tail -n 20 "$LOGS/server.log" 2>/dev/null >&2 || true
+            die "the broker did not serve metadata on $BOOTSTRAP within ${START_TIMEOUT_S}s (still running as pid $(<"$PIDFILE"); stop it with: $0 down)"
+        fi
+        sleep 0.5
+    done
+    log "Kafka $KAFKA_VERSION up on $BOOTSTRAP (pid $(<"$PIDFILE"), ready in $((SECONDS - started)) s)"
+    log "logs: $LOGS/server.log   data: $DATA"
+}
+
+down() {
+    local pid
+    if ! pid="$(our_pid)"; then
+        rm -f "$PIDFILE"
+        log "not running (nothing started by this script on $BOOTSTRAP)"
+        return 0
+    fi
+    log "stopping pid $pid"
+    kill -TERM "$pid"
+    local deadline=$((SECONDS + STOP_TIMEOUT_S))
+    while kill -0 "$pid" 2>/dev/null; do
+        if ((SECONDS >= deadline)); then
+            log "still alive after ${STOP_TIMEOUT_S}s: KILL"
+            kill -KILL "$pid" 2>/dev/null || true
+            break
+        fi
+        sleep 0.5
+    done
+    rm -f "$PIDFILE"
+    log "stopped"
+}
+
+status() {
+    local pid
+    if pid="$(our_pid)"; then
+        echo "running (pid $pid) on $BOOTSTRAP, Kafka $KAFKA_VERSION, logs in $LOGS/server.log"
+    else
+        echo "stopped"
+    fi
+}
+
+case "${1:-}" in
+    up) up ;;
+    down) down ;;
+    status) status ;;
+    *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+esac
