@@ -1,0 +1,524 @@
+"""A real, scriptable OpenAI-compatible judge server on 127.0.0.1 for tests (stdlib only).
+
+It speaks just enough HTTP/1.1 (keep-alive, Content-Length or chunked bodies) to serve
+``POST …/chat/completions`` the way vLLM or OpenAI would, and understands the nonce-tagged
+prompts of wire contract v1 (:mod:`monitor.judges.prompts`), so it can answer with *known*
+verdicts: by default a claim is entailed iff every content word of it occurs in the passages
+shown (:func:`content_word_rule`), and a sentence is decomposed by splitting on ``;`` and
+``and`` (:func:`split_rule`).
+
+Faults are scripted, in arrival order, optionally only for requests whose claim (or sentence)
+contains a marker string::
+
+    async with JudgeServer(latency_s=0.01) as server:           # in the test's event loop
+        server.script(Fault.status(429, retry_after="1"))        # the next request gets a 429
+        server.script(Fault.status(500), Fault.drop(), match="zeta")  # next two "zeta" claims
+        server.script(Fault.content("not json"), match="omega", forever=True)
+        judge = HTTPJudge(server.base_url, "test-model")
+        ...
+        assert server.attempts("zeta") == 3
+        assert server.max_concurrent <= judge.max_inflight
+
+    with JudgeServer().in_thread() as server:                    # for code with its own loop
+        subprocess.run(["citemon", "score", "--judge-base-url", server.base_url, ...])
+
+Fault kinds: ``status(code, retry_after=, body=, echo_headers=)``, ``slow(seconds)`` (then a
+normal reply), ``content(text)`` (HTTP 200 whose message content is ``text``: invalid JSON, wrong
+shape…), ``raw(body)`` (HTTP 200 that is not a chat completion), ``drop()`` (close the socket
+without replying), ``truncate()`` (send half a response, then close). ``chaos(rate, faults,
+seed)`` adds random faults to unscripted requests for load tests.
+
+Every request is recorded (:class:`RecordedRequest`: headers, JSON body, parsed claim and
+passages, which fault it got); ``max_concurrent`` is the most requests the server was handling at
+once (a client that hangs up stops counting at once, even while a slow reply is pending).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "Fault",
+    "JudgeServer",
+    "RecordedRequest",
+    "content_word_rule",
+    "split_rule",
+]
+
+FaultKind = Literal["status", "slow", "content", "raw", "drop", "truncate"]
+
+_STOPWORDS = frozenset(
+    {
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "been",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "may",
+        "might",
+        "must",
+        "not",
+        "of",
+        "on",
+        "or",
+        "our",
+        "so",
+        "such",
+        "than",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "to",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+    }
+)
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def _content_words(text: str) -> set[str]:
+    return {
+        w
+        for w in _WORD.findall(text.lower())
+        if w not in _STOPWORDS and (len(w) > 2 or w.isdigit())
+    }
+
+
+def content_word_rule(claim: str, passages: Mapping[str, str]) -> tuple[bool, str]:
+    """Entailed iff every content word of ``claim`` occurs in the passages; and why."""
+    missing = sorted(_content_words(claim) - _content_words(" ".join(passages.values())))
+    if missing:
+        return False, "missing: " + ", ".join(missing)
+    return True, "every content word of the claim occurs in the passages"
+
+
+def split_rule(sentence: str) -> list[str]:
+    """Decompose by splitting on ``;`` and ``and`` (a stand-in for a model's split)."""
+    parts = re.split(r";\s*|,?\s+and\s+", sentence.strip().rstrip("."))
+    return [p.strip() for p in parts if p.strip()]
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One scripted misbehaviour; build with the class methods."""
+
+    kind: FaultKind
+    status_code: int = 200
+    retry_after: str | None = None
+    body: str = ""
+    echo_headers: bool = False
+    delay_s: float = 0.0
+
+    @classmethod
+    def status(
+        cls,
+        code: int,
+        *,
+        retry_after: str | float | None = None,
+        body: str = '{"error": {"message": "injected"}}',
+        echo_headers: bool = False,
+    ) -> Fault:
+        """Reply with HTTP ``code`` (and ``Retry-After``); ``echo_headers`` puts the request's
+        headers in the body, like a careless proxy would."""
+        ra = None if retry_after is None else str(retry_after)
+        return cls("status", status_code=code, retry_after=ra, body=body, echo_headers=echo_headers)
+
+    @classmethod
+    def slow(cls, seconds: float) -> Fault:
+        """Wait ``seconds`` (or until the client hangs up), then answer normally."""
+        return cls("slow", delay_s=seconds)
+
+    @classmethod
+    def content(cls, text: str) -> Fault:
+        """HTTP 200, a well-formed chat completion whose message content is ``text``."""
+        return cls("content", body=text)
+
+    @classmethod
+    def raw(cls, body: str) -> Fault:
+        """HTTP 200 whose body is ``body`` verbatim (not a chat completion)."""
+        return cls("raw", body=body)
+
+    @classmethod
+    def drop(cls) -> Fault:
+        """Read the request, then close the socket without a byte of reply."""
+        return cls("drop")
+
+    @classmethod
+    def truncate(cls) -> Fault:
+        """Send the status line, headers and half the body, then close."""
+        return cls("truncate")
+
+
+@dataclass
+class RecordedRequest:
+    """What the server saw of one request."""
+
+    method: str
+    path: str
+    headers: dict[str, str]  # lower-cased names
+    body: Any  # parsed JSON, or None
+    kind: Literal["entails", "decompose", "other"] = "other"
+    text: str = ""  # the claim (entails) or the sentence (decompose)
+    passages: dict[str, str] = field(default_factory=dict)
+    fault: str | None = None
+    received_at: float = 0.0  # time.monotonic()
+
+
+@dataclass
+class _Scripted:
+    fault: Fault
+    match: str | None
+    forever: bool
+
+
+def _parse_prompt(body: Any) -> tuple[str, str, dict[str, str]]:
+    """(kind, claim or sentence, passages) from a wire-contract-v1 request body."""
+    try:
+        user = next(m["content"] for m in body["messages"] if m.get("role") == "user")
+    except (TypeError, KeyError, StopIteration):
+        return "other", "", {}
+    found = re.search(r"Delimiter nonce for this request: (\S+)", user)
+    if not found:
+        return "other", "", {}
+    n = re.escape(json.dumps(found.group(1)))
+    claim = re.search(rf"<claim nonce={n}>\n(.*?)\n</claim nonce={n}>", user, re.DOTALL)
+    if claim:
+        passages = {
+            json.loads(pid): text
+            for pid, text in re.findall(
+                rf'<passage id=("(?:[^"\\]|\\.)*") nonce={n}>\n(.*?)\n</passage nonce={n}>',
+                user,
+                re.DOTALL,
+            )
+        }
+        return "entails", claim.group(1), passages
+    sentence = re.search(rf"<sentence nonce={n}>\n(.*?)\n</sentence nonce={n}>", user, re.DOTALL)
+    if sentence:
+        return "decompose", sentence.group(1), {}
+    return "other", "", {}
+
+
+class JudgeServer:
+    """An OpenAI-compatible chat-completions server on 127.0.0.1 with scriptable faults.
+
+    ``latency_s`` delays every reply (to build up concurrency); ``rule`` decides entailment
+    (``(claim, passages) -> (entailed, reason)``); ``splitter`` decomposes sentences.
+    """
+
+    def __init__(
+        self,
+        *,
+        latency_s: float = 0.0,
+        rule: Callable[[str, Mapping[str, str]], tuple[bool, str]] = content_word_rule,
+        splitter: Callable[[str], list[str]] = split_rule,
+    ) -> None:
+        self.latency_s = latency_s
+        self.rule = rule
+        self.splitter = splitter
+        self.requests: list[RecordedRequest] = []
+        self.max_concurrent = 0
+        self._active = 0
+        self._lock = threading.Lock()
+        self._script: list[_Scripted] = []
+        self._chaos: tuple[float, list[Fault], random.Random] | None = None
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._port = 0
+
+    # -- scripting and inspection --------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        """The API root to give a client (``http://127.0.0.1:PORT/v1``)."""
+        return f"http://127.0.0.1:{self._port}/v1"
+
+    def script(self, *faults: Fault, match: str | None = None, forever: bool = False) -> None:
+        """Queue ``faults`` for the next requests (whose claim/sentence contains ``match``).
+
+        Each fault is used once, in order, unless ``forever``: then the first keeps applying.
+        """
+        with self._lock:
+            self._script += [_Scripted(f, match, forever) for f in faults]
+
+    def chaos(self, rate: float, faults: Sequence[Fault], *, seed: int = 0) -> None:
+        """Give a random one of ``faults`` to a fraction ``rate`` of unscripted requests."""
+        with self._lock:
+            self._chaos = (rate, list(faults), random.Random(seed))
+
+    def reset(self) -> None:
+        """Forget scripted faults, chaos and recorded requests."""
+        with self._lock:
+            self._script.clear()
+            self._chaos = None
+            self.requests.clear()
+            self.max_concurrent = 0
+
+    def attempts(self, match: str | None = None) -> int:
+        """Requests received (whose claim/sentence contains ``match``)."""
+        with self._lock:
+            return sum(1 for r in self.requests if match is None or match in r.text)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self._port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            # Python 3.11's wait_closed() does not wait for handlers; cancel those ourselves.
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await self._server.wait_closed()
+            self._server = None
+
+    async def __aenter__(self) -> JudgeServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    @contextlib.contextmanager
+    def in_thread(self) -> Iterator[JudgeServer]:
+        """Serve from a background thread with its own event loop (for sync code, the CLI)."""
+        loop = asyncio.new_event_loop()
+        ready = threading.Event()
+
+        def run() -> None:
+            asyncio.set_event_loop(loop)
+            loop.run_until_complete(self.start())
+            ready.set()
+            loop.run_forever()
+
+        thread = threading.Thread(target=run, name="judge-server", daemon=True)
+        thread.start()
+        if not ready.wait(10):
+            raise RuntimeError("judge server did not start")
+        try:
+            yield self
+        finally:
+            asyncio.run_coroutine_threadsafe(self.stop(), loop).result(10)
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(10)
+            loop.close()
+
+    # -- HTTP ------------------------------------------------------------------------------
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        try:
+            while await self._serve_one(reader, writer):
+                pass
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass
+        finally:
+            self._tasks.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _serve_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        line = await reader.readline()
+        if not line.strip():
+            return False
+        method, path, _ = line.decode("latin-1").split(" ", 2)
+        headers: dict[str, str] = {}
+        while (raw := await reader.readline()) not in (b"\r\n", b"\n", b""):
+            name, _, value = raw.decode("latin-1").partition(":")
+            headers[name.strip().lower()] = value.strip()
+        if headers.get("transfer-encoding", "").lower() == "chunked":
+            data = b""
+            while size := int((await reader.readline()).split(b";")[0], 16):
+                data += await reader.readexactly(size + 2)
+                data = data[:-2]
+            await reader.readline()
+        else:
+            data = await reader.readexactly(int(headers.get("content-length", "0")))
+        try:
+            body = json.loads(data) if data else None
+        except ValueError:
+            body = None
+        kind, text, passages = _parse_prompt(body)
+        record = RecordedRequest(
+            method, path, headers, body, kind, text, passages, received_at=time.monotonic()
+        )
+        with self._lock:
+            fault = self._pick_fault(text or data.decode("utf-8", "replace"))
+            record.fault = fault.kind if fault else None
+            self.requests.append(record)
+            self._active += 1
+            self.max_concurrent = max(self.max_concurrent, self._active)
+        try:
+            return await self._respond(reader, writer, record, fault)
+        finally:
+            with self._lock:
+                self._active -= 1
+
+    def _pick_fault(self, text: str) -> Fault | None:
+        for i, entry in enumerate(self._script):
+            if entry.match is None or entry.match in text:
+                if not entry.forever:
+                    del self._script[i]
+                return entry.fault
+        if self._chaos is not None:
+            rate, faults, rng = self._chaos
+            if faults and rng.random() < rate:
+                return rng.choice(faults)
+        return None
+
+    async def _respond(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        req: RecordedRequest,
+        fault: Fault | None,
+    ) -> bool:
+        delay = self.latency_s + (fault.delay_s if fault and fault.kind == "slow" else 0.0)
+        if delay > 0 and not await _wait_unless_hangup(reader, delay):
+            return False
+        if fault is not None and fault.kind == "drop":
+            return False
+        if req.method != "POST":
+            return await _send(writer, 405, '{"error": "method not allowed"}')
+        if not req.path.endswith("/chat/completions"):
+            return await _send(writer, 404, '{"error": "not found"}')
+        if fault is not None and fault.kind == "status":
+            body = fault.body
+            if fault.echo_headers:
+                body = json.dumps({"error": "injected", "request_headers": req.headers})
+            extra = {"Retry-After": fault.retry_after} if fault.retry_after is not None else {}
+            return await _send(writer, fault.status_code, body, extra)
+        if fault is not None and fault.kind == "raw":
+            return await _send(writer, 200, fault.body)
+        if fault is not None and fault.kind == "content":
+            content = fault.body
+        elif req.kind == "entails":
+            entailed, reason = self.rule(req.text, req.passages)
+            content = json.dumps({"entailed": entailed, "reason": reason})
+        elif req.kind == "decompose":
+            content = json.dumps({"claims": self.splitter(req.text)})
+        else:
+            return await _send(writer, 400, '{"error": "not a wire contract v1 prompt"}')
+        model = req.body.get("model", "") if isinstance(req.body, dict) else ""
+        completion = json.dumps(
+            {
+                "id": f"chatcmpl-{len(self.requests)}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": content},
+                        "finish_reason": "stop",
+                    }
+                ],
+            }
+        )
+        if fault is not None and fault.kind == "truncate":
+            payload = completion.encode()
+            head = (
+                f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(payload)}\r\n\r\n"
+            ).encode()
+            writer.write(head + payload[: len(payload) // 2])
+            await writer.drain()
+            return False
+        return await _send(writer, 200, completion)
+
+
+async def _wait_unless_hangup(reader: asyncio.StreamReader, seconds: float) -> bool:
+    """Sleep ``seconds``; False as soon as the client closes its end (it gave up)."""
+    eof = asyncio.ensure_future(reader.read(1))
+    try:
+        done, _ = await asyncio.wait({eof}, timeout=seconds)
+        return not done  # HTTP/1.1 clients send nothing while waiting, so any read means EOF
+    finally:
+        eof.cancel()
+        with contextlib.suppress(asyncio.CancelledError, ConnectionError):
+            await eof
+
+
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    408: "Request Timeout",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+}
+
+
+async def _send(
+    writer: asyncio.StreamWriter, status: int, body: str, headers: Mapping[str, str] | None = None
+) -> bool:
+    payload = body.encode()
+    lines = [
+        f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
+        "Content-Type: application/json",
+        f"Content-Length: {len(payload)}",
+        *(f"{k}: {v}" for k, v in (headers or {}).items()),
+    ]
+    writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + payload)
+    await writer.drain()
+    return True
