@@ -154,6 +154,12 @@ PY
 
 up() {
     require java "install a Java 17+ runtime (Debian: apt-get install openjdk-17-jre-headless)"
+    # Kafka 4 brokers are built for Java 17; an older JVM dies with UnsupportedClassVersionError.
+    local java_major
+    java_major="$(java -XshowSettings:properties -version 2>&1 |
+        sed -n 's/^ *java\.specification\.version = \([0-9]*\).*/\1/p')"
+    [[ -z "$java_major" || "$java_major" -ge 17 ]] ||
+        die "Kafka $KAFKA_VERSION needs Java 17 or newer; 'java' on PATH is Java $java_major"
     local pid
     if pid="$(our_pid)"; then
         log "already running (pid $pid) on $BOOTSTRAP; logs in $LOGS/server.log"
@@ -175,6 +181,7 @@ stop it, or pick other ports with CITEMON_KAFKA_PORT / CITEMON_KAFKA_CONTROLLER_
     local started=$SECONDS
     # setsid: the broker outlives the shell (and make) that started it and gets none of its
     # terminal's signals; bash -c writes its own pid and then becomes java (exec keeps the pid).
+    # shellcheck disable=SC2016  # $$ and $@ are for the inner shell
     setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$PIDFILE" \
         java -Xms128m -Xmx"$HEAP" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
         -Djava.awt.headless=true \
