@@ -99,9 +99,9 @@ class Verdict(BaseModel):
 class Claim(BaseModel):
     """A checkable statement extracted from an answer, with the citations it carries.
 
-    ``cited_ids`` are resolved passage IDs in marker order (a numeric marker that is not itself a
-    passage ID is mapped to the passage at that 1-based position); ``dangling_ids`` are cited
-    tokens that name no retrieved passage.
+    ``cited_ids`` are the resolved IDs in marker order (a numeric marker that is not itself a
+    passage ID is mapped to the passage at that 1-based position); ``dangling_ids`` is the subset
+    of them that names no retrieved passage.
     """
 
     sentence: int
@@ -111,7 +111,7 @@ class Claim(BaseModel):
 
     @property
     def cited(self) -> bool:
-        return bool(self.cited_ids or self.dangling_ids)
+        return bool(self.cited_ids)
 
 
 class ClaimResult(BaseModel):

@@ -1,5 +1,125 @@
-"""Judges: what decides whether passages entail a claim."""
+"""Judges: what decides whether passages entail a claim.
 
-from monitor.judges.base import Judge
+``--judge`` takes ``lexical`` (the offline default), ``learned`` (the offline trained judge),
+``http`` (an OpenAI-compatible endpoint, wire contract v1) or ``package.module:factory`` (a
+zero-argument callable returning a :class:`Judge`).
+"""
 
-__all__ = ["Judge"]
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from monitor.errors import ConfigError
+from monitor.judges.base import Judge, JudgeObserver
+
+__all__ = [
+    "Judge",
+    "JudgeObserver",
+    "JudgeOptions",
+    "add_judge_arguments",
+    "judge_options",
+    "load_judge",
+]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class JudgeOptions:
+    """Options of the ``http`` judge; the others ignore them."""
+
+    base_url: str = "http://127.0.0.1:8000/v1"
+    model: str = "judge"
+    concurrency: int = 8
+    timeout_s: float = 30.0
+    retries: int = 3
+
+
+_DEFAULTS = JudgeOptions()
+
+
+def add_judge_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``--judge*`` flags shared by ``score``, ``run``, ``selftest`` and ``calibrate``."""
+    env = os.environ.get
+    group = parser.add_argument_group("judge")
+    group.add_argument(
+        "--judge",
+        default=env("CITEMON_JUDGE", "lexical"),
+        help="lexical (default), learned, http, or package.module:factory",
+    )
+    group.add_argument(
+        "--judge-base-url",
+        default=env("CITEMON_JUDGE_BASE_URL", _DEFAULTS.base_url),
+        help="OpenAI-compatible base URL of the http judge",
+    )
+    group.add_argument("--judge-model", default=env("CITEMON_JUDGE_MODEL", _DEFAULTS.model))
+    group.add_argument(
+        "--judge-concurrency",
+        type=int,
+        default=int(env("CITEMON_JUDGE_CONCURRENCY", _DEFAULTS.concurrency)),
+        help="hard cap on judge requests in flight (default 8)",
+    )
+    group.add_argument(
+        "--judge-timeout",
+        type=float,
+        default=float(env("CITEMON_JUDGE_TIMEOUT", _DEFAULTS.timeout_s)),
+        help="seconds per judge request (default 30)",
+    )
+    group.add_argument(
+        "--judge-retries",
+        type=int,
+        default=int(env("CITEMON_JUDGE_RETRIES", _DEFAULTS.retries)),
+        help="retries after a failed judge request (default 3)",
+    )
+
+
+def judge_options(args: argparse.Namespace) -> JudgeOptions:
+    return JudgeOptions(
+        base_url=args.judge_base_url,
+        model=args.judge_model,
+        concurrency=args.judge_concurrency,
+        timeout_s=args.judge_timeout,
+        retries=args.judge_retries,
+    )
+
+
+def load_judge(
+    spec: str, options: JudgeOptions | None = None, *, observer: JudgeObserver | None = None
+) -> Judge:
+    """Build the judge named by ``spec``; raises :class:`ConfigError` with the reason."""
+    options = options or JudgeOptions()
+    if spec == "lexical":
+        from monitor.judges.lexical import LexicalJudge
+
+        return LexicalJudge()
+    if spec == "learned":
+        from monitor.judges.learned import LearnedJudge  # type: ignore[import-not-found,unused-ignore]
+
+        judge: Any = LearnedJudge()
+        return judge  # type: ignore[no-any-return]
+    if spec == "http":
+        from monitor.judges.http import HTTPJudge
+
+        if options.concurrency < 1:
+            raise ConfigError("--judge-concurrency must be at least 1")
+        return HTTPJudge(
+            options.base_url,
+            options.model,
+            max_inflight=options.concurrency,
+            timeout_s=options.timeout_s,
+            retries=options.retries,
+            observer=observer,
+        )
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(f"unknown judge {spec!r}: use lexical, learned, http or module:factory")
+    try:
+        factory = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"cannot load judge factory {spec!r}: {exc}") from exc
+    made = factory()
+    if not isinstance(made, Judge):
+        raise ConfigError(f"{spec!r} returned {type(made).__name__}, which has no async entails()")
+    return made

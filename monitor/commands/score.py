@@ -1,0 +1,161 @@
+"""Score a file of answers offline and print citation accuracy, coverage and faithfulness.
+
+Reads citemon JSONL records (DESIGN.md "Input record") or an OpenTelemetry Collector
+file-exporter dump (OTLP JSON lines; detected from the first line). Bad lines are reported with
+their number and skipped (exit status 1), or abort the run with --strict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AbstractContextManager, nullcontext
+from itertools import chain
+from pathlib import Path
+from typing import IO
+
+from monitor.claims import DEFAULT_MARKER_PATTERN, CitationSyntax
+from monitor.errors import CitemonError, InputError
+from monitor.judges import add_judge_arguments, judge_options, load_judge
+from monitor.records import AnswerRecord, AnswerScore
+from monitor.report import Progress, detect_format, read_jsonl, render_json, render_table
+from monitor.scoring import Scorer, ScoringOptions, summarize
+
+__all__ = ["add_arguments", "add_scoring_arguments", "main", "scoring_options"]
+
+
+def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--policy",
+        choices=("any_of", "single"),
+        default="any_of",
+        help="any_of: the union of cited passages must entail (default); "
+        "single: exactly one cited passage, which entails",
+    )
+    parser.add_argument(
+        "--decompose",
+        choices=("sentence", "llm"),
+        default="sentence",
+        help="a sentence is a claim (default), or the judge splits sentences",
+    )
+    parser.add_argument(
+        "--marker-pattern",
+        default=DEFAULT_MARKER_PATTERN,
+        help="regex for citation markers; group 1 holds the IDs",
+    )
+    parser.add_argument(
+        "--overlap-tokens",
+        type=int,
+        default=12,
+        help="shared run of tokens that flags a chunk-overlap misattribution",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=16,
+        help="answers scored at once (the judge cap still bounds requests)",
+    )
+    add_judge_arguments(parser)
+
+
+def scoring_options(args: argparse.Namespace) -> ScoringOptions:
+    return ScoringOptions(
+        policy=args.policy,
+        decompose=args.decompose,
+        overlap_tokens=args.overlap_tokens,
+        syntax=CitationSyntax(args.marker_pattern),
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("input", help="JSONL file of answers, or - for standard input")
+    parser.add_argument("--input-format", choices=("auto", "jsonl", "otlp-json"), default="auto")
+    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument("--explain", action="store_true", help="show reasons per claim")
+    parser.add_argument("--strict", action="store_true", help="abort on the first bad line")
+    add_scoring_arguments(parser)
+
+
+def _open(path: str) -> AbstractContextManager[IO[str]]:
+    if path == "-":
+        return nullcontext(sys.stdin)
+    if not Path(path).is_file():
+        raise InputError(f"no such file: {path}")
+    return open(path, encoding="utf-8")
+
+
+def _records(stream: IO[str], fmt: str) -> Iterator[tuple[int, AnswerRecord | CitemonError]]:
+    first = stream.readline()
+    if fmt == "auto":
+        fmt = detect_format(first)
+    lines = chain([first], stream)
+    if fmt == "jsonl":
+        yield from read_jsonl(lines)
+        return
+    from monitor.spans import iter_otlp_json_lines
+
+    yield from iter_otlp_json_lines(lines)
+
+
+async def score_stream(
+    scorer: Scorer,
+    items: Iterator[tuple[int, AnswerRecord | CitemonError]],
+    *,
+    concurrency: int,
+    strict: bool,
+    errors: list[CitemonError],
+) -> AsyncIterator[AnswerScore]:
+    """Score records in input order with at most ``concurrency`` answers in flight."""
+    window: list[asyncio.Task[AnswerScore]] = []
+    for _, item in items:
+        if isinstance(item, CitemonError):
+            if strict:
+                raise item
+            print(f"citemon: skipped {item}", file=sys.stderr)
+            errors.append(item)
+            continue
+        window.append(asyncio.create_task(scorer.score(item)))
+        if len(window) >= concurrency:
+            yield await window.pop(0)
+    for task in window:
+        yield await task
+
+
+async def _run(args: argparse.Namespace) -> int:
+    judge = load_judge(args.judge, judge_options(args))
+    scorer = Scorer(judge, scoring_options(args))
+    errors: list[CitemonError] = []
+    scores: list[AnswerScore] = []
+    progress = Progress()
+    try:
+        with _open(args.input) as stream:
+            stream_scores = score_stream(
+                scorer,
+                _records(stream, args.input_format),
+                concurrency=max(1, args.concurrency),
+                strict=args.strict,
+                errors=errors,
+            )
+            async for score in stream_scores:
+                scores.append(score)
+                progress.step()
+    finally:
+        progress.close()
+        aclose = getattr(judge, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    summary = summarize(scores)
+    if args.format == "json":
+        print(render_json(scores, summary, args.policy))
+    else:
+        print(render_table(scores, summary, args.policy, explain=args.explain))
+    if errors:
+        print(f"citemon: {len(errors)} bad input line(s) skipped", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(args: argparse.Namespace) -> int:
+    return asyncio.run(_run(args))

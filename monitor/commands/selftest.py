@@ -1,0 +1,63 @@
+"""Check the judge reads the passages: shuffle citations between sentences and compare scores.
+
+Faithfulness must not move (same claims, same context) while citation accuracy must fall. Exit
+status 1 when it does not: the judge is not discriminating between passages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from monitor.commands.score import _open
+from monitor.judges import add_judge_arguments, judge_options, load_judge
+from monitor.records import AnswerRecord
+from monitor.report import read_jsonl
+from monitor.scoring import Scorer
+from monitor.selftest import run_canary
+
+__all__ = ["add_arguments", "main"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("input", help="JSONL file of answers, or - for standard input")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--min-drop",
+        type=float,
+        default=0.05,
+        help="accuracy must fall by at least this much (default 0.05)",
+    )
+    add_judge_arguments(parser)
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+async def _run(args: argparse.Namespace) -> int:
+    with _open(args.input) as stream:
+        records = [r for _, r in read_jsonl(stream) if isinstance(r, AnswerRecord)]
+    result = await run_canary(
+        Scorer(load_judge(args.judge, judge_options(args))), records, seed=args.seed
+    )
+    o, s = result.original.as_dict(), result.shuffled.as_dict()
+    print(f"answers shuffled {result.original.answers}")
+    print(
+        f"citation accuracy  {_pct(o['citation_accuracy'])} -> {_pct(s['citation_accuracy'])}"
+        f"  (drop {_pct(result.accuracy_drop)}, sensitivity {_pct(result.sensitivity)})"
+    )
+    print(
+        f"faithfulness       {_pct(o['faithfulness'])} -> {_pct(s['faithfulness'])}"
+        f"  (shift {_pct(result.faithfulness_shift)})"
+    )
+    if result.passed(min_drop=args.min_drop):
+        print("PASS: accuracy fell on shuffled citations while faithfulness held")
+        return 0
+    print("FAIL: the judge does not tell the cited passage from the others", file=sys.stderr)
+    return 1
+
+
+def main(args: argparse.Namespace) -> int:
+    return asyncio.run(_run(args))

@@ -1,0 +1,118 @@
+"""Reading answer files and writing score reports (the ``table`` and ``json`` formats)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from collections.abc import Iterable, Iterator
+from typing import IO, Any
+
+from pydantic import ValidationError
+
+from monitor.errors import InputError
+from monitor.records import AnswerRecord, AnswerScore
+from monitor.scoring import Policy, Summary
+
+__all__ = ["Progress", "detect_format", "read_jsonl", "render_json", "render_table"]
+
+
+def detect_format(first_line: str) -> str:
+    """``otlp-json`` for a Collector file-exporter line, else ``jsonl`` (citemon records)."""
+    try:
+        obj = json.loads(first_line)
+    except ValueError:
+        return "jsonl"
+    return "otlp-json" if isinstance(obj, dict) and "resourceSpans" in obj else "jsonl"
+
+
+def read_jsonl(lines: Iterable[str]) -> Iterator[tuple[int, AnswerRecord | InputError]]:
+    """Yield (line number, record or the error that line has); blank lines are skipped."""
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            yield number, AnswerRecord.model_validate_json(line)
+        except ValidationError as exc:
+            yield number, InputError(_describe(exc), line=number)
+
+
+def _describe(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "record"
+    if first["type"] == "json_invalid":
+        return f"not valid JSON ({first['msg']})"
+    more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{where}: {first['msg']}{more}"
+
+
+def render_json(scores: list[AnswerScore], summary: Summary, policy: Policy) -> str:
+    out: dict[str, Any] = {
+        "summary": summary.as_dict(policy),
+        "answers": [s.model_dump(mode="json") for s in scores],
+    }
+    return json.dumps(out, ensure_ascii=False, indent=1)
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def render_table(
+    scores: list[AnswerScore], summary: Summary, policy: Policy, *, explain: bool = False
+) -> str:
+    lines: list[str] = []
+    for score in scores:
+        where = " ".join(x for x in (score.service, score.version) if x)
+        lines.append(f"{score.id or '(no id)'}" + (f" · {where}" if where else ""))
+        for c in score.claims:
+            cites = ", ".join(c.cited_ids) or "-"
+            if c.verdict == "misattributed":
+                cites += " → " + ", ".join(c.supported_by)
+            if c.irrelevant_ids:
+                cites += " (over-broad: " + ", ".join(c.irrelevant_ids) + ")"
+            flag = " overlap" if c.overlap else ""
+            text = textwrap.shorten(c.text, 70, placeholder="…")
+            lines.append(f"  {c.sentence:>2}  {c.verdict:<14} {cites:<26} {text}{flag}")
+            if explain:
+                faithful = {True: "yes", False: "no", None: "unjudged"}[c.faithful]
+                lines.append(f"      faithful: {faithful}" + (f" · {c.reason}" if c.reason else ""))
+    s = summary.as_dict(policy)
+    ci = s["citation_accuracy_ci95"]
+    v = s["verdicts"]
+    lines += [
+        "",
+        f"answers {s['answers']} · claims {s['claims']} · cited claims {s['cited_claims']}"
+        f" · policy {policy}",
+        f"citation accuracy {_fmt(s['citation_accuracy'])}"
+        + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+        + f" · coverage {_fmt(s['citation_coverage'])}"
+        f" · faithfulness {_fmt(s['faithfulness'])}"
+        f" · IDs per claim {_fmt(s['ids_per_claim'])}"
+        f" · citation precision {_fmt(s['citation_precision'])}",
+        "verdicts: "
+        + " · ".join(f"{k} {n}" for k, n in v.items())
+        + f" (overlap {s['overlap_misattributions']})",
+    ]
+    return "\n".join(lines)
+
+
+class Progress:
+    """A one-line progress counter on stderr, only when stderr is a terminal."""
+
+    def __init__(self, stream: IO[str] | None = None, *, every: int = 10) -> None:
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty()
+        self.every = every
+        self.done = 0
+
+    def step(self) -> None:
+        self.done += 1
+        if self.enabled and self.done % self.every == 0:
+            self.stream.write(f"\rscored {self.done} answers")
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled and self.done >= self.every:
+            self.stream.write("\r\033[K")
+            self.stream.flush()

@@ -1,0 +1,270 @@
+"""Per-answer scoring: the citation check, faithfulness, the failure taxonomy, precision.
+
+The judge calls per claim, in the order they are made:
+
+1. the citation check: the cited passages only (policy ``any_of``: their union; ``single``: the
+   one cited passage). A pass means ``correct`` *and* faithful, with no further call, because a
+   passage that entails the claim is part of the context;
+2. for a failed or uncited claim, the concatenated context (faithfulness);
+3. for a failed claim the context entails, each other passage alone (who really supports it):
+   some → ``misattributed``, none → ``multi_hop``. A failed claim the context does not entail is
+   ``unsupported`` without this search, since no single passage can entail what all do not;
+4. for a ``correct`` claim citing two or more passages, ALCE's citation precision: each cited ID
+   alone, and the others without it when it fails alone.
+
+A judge error anywhere a verdict depends on makes the claim ``unjudged``; nothing is guessed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from monitor.claims import CitationSyntax, extract_claims
+from monitor.errors import ConfigError, JudgeError
+from monitor.judges.base import Judge
+from monitor.records import VERDICTS, AnswerRecord, AnswerScore, Claim, ClaimResult, VerdictName
+from monitor.stats import ratio, wilson
+
+__all__ = ["Scorer", "ScoringOptions", "Summary", "summarize"]
+
+Policy = Literal["any_of", "single"]
+_TOKENS = re.compile(r"\w+")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ScoringOptions:
+    """How claims are checked. ``overlap_tokens``: shared run that marks a chunking artifact."""
+
+    policy: Policy = "any_of"
+    decompose: Literal["sentence", "llm"] = "sentence"
+    overlap_tokens: int = 12
+    syntax: CitationSyntax = field(default_factory=CitationSyntax)
+    precision: bool = True
+
+
+class _Unjudged(Exception):
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+class Scorer:
+    """Scores answers with one judge; many answers may be scored concurrently.
+
+    The judge owns its own cap on requests in flight, so concurrency here only bounds how many
+    answers are held in memory at once (``max_concurrent_answers`` in :meth:`score_many`).
+    """
+
+    def __init__(self, judge: Judge, options: ScoringOptions | None = None) -> None:
+        self.judge = judge
+        self.options = options or ScoringOptions()
+        if self.options.decompose == "llm" and not hasattr(judge, "decompose"):
+            raise ConfigError("--decompose llm needs a judge that can decompose (the http judge)")
+
+    async def claims(self, record: AnswerRecord) -> list[Claim]:
+        claims = extract_claims(record, self.options.syntax)
+        if self.options.decompose == "sentence":
+            return claims
+        decompose: Callable[[str], Awaitable[list[str]]] = self.judge.decompose  # type: ignore[attr-defined]
+        out: list[Claim] = []
+        for claim in claims:
+            try:
+                parts = [p.strip() for p in await decompose(claim.text) if p.strip()]
+            except JudgeError:
+                parts = []
+            out.extend(claim.model_copy(update={"text": p}) for p in (parts or [claim.text]))
+        return out
+
+    async def score(
+        self, record: AnswerRecord, claims: Sequence[Claim] | None = None
+    ) -> AnswerScore:
+        """Score one answer; ``claims`` overrides extraction (the shuffle self-test uses it)."""
+        if claims is None:
+            claims = await self.claims(record)
+        passages = record.passage_map()
+        results = await asyncio.gather(*(self._claim(c, passages, record) for c in claims))
+        return AnswerScore(
+            id=record.id,
+            service=record.service,
+            version=record.version,
+            environment=record.environment,
+            trace_id=record.trace_id,
+            claims=list(results),
+        )
+
+    async def score_many(
+        self, records: Iterable[AnswerRecord], *, max_concurrent_answers: int = 16
+    ) -> list[AnswerScore]:
+        """Score answers concurrently, at most ``max_concurrent_answers`` at once, in order."""
+        gate = asyncio.Semaphore(max_concurrent_answers)
+
+        async def one(record: AnswerRecord) -> AnswerScore:
+            async with gate:
+                return await self.score(record)
+
+        return list(await asyncio.gather(*(one(r) for r in records)))
+
+    async def _ask(self, claim: str, passages: Mapping[str, str]) -> bool:
+        try:
+            return (await self.judge.entails(claim, passages)).entailed
+        except JudgeError as exc:
+            raise _Unjudged(f"judge failed: {exc}") from exc
+
+    async def _claim(
+        self, claim: Claim, passages: Mapping[str, str], record: AnswerRecord
+    ) -> ClaimResult:
+        result = ClaimResult(
+            sentence=claim.sentence, text=claim.text, cited_ids=claim.cited_ids, verdict="uncited"
+        )
+        try:
+            await self._judge_claim(claim, passages, result)
+        except _Unjudged as exc:
+            result.verdict = "unjudged" if claim.cited else "uncited"
+            result.faithful = None
+            result.supported_by = []
+            result.reason = exc.reason
+        if record.truncated and result.verdict not in ("correct", "uncited"):
+            # The monitor never saw the whole answer: a failure may be the truncation's.
+            result.verdict, result.reason = "unjudged", "input truncated by the producer"
+        if record.truncated and result.faithful is False:
+            result.faithful = None
+        return result
+
+    async def _judge_claim(
+        self, claim: Claim, passages: Mapping[str, str], result: ClaimResult
+    ) -> None:
+        cited = [c for c in claim.cited_ids if c in passages]
+        if claim.cited and self._citable(claim, cited):
+            shown = {c: passages[c] for c in cited}
+            if await self._ask(claim.text, shown):
+                result.verdict, result.faithful = "correct", True
+                result.supported_by = cited
+                if self.options.precision and len(cited) > 1:
+                    result.irrelevant_ids = await self._irrelevant(claim.text, shown)
+                    result.supported_by = [c for c in cited if c not in result.irrelevant_ids]
+                return
+        result.faithful = bool(passages) and await self._ask(claim.text, passages)
+        if not claim.cited:
+            return
+        if claim.dangling_ids:
+            result.verdict = "dangling"
+            result.reason = f"cites IDs not retrieved: {', '.join(claim.dangling_ids)}"
+            return
+        if not result.faithful:
+            result.verdict = "unsupported"
+            return
+        # Under `single`, a multi-ID citation fails the policy; its own passages may still support.
+        others = [p for p in passages if p not in cited or self.options.policy == "single"]
+        checks = await asyncio.gather(*(self._ask(claim.text, {p: passages[p]}) for p in others))
+        result.supported_by = [p for p, ok in zip(others, checks, strict=True) if ok]
+        if not result.supported_by:
+            result.verdict = "multi_hop"
+            return
+        result.verdict = "misattributed"
+        result.overlap = any(
+            _share_run(passages[s], passages[c], self.options.overlap_tokens)
+            for s in result.supported_by
+            for c in cited
+            if s != c
+        )
+
+    def _citable(self, claim: Claim, cited: list[str]) -> bool:
+        if self.options.policy == "single":
+            return len(claim.cited_ids) == 1 and len(cited) == 1
+        return bool(cited)
+
+    async def _irrelevant(self, claim: str, shown: Mapping[str, str]) -> list[str]:
+        """ALCE: an ID is irrelevant if it alone fails and the other cited IDs still entail."""
+        irrelevant: list[str] = []
+        for pid in shown:
+            try:
+                if await self._ask(claim, {pid: shown[pid]}):
+                    continue
+                rest = {k: v for k, v in shown.items() if k != pid}
+                if await self._ask(claim, rest):
+                    irrelevant.append(pid)
+            except _Unjudged:
+                continue  # precision is a refinement; the claim's verdict stands
+        return irrelevant
+
+
+def _share_run(a: str, b: str, n: int) -> bool:
+    """Whether ``a`` and ``b`` share ``n`` or more consecutive word tokens."""
+    ta, tb = _TOKENS.findall(a.lower()), _TOKENS.findall(b.lower())
+    if len(ta) < n or len(tb) < n:
+        return False
+    grams = {tuple(tb[i : i + n]) for i in range(len(tb) - n + 1)}
+    return any(tuple(ta[i : i + n]) in grams for i in range(len(ta) - n + 1))
+
+
+@dataclass(slots=True)
+class Summary:
+    """Totals over scored answers; ratios exclude ``unjudged`` everywhere."""
+
+    answers: int = 0
+    claims: int = 0
+    verdicts: dict[VerdictName, int] = field(default_factory=lambda: dict.fromkeys(VERDICTS, 0))
+    faithful: int = 0
+    faithfulness_judged: int = 0
+    cited_ids: int = 0
+    correct_citations: int = 0
+    irrelevant_citations: int = 0
+    overlap_misattributions: int = 0
+
+    def add(self, score: AnswerScore) -> None:
+        self.answers += 1
+        for c in score.claims:
+            self.claims += 1
+            self.verdicts[c.verdict] += 1
+            if c.faithful is not None:
+                self.faithfulness_judged += 1
+                self.faithful += c.faithful
+            if c.verdict not in ("uncited", "unjudged"):
+                self.cited_ids += len(c.cited_ids)
+            if c.verdict == "correct":
+                self.correct_citations += len(c.cited_ids)
+                self.irrelevant_citations += len(c.irrelevant_ids)
+            self.overlap_misattributions += c.verdict == "misattributed" and c.overlap
+
+    @property
+    def cited_claims(self) -> int:
+        return sum(n for v, n in self.verdicts.items() if v not in ("uncited", "unjudged"))
+
+    def as_dict(self, policy: Policy = "any_of") -> dict[str, Any]:
+        cited, correct = self.cited_claims, self.verdicts["correct"]
+        judged = cited + self.verdicts["uncited"]
+        precise = self.correct_citations - self.irrelevant_citations
+        return {
+            "answers": self.answers,
+            "claims": self.claims,
+            "cited_claims": cited,
+            "citation_accuracy": _round(ratio(correct, cited)),
+            "citation_accuracy_ci95": _interval(correct, cited),
+            "citation_coverage": _round(ratio(cited, judged)),
+            "citation_coverage_ci95": _interval(cited, judged),
+            "faithfulness": _round(ratio(self.faithful, self.faithfulness_judged)),
+            "ids_per_claim": _round(ratio(self.cited_ids, cited)),
+            "citation_precision": _round(ratio(precise, self.correct_citations)),
+            "policy": policy,
+            "overlap_misattributions": self.overlap_misattributions,
+            "verdicts": dict(self.verdicts),
+        }
+
+
+def summarize(scores: Iterable[AnswerScore]) -> Summary:
+    summary = Summary()
+    for score in scores:
+        summary.add(score)
+    return summary
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def _interval(successes: int, n: int) -> list[float] | None:
+    bounds = wilson(successes, n)
+    return None if bounds is None else [round(bounds[0], 2), round(bounds[1], 2)]

@@ -1,0 +1,50 @@
+"""Test judges with known behaviour (not mocks of a server: stand-ins for a model's judgement)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from monitor.errors import JudgeHTTPError
+from monitor.records import Verdict
+
+
+class OracleJudge:
+    """Entailed iff some shown passage is in the claim's supporter set (or a joint set is shown).
+
+    ``support`` maps claim text → single passage IDs that entail it; ``joint`` maps claim text →
+    sets of IDs that entail it only together. Every call is recorded as (claim, shown IDs).
+    """
+
+    def __init__(
+        self,
+        support: Mapping[str, set[str]],
+        joint: Mapping[str, set[str]] | None = None,
+        *,
+        fail_on: set[str] | None = None,
+    ) -> None:
+        self.support = support
+        self.joint = joint or {}
+        self.fail_on = fail_on or set()
+        self.calls: list[tuple[str, tuple[str, ...]]] = []
+
+    async def entails(self, claim: str, passages: Mapping[str, str]) -> Verdict:
+        shown = tuple(passages)
+        self.calls.append((claim, shown))
+        if claim in self.fail_on:
+            raise JudgeHTTPError("injected failure", status=503)
+        ok = bool(self.support.get(claim, set()) & set(shown))
+        joint = self.joint.get(claim)
+        ok = ok or (joint is not None and joint <= set(shown))
+        return Verdict(entailed=ok)
+
+
+class YesJudge:
+    """Says every claim is entailed: the blind judge the shuffle canary must catch."""
+
+    async def entails(self, claim: str, passages: Mapping[str, str]) -> Verdict:
+        return Verdict(entailed=True)
+
+
+def yes_judge() -> YesJudge:
+    """A zero-argument factory, for ``--judge tests.oracles:yes_judge``."""
+    return YesJudge()
