@@ -11,7 +11,9 @@ import bench
 
 
 def main() -> int:
-    names = sorted(m.name for m in pkgutil.iter_modules(bench.__path__) if not m.name.startswith("_"))
+    names = sorted(
+        m.name for m in pkgutil.iter_modules(bench.__path__) if not m.name.startswith("_")
+    )
     only = set(sys.argv[1:])
     for name in names:
         if only and name not in only:

@@ -1,0 +1,107 @@
+"""Engine cost on ExpertQA answers: CPU per answer vs pysbd alone; judge calls vs a naive scheme.
+
+* CPU: the whole engine (extraction + scoring with an instant judge) per answer, divided by
+  pysbd's own split time for the same answers, measured interleaved in one run (target ≤ 1.5).
+* Judge load: calls and prompt characters (÷ 4 ≈ tokens) per answer for citemon's scheme beside
+  the naive one: every cited claim checked against its citations, every claim also against the
+  joined context, every failed claim against each other passage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from monitor.claims import _PARAGRAPH, _segmenter, extract_claims
+from monitor.records import AnswerRecord, Verdict
+from monitor.scoring import Scorer
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "expertqa" / "val.jsonl"
+
+
+class CountingJudge:
+    """Instant judge: entailed iff the claim's first word appears in the passages."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.chars = 0
+
+    async def entails(self, claim: str, passages: Mapping[str, str]) -> Verdict:
+        self.calls += 1
+        self.chars += len(claim) + sum(len(p) for p in passages.values())
+        head = claim.split()[0].lower() if claim.split() else ""
+        return Verdict(entailed=any(head in p.lower() for p in passages.values()))
+
+
+def _naive(record: AnswerRecord, judge: CountingJudge) -> tuple[int, int]:
+    """Calls and characters of the naive scheme, with the same verdicts as ``judge``."""
+    passages = record.passage_map()
+    calls = chars = 0
+
+    def ask(claim: str, shown: Mapping[str, str]) -> bool:
+        nonlocal calls, chars
+        calls += 1
+        chars += len(claim) + sum(len(p) for p in shown.values())
+        head = claim.split()[0].lower() if claim.split() else ""
+        return any(head in p.lower() for p in shown.values())
+
+    for claim in extract_claims(record):
+        valid = {c: passages[c] for c in claim.cited_ids if c in passages}
+        ok = bool(valid) and ask(claim.text, valid)
+        ask(claim.text, passages)
+        if claim.cited_ids and not ok:
+            for pid, text in passages.items():
+                if pid not in valid:
+                    ask(claim.text, {pid: text})
+    return calls, chars
+
+
+def run() -> None:
+    if not DATA.is_file():
+        print(f"skipped: {DATA} not found (the labelled data is only in the project's CI)")
+        return
+    records = [AnswerRecord.model_validate_json(line) for line in DATA.open(encoding="utf-8")]
+    judge = CountingJudge()
+    scorer = Scorer(judge)
+    seg = _segmenter()
+    split_cpu = engine_cpu = 0.0
+
+    def split(record: AnswerRecord) -> None:
+        for para in _PARAGRAPH.split(record.answer):
+            seg.segment(para)
+
+    for round_ in range(3):  # interleaved record by record, alternating which goes first
+        for i, record in enumerate(records):
+            first_split = (i + round_) % 2 == 0
+            t0 = time.process_time()
+            split(record) if first_split else asyncio.run(scorer.score(record))
+            t1 = time.process_time()
+            asyncio.run(scorer.score(record)) if first_split else split(record)
+            t2 = time.process_time()
+            split_cpu += (t1 - t0) if first_split else (t2 - t1)
+            engine_cpu += (t2 - t1) if first_split else (t1 - t0)
+    n = 3 * len(records)
+    print(f"answers {len(records)} × 3 rounds")
+    print(f"pysbd split CPU per answer   {split_cpu / n * 1e3:8.2f} ms")
+    print(f"engine CPU per answer        {engine_cpu / n * 1e3:8.2f} ms")
+    print(f"engine / pysbd               {engine_cpu / split_cpu:8.2f}  (target ≤ 1.5)")
+    judge.calls = judge.chars = 0
+    for record in records:
+        asyncio.run(scorer.score(record))
+    naive_calls = naive_chars = 0
+    for record in records:
+        c, ch = _naive(record, judge)
+        naive_calls += c
+        naive_chars += ch
+    k = len(records)
+    print(
+        f"judge calls per answer       citemon {judge.calls / k:7.1f}"
+        f"   naive {naive_calls / k:7.1f}"
+        f"   ratio {judge.calls / naive_calls:.2f}"
+    )
+    print(
+        f"prompt tokens per answer     citemon {judge.chars / 4 / k:7.0f}   naive "
+        f"{naive_chars / 4 / k:7.0f}   ratio {judge.chars / naive_chars:.2f}  (chars ÷ 4)"
+    )
