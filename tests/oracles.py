@@ -48,3 +48,15 @@ class YesJudge:
 def yes_judge() -> YesJudge:
     """A zero-argument factory, for ``--judge tests.oracles:yes_judge``."""
     return YesJudge()
+
+
+SPECIMEN_TRUTH = {
+    "Audit logs are retained for 90 days on the Business plan.": {"p-3310"},
+    "Retention can be extended through a custom term in an Enterprise agreement.": {"p-3312"},
+    "Changing it is not possible from the dashboard.": {"p-3311"},
+}
+
+
+def specimen_judge() -> OracleJudge:
+    """The judgement DESIGN.md's specimen assumes, for ``--judge tests.oracles:specimen_judge``."""
+    return OracleJudge(SPECIMEN_TRUTH)

@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from monitor.cli import main
+from monitor.sample import sample_records, specimen
+
+
+def write(path: Path, lines: list[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_score_json_matches_the_design_contract(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = write(tmp_path / "in.jsonl", [specimen().model_dump_json()])
+    assert (
+        main(["score", str(src), "--format", "json", "--judge", "tests.oracles:specimen_judge"])
+        == 0
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert out["summary"] == {
+        "answers": 1, "claims": 3, "cited_claims": 3,
+        "citation_accuracy": 0.3333, "citation_accuracy_ci95": [0.06, 0.79],
+        "citation_coverage": 1.0, "citation_coverage_ci95": [0.44, 1.0],
+        "faithfulness": 1.0, "ids_per_claim": 1.0, "citation_precision": 1.0,
+        "policy": "any_of", "overlap_misattributions": 0,
+        "verdicts": {"correct": 1, "misattributed": 2, "multi_hop": 0, "unsupported": 0,
+                     "dangling": 0, "unjudged": 0, "uncited": 0},
+    }  # fmt: skip
+    (answer,) = out["answers"]
+    assert answer["id"] == "a-1"
+    assert answer["claims"][1] == {
+        "sentence": 1,
+        "text": "Retention can be extended through a custom term in an Enterprise agreement.",
+        "cited_ids": ["p-3310"],
+        "verdict": "misattributed",
+        "supported_by": ["p-3312"],
+        "faithful": True,
+        "overlap": False,
+        "irrelevant_ids": [],
+        "reason": None,
+    }
+
+
+def test_bad_lines_are_reported_and_skipped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = specimen().model_dump_json()
+    src = write(tmp_path / "in.jsonl", [good, "{not json", '{"answer": "no passages"}', "", good])
+    assert (
+        main(["score", str(src), "--format", "json", "--judge", "tests.oracles:specimen_judge"])
+        == 1
+    )
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["summary"]["answers"] == 2
+    assert "line 2: not valid JSON" in captured.err
+    assert "line 3: passages: Field required" in captured.err
+    assert "2 bad input line(s) skipped" in captured.err
+
+
+def test_strict_aborts_on_the_first_bad_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = write(tmp_path / "in.jsonl", [specimen().model_dump_json(), '{"answer": 3}'])
+    assert main(["score", str(src), "--strict"]) == 2
+    assert "line 2" in capsys.readouterr().err
+
+
+def test_stdin_and_table(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO(specimen().model_dump_json() + "\n"))
+    assert main(["score", "-", "--explain", "--judge", "tests.oracles:specimen_judge"]) == 0
+    out = capsys.readouterr().out
+    assert "misattributed  p-3310 → p-3312" in out
+    assert "citation accuracy 0.33 [0.06, 0.79] · coverage 1.00 · faithfulness 1.00" in out
+
+
+def test_unknown_judge_and_missing_file_are_clear_errors(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["score", "/nonexistent.jsonl"]) == 2
+    assert "no such file: /nonexistent.jsonl" in capsys.readouterr().err
+    assert main(["score", "-", "--judge", "nosuch"]) == 2
+    assert "unknown judge 'nosuch'" in capsys.readouterr().err
+    assert main(["score", "-", "--judge", "tests.oracles:missing"]) == 2
+    assert "cannot load judge factory" in capsys.readouterr().err
+
+
+def test_selftest_passes_a_reading_judge_and_fails_a_blind_one(tmp_path: Path) -> None:
+    src = write(tmp_path / "s.jsonl", [r.model_dump_json() for r in sample_records()])
+    assert main(["selftest", str(src)]) == 0
+    assert main(["selftest", str(src), "--judge", "tests.oracles:yes_judge"]) == 1
+
+
+def test_the_lexical_judge_on_the_sample_agrees_with_its_construction() -> None:
+    # The sample's labels say what each claim's verdict should be; the heuristic gets most right.
+    import asyncio
+
+    from monitor.judges.lexical import LexicalJudge
+    from monitor.scoring import Scorer
+
+    records = sample_records()
+    scores = asyncio.run(Scorer(LexicalJudge()).score_many(records))
+    pairs = [
+        (label["verdict"], claim.verdict)
+        for record, score in zip(records, scores, strict=True)
+        for label, claim in zip(record.labels or [], score.claims, strict=True)
+    ]
+    agree = sum(a == b for a, b in pairs) / len(pairs)
+    assert len(pairs) == 155
+    assert agree >= 0.9, agree
