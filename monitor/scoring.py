@@ -26,7 +26,15 @@ from typing import Any, Literal
 from monitor.claims import CitationSyntax, extract_claims
 from monitor.errors import ConfigError, JudgeError
 from monitor.judges.base import Judge
-from monitor.records import VERDICTS, AnswerRecord, AnswerScore, Claim, ClaimResult, VerdictName
+from monitor.records import (
+    VERDICTS,
+    AnswerRecord,
+    AnswerScore,
+    Claim,
+    ClaimResult,
+    Verdict,
+    VerdictName,
+)
 from monitor.stats import ratio, wilson
 
 __all__ = ["Scorer", "ScoringOptions", "Summary", "summarize"]
@@ -108,8 +116,11 @@ class Scorer:
         return list(await asyncio.gather(*(one(r) for r in records)))
 
     async def _ask(self, claim: str, passages: Mapping[str, str]) -> bool:
+        return (await self._verdict(claim, passages)).entailed
+
+    async def _verdict(self, claim: str, passages: Mapping[str, str]) -> Verdict:
         try:
-            return (await self.judge.entails(claim, passages)).entailed
+            return await self.judge.entails(claim, passages)
         except JudgeError as exc:
             raise _Unjudged(f"judge failed: {exc}") from exc
 
@@ -139,7 +150,9 @@ class Scorer:
         cited = [c for c in claim.cited_ids if c in passages]
         if claim.cited and self._citable(claim, cited):
             shown = {c: passages[c] for c in cited}
-            if await self._ask(claim.text, shown):
+            check = await self._verdict(claim.text, shown)
+            result.reason = check.reason and f"cited: {check.reason}"
+            if check.entailed:
                 result.verdict, result.faithful = "correct", True
                 result.supported_by = cited
                 if self.options.precision and len(cited) > 1:
