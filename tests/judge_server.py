@@ -272,7 +272,7 @@ class JudgeServer:
         self._script: list[_Scripted] = []
         self._chaos: tuple[float, list[Fault], random.Random] | None = None
         self._server: asyncio.Server | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._conns: dict[asyncio.Task[Any], asyncio.StreamWriter] = {}
         self._port = 0
 
     # -- scripting and inspection --------------------------------------------------------
@@ -317,10 +317,15 @@ class JudgeServer:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
-            # Python 3.11's wait_closed() does not wait for handlers; cancel those ourselves.
-            for task in list(self._tasks):
-                task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            # Python 3.11's wait_closed() does not wait for handlers. Abort their sockets so
+            # they end normally (a cancelled stream handler makes asyncio log an error).
+            for conn in list(self._conns.values()):
+                conn.transport.abort()
+            tasks = list(self._conns)
+            if tasks:
+                _, late = await asyncio.wait(tasks, timeout=5)
+                for task in late:
+                    task.cancel()
             await self._server.wait_closed()
             self._server = None
 
@@ -360,17 +365,15 @@ class JudgeServer:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._tasks.add(task)
+        self._conns[task] = writer
         try:
             while await self._serve_one(reader, writer):
                 pass
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
-            pass
+        except (ConnectionError, asyncio.IncompleteReadError, ValueError):
+            pass  # a client that hung up, or a request line this server does not speak
         finally:
-            self._tasks.discard(task)
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
+            del self._conns[task]
+            writer.close()  # flushes what was written, then closes
 
     async def _serve_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         line = await reader.readline()
@@ -440,7 +443,8 @@ class JudgeServer:
         if fault is not None and fault.kind == "status":
             body = fault.body
             if fault.echo_headers:
-                body = json.dumps({"error": "injected", "request_headers": req.headers})
+                echo = {"error": "injected", "request_headers": req.headers}
+                body = json.dumps(echo, sort_keys=True)
             extra = {"Retry-After": fault.retry_after} if fault.retry_after is not None else {}
             return await _send(writer, fault.status_code, body, extra)
         if fault is not None and fault.kind == "raw":

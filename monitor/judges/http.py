@@ -235,7 +235,7 @@ class HTTPJudge:
             f"HTTPJudge(base_url={self._base_url!r}, model={self._model!r}, "
             f"max_inflight={self._max_inflight}, timeout_s={self._timeout_s:g}, "
             f"retries={self._retries}, prompt_version={PROMPT_VERSION!r}, "
-            f"api_key={'***' if self._api_key else None})"
+            f"api_key={'***' if self._api_key else None!r})"
         )
 
     async def entails(self, claim: str, passages: Mapping[str, str]) -> Verdict:
@@ -407,7 +407,7 @@ class HTTPJudge:
         if not 200 <= status < 300:
             raise JudgeHTTPError(
                 f"judge at {self._url} returned HTTP {status}: "
-                f"{self._redact(_snippet(response.text))!r}",
+                f"{_snippet(self._redact(response.text))!r}",
                 status=status,
             )
         try:
@@ -415,14 +415,11 @@ class HTTPJudge:
         except (ValueError, LookupError, TypeError) as exc:
             raise JudgeInvalidReply(
                 f"judge at {self._url} sent no chat completion: "
-                f"{self._redact(_snippet(response.text))!r}"
+                f"{_snippet(self._redact(response.text))!r}"
             ) from exc
         if not isinstance(content, str):
             raise JudgeInvalidReply(f"judge at {self._url} sent no message content")
-        try:
-            return parse(content)
-        except JudgeInvalidReply as exc:
-            raise JudgeInvalidReply(self._redact(str(exc))) from exc.__cause__
+        return parse(content)
 
     def _redact(self, text: str) -> str:
         # A misbehaving server may echo request headers back in an error body.
