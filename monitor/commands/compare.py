@@ -1,0 +1,81 @@
+"""Compare a candidate version's citation quality with a baseline's: a deploy gate.
+
+Reads counts from Prometheus (--prometheus URL, over --window) or from a file of per-answer
+scores (--scores FILE: `citemon.scores` JSON lines or `citemon score --format json` output).
+Exit status: 0 no evidence of a regression (or improved), 1 regressed, 3 not enough data,
+2 error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from monitor.compare import compare, counts_from_prometheus, load_scores
+from monitor.errors import ConfigError
+
+__all__ = ["add_arguments", "main"]
+
+EXIT = {"no evidence": 0, "improved": 0, "regressed": 1, "not enough data": 3}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--baseline", required=True, help="the version deployed before")
+    parser.add_argument("--candidate", required=True, help="the version under test")
+    parser.add_argument("--service", help="only this service")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--prometheus", metavar="URL", help="Prometheus base URL")
+    source.add_argument("--scores", metavar="FILE", help="per-answer scores file")
+    parser.add_argument("--window", default="1h", help="PromQL range for --prometheus (1h)")
+    parser.add_argument("--alpha", type=float, default=0.05, help="significance level (0.05)")
+    parser.add_argument(
+        "--min-effect",
+        type=float,
+        default=0.02,
+        help="smallest difference that counts, in the metric's units (0.02)",
+    )
+    parser.add_argument(
+        "--min-claims",
+        type=int,
+        default=30,
+        help="cited claims each version needs before concluding (30)",
+    )
+    parser.add_argument("--format", choices=("table", "json"), default="table")  # fmt: skip
+
+
+def _fmt(x: float | None) -> str:
+    return "   n/a" if x is None else f"{x:6.3f}"
+
+
+def main(args: argparse.Namespace) -> int:
+    if not 0 < args.alpha < 1:
+        raise ConfigError("--alpha must be between 0 and 1")
+    if args.prometheus:
+        counts = counts_from_prometheus(
+            args.prometheus, [args.baseline, args.candidate],
+            window=args.window, service=args.service,
+        )  # fmt: skip
+    else:
+        counts = load_scores(args.scores, service=args.service)
+    result = compare(
+        counts, args.baseline, args.candidate,
+        alpha=args.alpha, min_effect=args.min_effect, min_claims=args.min_claims,
+    )  # fmt: skip
+    if args.format == "json":
+        print(json.dumps(result.as_dict(), indent=1))
+        return EXIT[result.outcome]
+    b, c = result.counts[args.baseline], result.counts[args.candidate]
+    print(f"baseline  {args.baseline}: {b.cited} cited claims, {b.uncited} uncited")
+    print(f"candidate {args.candidate}: {c.cited} cited claims, {c.uncited} uncited")
+    print(f"{'metric':<18} {'baseline':>22} {'candidate':>22} {'delta':>7} {'p':>7}")
+    for t in result.tests:
+
+        def cell(value: float | None, ci: tuple[float, float] | None) -> str:
+            band = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
+            return f"{_fmt(value)}{band}"
+
+        p = "n/a" if t.p_value is None else f"{t.p_value:.3g}"
+        print(f"{t.name:<18} {cell(t.baseline, t.baseline_ci95):>22} "
+              f"{cell(t.candidate, t.candidate_ci95):>22} {_fmt(t.delta):>7} {p:>7}")  # fmt: skip
+    print(f"verdict: {result.outcome}")
+    return EXIT[result.outcome]
