@@ -1,0 +1,122 @@
+"""Measure a judge against human labels and write a calibration file for corrected estimates.
+
+Reads labelled JSONL in either shape (detected per line): pairs {claim, passage, label} with
+WiCE labels (supported | partially_supported | not_supported), or citemon answer records with
+ExpertQA-style `labels` (Complete | Partial | Incomplete | Missing | N/A), whose annotator claims
+are matched to citemon's own extracted claims and judged on the passages the label cites.
+Reports the confusion matrix, sensitivity, specificity, balanced accuracy and Cohen's kappa with
+95% intervals, what was skipped and why, and the judge's most confident wrong verdicts.
+With --output it writes the calibration file that `score` and `run` accept as --calibration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from monitor.calibration import (
+    CalibrationReport,
+    PartialMapping,
+    evaluate,
+    judge_pairs,
+    pairs_from_rows,
+    read_label_rows,
+)
+from monitor.judges import add_judge_arguments, judge_options, load_judge
+
+__all__ = ["add_arguments", "main", "render_table"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--labels", required=True, type=Path, help="JSONL file of human labels")
+    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument("--output", type=Path, help="write the calibration file here")
+    parser.add_argument(
+        "--partial",
+        choices=("entailed", "not_entailed", "exclude"),
+        default="not_entailed",
+        help="how partial support (Partial, partially_supported) counts (default not_entailed)",
+    )
+    parser.add_argument("--limit", type=int, help="use at most this many labelled pairs")
+    parser.add_argument(
+        "--disagreements", type=int, default=10, help="how many disagreements to show (default 10)"
+    )
+    add_judge_arguments(parser)
+
+
+def _fmt(value: float | None, ci: tuple[float, float] | None) -> str:
+    if value is None:
+        return "n/a"
+    interval = f"  [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
+    return f"{value:.3f}{interval}"
+
+
+def render_table(report: CalibrationReport) -> str:
+    c = report.confusion
+    lines = [
+        f"judge {report.judge} · {report.data} · partial={report.partial}",
+        f"pairs used {report.pairs}; skipped {sum(report.skipped.values())}",
+        *(f"  skipped {n:>5}  {reason}" for reason, n in report.skipped.items()),
+        "",
+        "                    judge entailed   judge not",
+        f"human entailed      {c.tp:>14}   {c.fn:>9}",
+        f"human not entailed  {c.fp:>14}   {c.tn:>9}",
+        "",
+        "                     value  95% interval",
+        f"sensitivity          {_fmt(report.sensitivity, report.sensitivity_ci95)}",
+        f"specificity          {_fmt(report.specificity, report.specificity_ci95)}",
+        f"balanced accuracy    {_fmt(report.balanced_accuracy, report.balanced_accuracy_ci95)}",
+        f"Cohen's kappa        {_fmt(report.kappa, report.kappa_ci95)}",
+        f"({report.intervals})",
+    ]
+    if report.disagreements:
+        lines += ["", "worst disagreements (most confident wrong verdicts first):"]
+        for d in report.disagreements:
+            conf = f"{d.confidence:.2f}" if d.confidence is not None else "?"
+            verdict = "entailed" if d.judge_entailed else "not entailed"
+            lines += [
+                f"- human {d.human_label}, judge {verdict} (confidence {conf}) · {d.source}",
+                f"  claim:   {d.claim}",
+                f"  passage: {d.passage_excerpt}",
+            ]
+    return "\n".join(lines)
+
+
+async def _run(args: argparse.Namespace) -> CalibrationReport:
+    partial: PartialMapping = args.partial
+    rows = read_label_rows(args.labels)
+    pairs, skipped = pairs_from_rows(rows, partial=partial, limit=args.limit)
+    judge = load_judge(args.judge, judge_options(args))
+    try:
+        judged = await judge_pairs(judge, pairs, max_inflight=args.judge_concurrency)
+    finally:
+        aclose = getattr(judge, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    return evaluate(
+        judged,
+        judge=args.judge,
+        data=f"{args.labels.name} ({len(rows)} rows)",
+        partial=partial,
+        skipped=skipped,
+        max_disagreements=args.disagreements,
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    report = asyncio.run(_run(args))
+    if args.output is not None:
+        report.calibration().save(args.output)
+    if args.format == "json":
+        print(json.dumps(report.model_dump(mode="json"), indent=2))
+    else:
+        print(render_table(report))
+        if args.output is not None:
+            print(f"\ncalibration written to {args.output}")
+    if report.pairs == 0:
+        print("citemon: no usable labelled pairs", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,301 @@
+"""Alignment features between a claim and the passages it cites, for the learned judge.
+
+Pure functions over text, no I/O and no third-party packages: the learned judge must run on a
+bare install, and ``scripts/train_judge.py`` must compute exactly the same numbers at training
+time as the judge does at run time (both import :func:`extract`).
+
+Each feature answers a question a careful reader asks when checking a citation: are the claim's
+words in the passage at all (containment), are they *together* in one place (best-matching
+sentence window), do the rare words match (IDF-weighted), do the numbers and names agree, does a
+negation or a hedge appear on one side only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+
+__all__ = ["FEATURE_NAMES", "content_words", "extract", "sentences", "stem", "tokens"]
+
+FEATURE_NAMES: tuple[str, ...] = (
+    "containment",  # share of claim content words found anywhere in the passages
+    "idf_containment",  # same, each word weighted by its IDF
+    "best_window",  # best share of claim content words inside one window of sentences
+    "best_window_idf",  # same, IDF-weighted
+    "bigram_containment",  # share of claim content-word bigrams found in the passages
+    "best_window_bigram",  # same, inside the best window
+    "longest_run",  # longest run of consecutive claim tokens found verbatim, / claim length
+    "missing_idf_max",  # IDF of the rarest claim word absent from the passages (scaled)
+    "missing_count",  # log1p of claim content words absent from the passages
+    "numbers_present",  # share of claim numbers found in the passages (1 when none)
+    "has_numbers",  # the claim carries a number
+    "entity_containment",  # share of capitalised claim tokens found (case-folded) in passages
+    "negation_mismatch",  # a negation in the claim or in its best window, not both
+    "modality_mismatch",  # a hedge/modal in the claim or in its best window, not both
+    "claim_length",  # log1p of claim content words
+    "passage_length",  # log1p of passage tokens (long web pages behave unlike short chunks)
+    "window_share",  # share of passage tokens the best window holds
+    "prefix_containment",  # containment on 5-letter prefixes (inflection and derivation)
+    "top3_union",  # IDF-weighted share covered by the union of the 3 best windows
+)
+
+
+def _wordset(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# Function words that carry no content for alignment. Negations and modals are *not* here:
+# they are features of their own.
+_STOPWORDS = _wordset(
+    """a an the and or but if then else of to in on at by for with from as into onto over under
+    about above below between through during before after up down out off again further once
+    is are was were be been being am has have had having do does did doing this that these
+    those it its it's they them their theirs he him his she her hers we us our ours you your
+    yours i me my mine which who whom whose what when where why how there here also such so
+    than too very just only both each few more most other some any all same own s t ll re ve d
+    m o y can't won't while because until although though however thus therefore hence
+    one ones via per etc e g ie eg"""
+)
+_NEGATIONS = _wordset(
+    """not no never none nobody nothing neither nor without cannot can't don't doesn't didn't
+    isn't aren't wasn't weren't won't wouldn't shouldn't couldn't hasn't haven't hadn't lack
+    lacks lacking fail fails failed unable"""
+)
+_MODALS = _wordset(
+    """may might could can would should possibly perhaps likely unlikely probably potentially
+    suggest suggests suggested appear appears seem seems believed thought estimated
+    approximately about around roughly"""
+)
+
+_TOKEN = re.compile(r"[A-Za-z][A-Za-z'\-]*|\d+(?:[.,]\d+)*%?")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])|\n+|\s#+\s")
+_MARKER = re.compile(r"\[\s*[\w\-]+(?:\s*,\s*[\w\-]+)*\s*\]")
+
+_MAX_MISSING_IDF = 12.0  # scale for missing_idf_max (IDF of a word seen in 1 of ~100k docs)
+
+
+def tokens(text: str) -> list[str]:
+    """Word and number tokens, original case, citation markers removed."""
+    return _TOKEN.findall(_MARKER.sub(" ", text))
+
+
+def stem(word: str) -> str:
+    """A crude, deterministic suffix stripper: enough to match "children"/"child" style pairs
+    that matter for containment, without a stemming package."""
+    w = word.lower().strip("'-")
+    if w.endswith("'s"):
+        w = w[:-2]
+    if len(w) <= 3 or w[0].isdigit():
+        return w
+    for suffix, repl in (
+        ("ies", "y"),
+        ("ied", "y"),
+        ("ing", ""),
+        ("edly", ""),
+        ("ed", ""),
+        ("ly", ""),
+        ("es", ""),
+        ("s", ""),
+    ):
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
+            w = w[: -len(suffix)] + repl
+            break
+    if w.endswith("ren") and len(w) > 5:  # children -> child
+        w = w[:-3]
+    return w
+
+
+def content_words(toks: Iterable[str]) -> list[str]:
+    """Stemmed tokens minus stopwords, negations and modals (order kept, repeats kept)."""
+    out = []
+    for t in toks:
+        low = t.lower()
+        if low in _STOPWORDS or low in _NEGATIONS or low in _MODALS:
+            continue
+        if len(low) == 1 and not low.isdigit():
+            continue
+        out.append(stem(low))
+    return out
+
+
+def sentences(text: str) -> list[str]:
+    """Split passage text into sentences with a regex: pysbd is too slow for 100 kB web pages,
+    and a missed split only makes a window a little larger."""
+    return [s for s in (part.strip() for part in _SENTENCE_END.split(text)) if s]
+
+
+def _numbers(toks: Iterable[str]) -> set[str]:
+    out = set()
+    for t in toks:
+        if _NUMBER.fullmatch(t.rstrip("%")):
+            out.add(t.rstrip("%").replace(",", ""))
+    return out
+
+
+def _entities(toks: Sequence[str]) -> set[str]:
+    # Capitalised tokens that are not sentence-initial (the first token is capitalised anyway).
+    return {
+        t.lower()
+        for i, t in enumerate(toks)
+        if i > 0 and t[:1].isupper() and t.lower() not in _STOPWORDS
+    }
+
+
+def _bigrams(words: Sequence[str]) -> set[tuple[str, str]]:
+    return set(itertools.pairwise(words))
+
+
+def _longest_run(claim_low: Sequence[str], passage_ngrams: set[tuple[str, ...]], cap: int) -> int:
+    """Longest n (≤ cap) such that some n consecutive claim tokens occur verbatim in a passage."""
+    best = 0
+    for n in range(1, min(cap, len(claim_low)) + 1):
+        if any(
+            tuple(claim_low[i : i + n]) in passage_ngrams for i in range(len(claim_low) - n + 1)
+        ):
+            best = n
+        else:
+            break
+    return best
+
+
+def extract(
+    claim: str,
+    passages: Mapping[str, str] | Sequence[str],
+    idf: Mapping[str, float],
+    *,
+    default_idf: float,
+    window_sentences: int = 2,
+    max_run: int = 8,
+) -> list[float]:
+    """The feature vector (ordered as :data:`FEATURE_NAMES`) for ``claim`` against ``passages``.
+
+    ``passages`` are read as one union of evidence: containment counts a word found in any of
+    them; windows of ``window_sentences`` consecutive sentences never cross a passage boundary.
+    ``idf`` maps stemmed words to inverse document frequency; unknown words get ``default_idf``.
+    ``max_run`` caps the verbatim-run search (tokens), which bounds the cost on long pages.
+    """
+    texts = list(passages.values()) if isinstance(passages, Mapping) else list(passages)
+    claim_toks = tokens(claim)
+    claim_words = content_words(claim_toks)
+    claim_set = set(claim_words)
+    claim_low = [t.lower() for t in claim_toks]
+
+    passage_tokens: list[str] = []
+    windows: list[list[str]] = []  # raw tokens per window
+    for text in texts:
+        sent_toks = [tokens(s) for s in sentences(text)]
+        for st in sent_toks:
+            passage_tokens.extend(st)
+        if not sent_toks:
+            continue
+        for i in range(max(1, len(sent_toks) - window_sentences + 1)):
+            win: list[str] = []
+            for st in sent_toks[i : i + window_sentences]:
+                win.extend(st)
+            windows.append(win)
+
+    passage_words = content_words(passage_tokens)
+    passage_set = set(passage_words)
+    passage_low = [t.lower() for t in passage_tokens]
+
+    def w(word: str) -> float:
+        return idf.get(word, default_idf)
+
+    total_idf = sum(w(x) for x in claim_set) or 1.0
+    found = claim_set & passage_set
+    containment = len(found) / len(claim_set) if claim_set else 1.0
+    idf_containment = sum(w(x) for x in found) / total_idf if claim_set else 1.0
+
+    claim_bigrams = _bigrams(claim_words)
+    passage_bigrams = _bigrams(passage_words)
+    bigram_containment = (
+        len(claim_bigrams & passage_bigrams) / len(claim_bigrams) if claim_bigrams else containment
+    )
+
+    # Best window: the place where most of the claim's (IDF-weighted) content sits together.
+    window_hits: list[tuple[float, frozenset[str]]] = []
+    best_share = best_idf = best_bigram = 0.0
+    best_window_low: set[str] = set()
+    best_window_len = 0
+    for win in windows:
+        win_words = content_words(win)
+        win_set = set(win_words)
+        hit = claim_set & win_set
+        if not hit and best_window_len:
+            continue
+        share_idf = sum(w(x) for x in hit) / total_idf if claim_set else 1.0
+        window_hits.append((share_idf, frozenset(hit)))
+        if share_idf > best_idf or not best_window_len:
+            best_idf = share_idf
+            best_share = len(hit) / len(claim_set) if claim_set else 1.0
+            best_bigram = (
+                len(claim_bigrams & _bigrams(win_words)) / len(claim_bigrams)
+                if claim_bigrams
+                else best_share
+            )
+            best_window_low = {t.lower() for t in win}
+            best_window_len = max(1, len(win))
+
+    covered: set[str] = set()
+    for _, hit_set in sorted(window_hits, key=lambda h: h[0], reverse=True)[:3]:
+        covered |= hit_set
+    top3_union = sum(w(x) for x in covered) / total_idf if claim_set else 1.0
+    claim_prefixes = {x[:5] for x in claim_set}
+    passage_prefixes = {x[:5] for x in passage_set}
+    prefix_containment = (
+        len(claim_prefixes & passage_prefixes) / len(claim_prefixes) if claim_prefixes else 1.0
+    )
+
+    passage_ngrams: set[tuple[str, ...]] = set()
+    for n in range(1, min(max_run, len(claim_low)) + 1):
+        passage_ngrams.update(
+            tuple(passage_low[i : i + n]) for i in range(len(passage_low) - n + 1)
+        )
+    longest = _longest_run(claim_low, passage_ngrams, max_run)
+    longest_run = longest / min(max_run, len(claim_low)) if claim_low else 0.0
+
+    missing = claim_set - passage_set
+    missing_idf_max = max((w(x) for x in missing), default=0.0) / _MAX_MISSING_IDF
+
+    claim_numbers = _numbers(claim_toks)
+    passage_numbers = _numbers(passage_tokens)
+    numbers_present = (
+        len(claim_numbers & passage_numbers) / len(claim_numbers) if claim_numbers else 1.0
+    )
+
+    claim_entities = _entities(claim_toks)
+    passage_low_set = set(passage_low)
+    entity_containment = (
+        len(claim_entities & passage_low_set) / len(claim_entities) if claim_entities else 1.0
+    )
+
+    claim_low_set = set(claim_low)
+    neg_claim = bool(claim_low_set & _NEGATIONS) or any(t.endswith("n't") for t in claim_low)
+    neg_win = bool(best_window_low & _NEGATIONS) or any(t.endswith("n't") for t in best_window_low)
+    mod_claim = bool(claim_low_set & _MODALS)
+    mod_win = bool(best_window_low & _MODALS)
+
+    return [
+        containment,
+        idf_containment,
+        best_share,
+        best_idf,
+        bigram_containment,
+        best_bigram,
+        longest_run,
+        missing_idf_max,
+        math.log1p(len(missing)),
+        numbers_present,
+        1.0 if claim_numbers else 0.0,
+        entity_containment,
+        1.0 if neg_claim != neg_win else 0.0,
+        1.0 if mod_claim != mod_win else 0.0,
+        math.log1p(len(claim_set)),
+        math.log1p(len(passage_tokens)),
+        min(1.0, best_window_len / len(passage_tokens)) if passage_tokens else 0.0,
+        prefix_containment,
+        top3_union,
+    ]
