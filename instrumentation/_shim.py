@@ -1,0 +1,456 @@
+"""The shim a RAG handler calls: one ``rag.answer`` span per answer (DESIGN.md, "Spans").
+
+Two promises shape everything here:
+
+* **It never raises into the host.** Every error in the shim or in the user's redact hook is
+  caught, counted in :class:`ShimStats` and logged at most once per ``LOG_INTERVAL_S``. An error
+  raised by the host's own code inside ``with answer_span(...)`` is recorded on the span and
+  re-raised untouched: it is the host's.
+* **It never loses a passage silently.** OpenTelemetry's SDK drops the *oldest* attribute once a
+  span holds ``max_span_attributes`` (128 by default) and cuts strings longer than
+  ``max_span_attribute_length``. The shim reads the span's effective limits and plans within
+  them: passages go into OpenInference per-document attributes while they fit, the rest are
+  packed into one JSON attribute (``citemon.passages.overflow``), and ``citemon.passages.count``
+  says how many there were. Only when even that cannot fit (a value-length limit shorter than the
+  packed passages, more than ``max_passages``) is ``citemon.truncated=true`` set, so the monitor
+  scores the answer ``unjudged`` instead of blaming a citation it never saw.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Final
+
+from opentelemetry import trace
+from opentelemetry.trace import Span, Tracer, TracerProvider
+
+from instrumentation import attributes as A
+
+__all__ = [
+    "DEFAULT_MAX_PASSAGES",
+    "LOG_INTERVAL_S",
+    "STATS",
+    "AnswerSpan",
+    "PassageLike",
+    "Redact",
+    "ShimStats",
+    "answer_span",
+    "record_answer",
+]
+
+_log = logging.getLogger("instrumentation")
+
+DEFAULT_MAX_PASSAGES: Final = 1000
+"""Passages recorded per answer; beyond it the answer is marked truncated (the monitor's decoder
+rejects spans with more than its own ``max_passages``, 1000 by default)."""
+LOG_INTERVAL_S: Final = 60.0
+"""At most one log line per error kind per this many seconds (the first one always)."""
+
+PassageLike = Mapping[str, Any] | tuple[Any, Any] | Any
+"""A dict (``id``, ``text``/``content``/``page_content``, optional ``score``, ``source``,
+``metadata``), a pydantic model or object with the same fields (a LangChain ``Document`` works),
+or an ``(id, text)`` pair."""
+
+Redact = Callable[[str], str]
+"""Applied to the question, the answer and every passage's text before they are recorded."""
+
+_SCOPE: Final = "citemon.instrumentation"
+_VERSION: Final = "0.1.0"
+
+
+class ShimStats:
+    """What the shim counted; read it from a health endpoint or a test.
+
+    ``errors`` are failures of the shim itself, ``redact_errors`` of the redact hook (the text was
+    then not recorded), ``truncated`` answers that carry ``citemon.truncated=true``.
+    """
+
+    __slots__ = (
+        "_last_log",
+        "_lock",
+        "answers",
+        "errors",
+        "redact_errors",
+        "suppressed",
+        "truncated",
+    )
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last_log: dict[str, float] = {}
+        self.answers = 0
+        self.errors = 0
+        self.redact_errors = 0
+        self.truncated = 0
+        self.suppressed = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"ShimStats(answers={self.answers}, errors={self.errors}, "
+            f"redact_errors={self.redact_errors}, truncated={self.truncated})"
+        )
+
+    def _count(self, field: str) -> None:
+        with self._lock:
+            setattr(self, field, getattr(self, field) + 1)
+
+    def _error(
+        self, kind: str, exc: BaseException, *, now: Callable[[], float] = time.monotonic
+    ) -> None:
+        """Count an error and log it, rate-limited per kind (never the text it was handling)."""
+        with self._lock:
+            if kind == "redact":
+                self.redact_errors += 1
+            else:
+                self.errors += 1
+            t = now()
+            last = self._last_log.get(kind)
+            if last is not None and t - last < LOG_INTERVAL_S:
+                self.suppressed += 1
+                return
+            self._last_log[kind] = t
+            suppressed, self.suppressed = self.suppressed, 0
+        _log.warning(
+            "citemon shim %s error (the host is unaffected; %d similar suppressed): %s: %s",
+            kind,
+            suppressed,
+            type(exc).__name__,
+            exc,
+        )
+
+
+STATS: Final = ShimStats()
+"""The default counters, used when a call passes no ``stats=``."""
+
+
+@dataclass(slots=True)
+class _Passage:
+    id: str
+    text: str
+    score: float | None
+    metadata: str | None  # JSON object text
+
+
+def _field(obj: Any, *names: str) -> Any:
+    if isinstance(obj, Mapping):
+        for n in names:
+            v = obj.get(n)
+            if v is not None:
+                return v
+        return None
+    for n in names:
+        v = getattr(obj, n, None)
+        if v is not None:
+            return v
+    return None
+
+
+def _normalize(p: PassageLike, index: int) -> _Passage:
+    if isinstance(p, tuple) and len(p) == 2:
+        pid, text, score, meta, source = p[0], p[1], None, None, None
+    else:
+        pid = _field(p, "id", "document_id", "doc_id")
+        text = _field(p, "text", "content", "page_content")
+        score = _field(p, "score")
+        meta = _field(p, "metadata")
+        source = _field(p, "source")
+        if pid is None and isinstance(meta, Mapping):
+            pid = _field(meta, "id", "document_id", "doc_id")
+    metadata: dict[str, Any] | None = dict(meta) if isinstance(meta, Mapping) else None
+    if source is not None:
+        metadata = {**(metadata or {}), "source": source}
+    return _Passage(
+        id=str(pid) if pid is not None else str(index + 1),
+        text=text if isinstance(text, str) else ("" if text is None else str(text)),
+        score=float(score)
+        if isinstance(score, int | float) and not isinstance(score, bool)
+        else None,
+        metadata=json.dumps(metadata, default=str, ensure_ascii=False) if metadata else None,
+    )
+
+
+_tracers: weakref.WeakKeyDictionary[TracerProvider, Tracer] = weakref.WeakKeyDictionary()
+_global_tracer: list[Tracer] = []
+
+
+def _tracer(provider: TracerProvider | None) -> Tracer:
+    # Tracer lookups are not free on the request path; cache one per provider. The global one
+    # may be a ProxyTracer, which follows a provider installed later, so caching it is safe.
+    if provider is None:
+        if not _global_tracer:
+            _global_tracer.append(trace.get_tracer(_SCOPE, _VERSION))
+        return _global_tracer[0]
+    tracer = _tracers.get(provider)
+    if tracer is None:
+        tracer = provider.get_tracer(_SCOPE, _VERSION)
+        _tracers[provider] = tracer
+    return tracer
+
+
+class AnswerSpan:
+    """The handle ``answer_span`` yields: record the passages and the answer as they arrive.
+
+    Call :meth:`set_passages` and :meth:`set_answer` once each, in either order. Both are no-ops
+    on a span that is not recording (sampled out, or no SDK installed) and never raise.
+    """
+
+    __slots__ = (
+        "_answer_set",
+        "_max_passages",
+        "_passages_set",
+        "_redact",
+        "_stats",
+        "_truncated",
+        "span",
+    )
+
+    def __init__(
+        self, span: Span, *, redact: Redact | None, max_passages: int, stats: ShimStats
+    ) -> None:
+        self.span = span
+        self._redact = redact
+        self._max_passages = max_passages
+        self._stats = stats
+        self._passages_set = False
+        self._answer_set = False
+        self._truncated = False
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _limits(self) -> tuple[int | None, int | None]:
+        # The SDK's Span keeps its effective SpanLimits (TracerProvider(span_limits=...) or the
+        # OTEL_*_LIMIT env vars) in `_limits`; another SDK may have none, and then we cannot plan.
+        limits = getattr(self.span, "_limits", None)
+        if limits is None:
+            return None, None
+        return limits.max_span_attributes, limits.max_span_attribute_length
+
+    def _clean(self, text: str) -> str | None:
+        """``text`` redacted, or ``None`` if the hook failed (then nothing is recorded)."""
+        if self._redact is None:
+            return text
+        try:
+            out = self._redact(text)
+            if not isinstance(out, str):
+                raise TypeError(f"redact hook returned {type(out).__name__}, not str")
+            return out
+        except Exception as exc:
+            self._stats._error("redact", exc)
+            self._truncated = True
+            self.span.set_attribute(A.CITEMON_REDACTION_FAILED, True)
+            return None
+
+    def _set_question(self, question: str) -> None:
+        q = self._clean(question)
+        if q is not None:
+            self.span.set_attribute(A.INPUT_VALUE, q)
+            _, max_len = self._limits()
+            if max_len is not None and len(q) > max_len:
+                self._truncated = True
+
+    # -- public --------------------------------------------------------------------------------
+
+    def set_passages(self, passages: Iterable[PassageLike]) -> None:
+        """Record the retrieved passages, in the order the model saw them."""
+        try:
+            if not self.span.is_recording():
+                return
+            if self._passages_set:
+                raise RuntimeError("set_passages called twice on one answer span")
+            self._passages_set = True
+            self._set_passages(passages)
+        except Exception as exc:
+            self._stats._error("shim", exc)
+
+    def set_answer(self, answer: str) -> None:
+        """Record the generated answer, citation markers included."""
+        try:
+            if not self.span.is_recording():
+                return
+            if self._answer_set:
+                raise RuntimeError("set_answer called twice on one answer span")
+            self._answer_set = True
+            a = self._clean(answer if isinstance(answer, str) else str(answer))
+            # An answer whose redaction failed is recorded empty and truncated: never raw.
+            self.span.set_attribute(A.OUTPUT_VALUE, "" if a is None else a)
+            _, max_len = self._limits()
+            if a is None or (max_len is not None and len(a) > max_len):
+                self._truncated = True  # written by _finish, when the span ends
+        except Exception as exc:
+            self._stats._error("shim", exc)
+
+    def _set_passages(self, passages: Iterable[PassageLike]) -> None:
+        items = [_normalize(p, i) for i, p in enumerate(passages)]
+        total = len(items)
+        if total > self._max_passages:
+            items = items[: self._max_passages]
+            self._truncated = True
+        max_attrs, max_len = self._limits()
+        budget: int | None = None
+        if max_attrs is not None:
+            present = self.span.attributes if hasattr(self.span, "attributes") else None  # type: ignore[attr-defined]
+            used = len(present) if present is not None else 0
+            reserved = 3  # citemon.passages.count, citemon.truncated, citemon.passages.overflow
+            if not self._answer_set:
+                reserved += 1  # output.value, still to come
+            if present is not None and A.CITEMON_REDACTION_FAILED not in present:
+                reserved += 1  # citemon.redaction_failed, should a redact hook fail below
+            budget = max_attrs - used - reserved
+
+        attrs: dict[str, Any] = {A.CITEMON_PASSAGES_COUNT: total}
+        key = A.document_key
+        used_budget = 0
+        inline = 0
+        for i, p in enumerate(items):
+            need = 2 + (p.score is not None) + (p.metadata is not None)
+            if budget is not None and used_budget + need > budget:
+                break
+            text = self._clean(p.text)
+            if text is None:
+                text = ""
+            attrs[key(i, A.DOCUMENT_ID)] = p.id
+            attrs[key(i, A.DOCUMENT_CONTENT)] = text
+            if p.score is not None:
+                attrs[key(i, A.DOCUMENT_SCORE)] = p.score
+            if p.metadata is not None:
+                attrs[key(i, A.DOCUMENT_METADATA)] = p.metadata
+            if max_len is not None and (
+                len(text) > max_len or len(p.id) > max_len or len(p.metadata or "") > max_len
+            ):
+                self._truncated = True
+            used_budget += need
+            inline += 1
+
+        rest = items[inline:]
+        if rest:
+            if budget is not None and budget < 0:
+                self._truncated = True  # not even the one overflow attribute fits
+            else:
+                packed = json.dumps(
+                    [
+                        {
+                            "id": p.id,
+                            "content": self._clean(p.text) or "",
+                            "score": p.score,
+                            "metadata": p.metadata,
+                        }
+                        for p in rest
+                    ],
+                    ensure_ascii=False,
+                )
+                if max_len is not None and len(packed) > max_len:
+                    self._truncated = True
+                else:
+                    attrs[A.CITEMON_PASSAGES_OVERFLOW] = packed
+        attrs[A.CITEMON_TRUNCATED] = self._truncated
+        self.span.set_attributes(attrs)
+
+    def _finish(self) -> None:
+        try:
+            if self.span.is_recording():
+                self._stats._count("answers")
+                if self._truncated:
+                    self.span.set_attribute(A.CITEMON_TRUNCATED, True)
+                    self._stats._count("truncated")
+        except Exception as exc:
+            self._stats._error("shim", exc)
+
+
+def _start(
+    question: str,
+    *,
+    tracer_provider: TracerProvider | None,
+    redact: Redact | None,
+    name: str,
+    attributes: Mapping[str, Any] | None,
+    max_passages: int,
+    stats: ShimStats,
+) -> AnswerSpan:
+    try:
+        span = _tracer(tracer_provider).start_span(
+            name, attributes={A.SPAN_KIND: "CHAIN", **(attributes or {})}
+        )
+        handle = AnswerSpan(span, redact=redact, max_passages=max_passages, stats=stats)
+        if span.is_recording():
+            handle._set_question(question if isinstance(question, str) else str(question))
+        return handle
+    except Exception as exc:
+        stats._error("shim", exc)
+        return AnswerSpan(trace.INVALID_SPAN, redact=None, max_passages=max_passages, stats=stats)
+
+
+@contextmanager
+def answer_span(
+    question: str,
+    *,
+    tracer_provider: TracerProvider | None = None,
+    redact: Redact | None = None,
+    name: str = A.ANSWER_SPAN_NAME,
+    attributes: Mapping[str, Any] | None = None,
+    max_passages: int = DEFAULT_MAX_PASSAGES,
+    stats: ShimStats | None = None,
+) -> Iterator[AnswerSpan]:
+    """Start a ``rag.answer`` span around a RAG handler's work and make it current.
+
+    ``with answer_span(question) as span: ...; span.set_passages(p); span.set_answer(a)``. Spans
+    started inside (the LLM call's, the retriever's) become its children. ``attributes`` are
+    extra span attributes of yours; they count against the same attribute limit.
+    """
+    st = stats if stats is not None else STATS
+    handle = _start(
+        question,
+        tracer_provider=tracer_provider,
+        redact=redact,
+        name=name,
+        attributes=attributes,
+        max_passages=max_passages,
+        stats=st,
+    )
+    with trace.use_span(handle.span, end_on_exit=False):
+        try:
+            yield handle
+        finally:
+            handle._finish()
+            try:
+                handle.span.end()
+            except Exception as exc:
+                st._error("shim", exc)
+
+
+def record_answer(
+    *,
+    question: str,
+    answer: str,
+    passages: Iterable[PassageLike],
+    tracer_provider: TracerProvider | None = None,
+    redact: Redact | None = None,
+    name: str = A.ANSWER_SPAN_NAME,
+    attributes: Mapping[str, Any] | None = None,
+    max_passages: int = DEFAULT_MAX_PASSAGES,
+    stats: ShimStats | None = None,
+) -> None:
+    """Record a finished answer in one call (a ``rag.answer`` span, child of the current span)."""
+    st = stats if stats is not None else STATS
+    handle = _start(
+        question,
+        tracer_provider=tracer_provider,
+        redact=redact,
+        name=name,
+        attributes=attributes,
+        max_passages=max_passages,
+        stats=st,
+    )
+    handle.set_passages(passages)
+    handle.set_answer(answer)
+    handle._finish()
+    try:
+        handle.span.end()
+    except Exception as exc:
+        st._error("shim", exc)
