@@ -1,0 +1,190 @@
+"""Calibration maths on hand-worked cases, the calibration file, and `citemon calibrate` on the
+shared labelled data."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from monitor.calibration import (
+    Calibration,
+    Confusion,
+    JudgedPair,
+    balanced_accuracy_ci,
+    corrected_accuracy,
+    evaluate,
+    kappa,
+    kappa_ci,
+    pairs_from_rows,
+)
+from monitor.cli import main
+from monitor.errors import ConfigError
+from monitor.records import Verdict
+
+HAND = Confusion(tp=8, fn=2, tn=6, fp=4)
+
+
+def test_hand_case_metrics() -> None:
+    # sens 8/10, spec 6/10; po = 14/20; pe = (12·10 + 8·10)/400 = 0.5; κ = (0.7-0.5)/0.5.
+    assert HAND.n == 20
+    assert HAND.sensitivity == pytest.approx(0.8)
+    assert HAND.specificity == pytest.approx(0.6)
+    assert HAND.balanced_accuracy == pytest.approx(0.7)
+    assert kappa(HAND) == pytest.approx(0.4)
+    lo, hi = balanced_accuracy_ci(HAND)  # type: ignore[misc]
+    assert lo < 0.7 < hi and lo > 0.4 and hi < 0.95
+    klo, khi = kappa_ci(HAND)  # type: ignore[misc]
+    assert klo < 0.4 < khi and klo > -0.3 and khi < 0.9
+    # Fixed seed: the same interval every time.
+    assert balanced_accuracy_ci(HAND) == balanced_accuracy_ci(HAND)
+
+
+def test_degenerate_cases() -> None:
+    assert kappa(Confusion()) is None
+    only_pos = Confusion(tp=5, fn=1)
+    assert only_pos.specificity is None and only_pos.balanced_accuracy is None
+    assert balanced_accuracy_ci(only_pos) is None
+    perfect = Confusion(tp=50, tn=50)
+    assert kappa(perfect) == pytest.approx(1.0)
+    # Agreement no better than chance: κ = 0.
+    assert kappa(Confusion(tp=25, fn=25, tn=25, fp=25)) == pytest.approx(0.0)
+
+
+def _calib(c: Confusion) -> Calibration:
+    return Calibration.from_confusion(c, judge="lexical", data="hand", partial="not_entailed")
+
+
+def test_rogan_gladen_hand_case() -> None:
+    # p_obs 0.6, sens 0.8, spec 0.6 → (0.6 + 0.6 - 1)/(0.8 + 0.6 - 1) = 0.5.
+    point, (lo, hi) = corrected_accuracy(60, 100, _calib(HAND))  # type: ignore[misc]
+    assert point == pytest.approx(0.5)
+    assert lo < 0.5 < hi
+    # A calibration from 20 pairs is the main uncertainty: the interval is wide...
+    assert hi - lo > 0.3
+    # ...and a 50× larger calibration with the same rates narrows it.
+    big = Confusion(tp=400, fn=100, tn=300, fp=200)
+    point_b, (lo_b, hi_b) = corrected_accuracy(6000, 10000, _calib(big))  # type: ignore[misc]
+    assert point_b == pytest.approx(0.5)
+    assert hi_b - lo_b < (hi - lo) / 3
+    # Clipped to [0, 1]: an observed rate below 1 - spec means "nothing is correct".
+    clipped = corrected_accuracy(30, 100, _calib(HAND))
+    assert clipped is not None and clipped[0] == 0.0
+
+
+def test_rogan_gladen_refuses_uninformative_judge() -> None:
+    coin = Confusion(tp=50, fn=50, tn=52, fp=48)  # sens + spec - 1 = 0.02
+    assert corrected_accuracy(60, 100, _calib(coin)) is None
+    assert corrected_accuracy(0, 0, _calib(HAND)) is None
+
+
+def test_calibration_file_round_trip(tmp_path: Path) -> None:
+    calib = _calib(HAND)
+    path = tmp_path / "calib.json"
+    calib.save(path)
+    loaded = Calibration.load(path)
+    assert loaded == calib
+    assert loaded.confusion == HAND
+    assert loaded.sensitivity == pytest.approx(0.8) and loaded.judge == "lexical"
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(ConfigError):
+        Calibration.load(tmp_path / "bad.json")
+
+
+def test_pairs_and_evaluate_on_hand_rows() -> None:
+    rows = [
+        {"claim": "Paris is in France.", "passage": "Paris is the capital of France.",
+         "label": "supported"},
+        {"claim": "Paris has 9 million people.", "passage": "Paris is big.",
+         "label": "partially_supported"},
+        {"claim": "x", "passage": "y", "label": "weird"},
+        {"answer": "The sky is blue [1]. Grass is red [2].",
+         "passages": [{"id": "1", "text": "The sky is blue on clear days."},
+                      {"id": "2", "text": ""}],
+         "labels": [{"claim": "The sky is blue [1].", "cited_ids": ["1"], "support": "Complete"},
+                    {"claim": "Grass is red [2].", "cited_ids": ["2"], "support": "Incomplete"},
+                    {"claim": "Other.", "cited_ids": [], "support": "Missing"}]},
+    ]  # fmt: skip
+    pairs, skipped = pairs_from_rows(rows)
+    assert [(p.claim, p.entailed) for p in pairs] == [
+        ("Paris is in France.", True),
+        ("Paris has 9 million people.", False),
+        ("The sky is blue.", True),
+    ]
+    assert skipped == {
+        "unknown label 'weird'": 1,
+        "cited passage has no text": 1,
+        "label Missing": 1,
+    }
+    excluded, skipped2 = pairs_from_rows(rows, partial="exclude")
+    assert len(excluded) == 2 and skipped2["label partially_supported (--partial exclude)"] == 1
+
+    judged = [
+        JudgedPair(pairs[0], Verdict(entailed=True, confidence=0.9)),
+        JudgedPair(pairs[1], Verdict(entailed=True, confidence=0.8)),  # wrong, confident
+        JudgedPair(pairs[2], None, "JudgeTimeout: slow"),
+    ]
+    report = evaluate(judged, judge="test", data="hand", partial="not_entailed", skipped=skipped)
+    assert report.pairs == 2
+    assert report.confusion == Confusion(tp=1, fp=1)
+    assert report.skipped["judge failed"] == 1
+    assert [d.claim for d in report.disagreements] == ["Paris has 9 million people."]
+    assert report.disagreements[0].passage_excerpt == "[1] Paris is big."
+
+
+def _calibrate(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:  # type: ignore[type-arg]
+    status = main(["calibrate", "--format", "json", *argv])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    return json.loads(out)  # type: ignore[no-any-return]
+
+
+def _sane(report: dict) -> None:  # type: ignore[type-arg]
+    for name in ("sensitivity", "specificity", "balanced_accuracy"):
+        assert 0.0 <= report[name] <= 1.0
+        lo, hi = report[f"{name}_ci95"]
+        assert 0.0 <= lo <= report[name] <= hi <= 1.0
+    lo, hi = report["kappa_ci95"]
+    assert -1.0 <= lo <= report["kappa"] <= hi <= 1.0
+    c = report["confusion"]
+    assert c["tp"] + c["fn"] + c["tn"] + c["fp"] == report["pairs"]
+    assert report["sensitivity"] == pytest.approx(c["tp"] / (c["tp"] + c["fn"]))
+
+
+@pytest.mark.shared_data
+def test_calibrate_wice(
+    shared_data: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out = tmp_path / "calib.json"
+    report = _calibrate(
+        capsys, "--labels", str(shared_data / "wice" / "dev.jsonl"), "--judge", "learned",
+        "--limit", "200", "--output", str(out),
+    )  # fmt: skip
+    assert report["pairs"] == 200
+    _sane(report)
+    # The learned judge measured on (part of) its development data: clearly better than chance.
+    assert report["balanced_accuracy"] > 0.6
+    assert report["kappa"] > 0.15
+    assert len(report["disagreements"]) == 10
+    worst = report["disagreements"][0]
+    assert worst["human_entailed"] != worst["judge_entailed"]
+    assert worst["confidence"] >= report["disagreements"][-1]["confidence"]
+    calib = Calibration.load(out)
+    assert calib.judge == "learned" and calib.confusion.n == 200
+
+
+@pytest.mark.shared_data
+def test_calibrate_expertqa(shared_data: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    labels = str(shared_data / "expertqa" / "val.jsonl")
+    learned = _calibrate(capsys, "--labels", labels, "--judge", "learned", "--limit", "300")
+    lexical = _calibrate(capsys, "--labels", labels, "--judge", "lexical", "--limit", "300")
+    for report in (learned, lexical):
+        assert report["pairs"] == 300
+        _sane(report)
+        # Missing/N-A labels and labels citing passages without text are skipped, with reasons.
+        assert report["skipped"]["label Missing"] > 0
+        assert report["skipped"]["cited passage has no text"] > 0
+    # ExpertQA is hard for any lexical judge; the measured floor is modest but above chance.
+    assert learned["balanced_accuracy"] > 0.55
+    assert learned["kappa"] > 0.05
