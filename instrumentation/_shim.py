@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from opentelemetry import trace
-from opentelemetry.trace import Span, Tracer, TracerProvider
+from opentelemetry.trace import Span, StatusCode, Tracer, TracerProvider
 
 from instrumentation import attributes as A
 
@@ -413,9 +413,19 @@ def answer_span(
         max_passages=max_passages,
         stats=st,
     )
-    with trace.use_span(handle.span, end_on_exit=False):
+    with trace.use_span(
+        handle.span, end_on_exit=False, record_exception=False, set_status_on_exception=False
+    ):
         try:
             yield handle
+        except Exception as exc:  # the host's error: record it on the span, then re-raise it
+            try:
+                if handle.span.is_recording():
+                    handle.span.record_exception(exc)
+                    handle.span.set_status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}")
+            except Exception as inner:
+                st._error("shim", inner)
+            raise
         finally:
             handle._finish()
             try:

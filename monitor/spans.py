@@ -174,20 +174,31 @@ def _parse_proto(payload: bytes) -> ExportTraceServiceRequest:
         raise DecodeError("not_protobuf", f"payload is {type(payload).__name__}, not bytes")
     data = bytes(payload)
     try:
-        return ExportTraceServiceRequest.FromString(data)
+        req = ExportTraceServiceRequest.FromString(data)
     except _ProtoDecodeError as exc:
-        for other in (ExportLogsServiceRequest, ExportMetricsServiceRequest):
-            try:
-                if other.FromString(data).ByteSize():
-                    raise DecodeError(
-                        "wrong_message", f"an OTLP {other.__name__}, not ExportTraceServiceRequest"
-                    ) from exc
-            except _ProtoDecodeError:
-                pass
+        _raise_if_other_signal(data, exc)
         if "UTF-8" in str(exc):
             raise DecodeError("invalid_utf8", "a string field is not valid UTF-8") from exc
         hint = " (it looks like JSON: use otlp_json)" if data.lstrip()[:1] == b"{" else ""
         raise DecodeError("not_protobuf", f"not an OTLP protobuf message{hint}") from exc
+    # Protobuf parsing is lenient: a logs request can parse as traces whose "spans" have no
+    # valid IDs (mismatched wire types become unknown fields). Call that what it is.
+    spans = [sp for rs in req.resource_spans for ss in rs.scope_spans for sp in ss.spans]
+    if spans and all(len(sp.trace_id) != 16 for sp in spans):
+        _raise_if_other_signal(data, None)
+    return req
+
+
+def _raise_if_other_signal(data: bytes, cause: Exception | None) -> None:
+    for other in (ExportLogsServiceRequest, ExportMetricsServiceRequest):
+        try:
+            parsed = other.FromString(data)
+        except _ProtoDecodeError:
+            continue
+        if parsed.ByteSize():
+            raise DecodeError(
+                "wrong_message", f"an OTLP {other.__name__}, not ExportTraceServiceRequest"
+            ) from cause
 
 
 def _proto_spans(
