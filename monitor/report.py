@@ -6,13 +6,16 @@ import json
 import sys
 import textwrap
 from collections.abc import Iterable, Iterator
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from monitor.errors import InputError
 from monitor.records import AnswerRecord, AnswerScore
 from monitor.scoring import Policy, Summary
+
+if TYPE_CHECKING:
+    from monitor.calibration import Calibration
 
 __all__ = ["Progress", "detect_format", "read_jsonl", "render_json", "render_table"]
 
@@ -46,9 +49,14 @@ def _describe(exc: ValidationError) -> str:
     return f"{where}: {first['msg']}{more}"
 
 
-def render_json(scores: list[AnswerScore], summary: Summary, policy: Policy) -> str:
+def render_json(
+    scores: list[AnswerScore],
+    summary: Summary,
+    policy: Policy,
+    calibration: Calibration | None = None,
+) -> str:
     out: dict[str, Any] = {
-        "summary": summary.as_dict(policy),
+        "summary": summary.as_dict(policy, calibration),
         "answers": [s.model_dump(mode="json") for s in scores],
     }
     return json.dumps(out, ensure_ascii=False, indent=1)
@@ -59,7 +67,12 @@ def _fmt(value: float | None) -> str:
 
 
 def render_table(
-    scores: list[AnswerScore], summary: Summary, policy: Policy, *, explain: bool = False
+    scores: list[AnswerScore],
+    summary: Summary,
+    policy: Policy,
+    *,
+    explain: bool = False,
+    calibration: Calibration | None = None,
 ) -> str:
     lines: list[str] = []
     for score in scores:
@@ -77,7 +90,7 @@ def render_table(
             if explain:
                 faithful = {True: "yes", False: "no", None: "unjudged"}[c.faithful]
                 lines.append(f"      faithful: {faithful}" + (f" · {c.reason}" if c.reason else ""))
-    s = summary.as_dict(policy)
+    s = summary.as_dict(policy, calibration)
     ci = s["citation_accuracy_ci95"]
     v = s["verdicts"]
     lines += [
@@ -94,6 +107,15 @@ def render_table(
         + " · ".join(f"{k} {n}" for k, n in v.items())
         + f" (overlap {s['overlap_misattributions']})",
     ]
+    if calibration is not None:
+        corrected, cci = s["citation_accuracy_corrected"], s["citation_accuracy_corrected_ci95"]
+        lines.append(
+            f"corrected citation accuracy {_fmt(corrected)} [{cci[0]:.2f}, {cci[1]:.2f}]"
+            f" (judge sensitivity {_fmt(calibration.sensitivity)},"
+            f" specificity {_fmt(calibration.specificity)})"
+            if cci
+            else "corrected citation accuracy n/a (the calibrated judge is uninformative)"
+        )
     return "\n".join(lines)
 
 

@@ -21,7 +21,7 @@ import asyncio
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from monitor.claims import CitationSyntax, extract_claims
 from monitor.errors import ConfigError, JudgeError
@@ -36,6 +36,9 @@ from monitor.records import (
     VerdictName,
 )
 from monitor.stats import ratio, wilson
+
+if TYPE_CHECKING:
+    from monitor.calibration import Calibration
 
 __all__ = ["Scorer", "ScoringOptions", "Summary", "summarize"]
 
@@ -246,7 +249,10 @@ class Summary:
     def cited_claims(self) -> int:
         return sum(n for v, n in self.verdicts.items() if v not in ("uncited", "unjudged"))
 
-    def as_dict(self, policy: Policy = "any_of") -> dict[str, Any]:
+    def as_dict(
+        self, policy: Policy = "any_of", calibration: Calibration | None = None
+    ) -> dict[str, Any]:
+        """The ``summary`` object of the JSON output; with a calibration, corrected accuracy too."""
         cited, correct = self.cited_claims, self.verdicts["correct"]
         judged = cited + self.verdicts["uncited"]
         precise = self.correct_citations - self.irrelevant_citations
@@ -264,6 +270,18 @@ class Summary:
             "policy": policy,
             "overlap_misattributions": self.overlap_misattributions,
             "verdicts": dict(self.verdicts),
+        } | (self._corrected(calibration) if calibration is not None else {})
+
+    def _corrected(self, calibration: Calibration) -> dict[str, Any]:
+        from monitor.calibration import corrected_accuracy
+
+        got = corrected_accuracy(self.verdicts["correct"], self.cited_claims, calibration)
+        if got is None:
+            return {"citation_accuracy_corrected": None, "citation_accuracy_corrected_ci95": None}
+        point, (lo, hi) = got
+        return {
+            "citation_accuracy_corrected": round(point, 4),
+            "citation_accuracy_corrected_ci95": [round(lo, 2), round(hi, 2)],
         }
 
 

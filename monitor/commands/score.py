@@ -16,6 +16,7 @@ from itertools import chain
 from pathlib import Path
 from typing import IO
 
+from monitor.calibration import Calibration
 from monitor.claims import DEFAULT_MARKER_PATTERN, CitationSyntax
 from monitor.errors import CitemonError, InputError
 from monitor.judges import add_judge_arguments, judge_options, load_judge
@@ -75,6 +76,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=("table", "json"), default="table")
     parser.add_argument("--explain", action="store_true", help="show reasons per claim")
     parser.add_argument("--strict", action="store_true", help="abort on the first bad line")
+    parser.add_argument(
+        "--calibration",
+        metavar="FILE",
+        help="a `citemon calibrate --output` file: also report corrected accuracy",
+    )
     add_scoring_arguments(parser)
 
 
@@ -124,6 +130,7 @@ async def score_stream(
 
 
 async def _run(args: argparse.Namespace) -> int:
+    calibration = Calibration.load(args.calibration) if args.calibration else None
     judge = load_judge(args.judge, judge_options(args))
     scorer = Scorer(judge, scoring_options(args))
     errors: list[CitemonError] = []
@@ -148,9 +155,13 @@ async def _run(args: argparse.Namespace) -> int:
             await aclose()
     summary = summarize(scores)
     if args.format == "json":
-        print(render_json(scores, summary, args.policy))
+        print(render_json(scores, summary, args.policy, calibration))
     else:
-        print(render_table(scores, summary, args.policy, explain=args.explain))
+        print(
+            render_table(
+                scores, summary, args.policy, explain=args.explain, calibration=calibration
+            )
+        )
     if errors:
         print(f"citemon: {len(errors)} bad input line(s) skipped", file=sys.stderr)
         return 1

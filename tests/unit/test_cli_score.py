@@ -116,3 +116,28 @@ def test_the_lexical_judge_on_the_sample_agrees_with_its_construction() -> None:
     agree = sum(a == b for a, b in pairs) / len(pairs)
     assert len(pairs) == 155
     assert agree >= 0.9, agree
+
+
+def test_calibration_adds_a_corrected_accuracy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from monitor.calibration import Calibration
+
+    src = write(tmp_path / "s.jsonl", [r.model_dump_json() for r in sample_records()])
+    calib = tmp_path / "calib.json"
+    # sens 0.9, spec 0.8: an observed rate p maps to (p + 0.8 - 1) / (0.9 + 0.8 - 1).
+    Calibration(judge="lexical", tp=90, fn=10, tn=80, fp=20).save(calib)
+    assert main(["score", str(src), "--format", "json", "--calibration", str(calib)]) == 0
+    summary = json.loads(capsys.readouterr().out)["summary"]
+    observed = summary["citation_accuracy"]
+    assert summary["citation_accuracy_corrected"] == pytest.approx(
+        min(1.0, (observed - 0.2) / 0.7), abs=1e-3
+    )
+    lo, hi = summary["citation_accuracy_corrected_ci95"]
+    assert lo < summary["citation_accuracy_corrected"] <= hi
+    blind = tmp_path / "blind.json"
+    Calibration(judge="yes", tp=50, fn=0, tn=0, fp=50).save(blind)
+    assert main(["score", str(src), "--calibration", str(blind)]) == 0
+    assert "corrected citation accuracy n/a" in capsys.readouterr().out
+    assert main(["score", str(src), "--calibration", str(tmp_path / "missing.json")]) == 2
+    assert "cannot read calibration file" in capsys.readouterr().err
