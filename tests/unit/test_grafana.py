@@ -1,0 +1,248 @@
+"""The alert rules, their promtool unit tests and the dashboard, checked with the real promtool.
+
+Every PromQL expression in the dashboard is wrapped as a recording rule and parsed by
+``promtool check rules``; every ``citemon_*`` name in the dashboard and the rules must be either a
+series the monitor's registry really exports or a recording rule defined in the rules file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from prometheus_client import CollectorRegistry, generate_latest
+
+from monitor.metrics import Metrics
+from monitor.records import AnswerScore, ClaimResult
+from tests.conftest import REPO, need_server
+
+GRAFANA = REPO / "grafana"
+RULES = GRAFANA / "rules" / "citemon.rules.yml"
+DASHBOARD = GRAFANA / "dashboards" / "citemon.json"
+ALERTS = (
+    "CitationAccuracyDrop",
+    "CitationIdsPerClaimClimbing",
+    "CitationCoverageDrop",
+    "CitationJudgeFailing",
+    "CitationMonitorLagging",
+    "CitationMonitorDown",
+)
+QUALITY_ALERTS = ALERTS[:3]
+
+# Values Grafana would substitute for its variables; any valid value serves for parsing.
+GRAFANA_VARS = {
+    "service": "support-bot",
+    "environment": "prod",
+    "version": "v1",
+    "datasource": "prometheus",
+    "__rate_interval": "1m",
+    "__interval": "1m",
+    "__range": "1h",
+}
+_VAR = re.compile(r"\$(?:\{(\w+)(?::\w+)?\}|(\w+))")
+_NAME = re.compile(r"\bcitemon[_:][a-zA-Z0-9_:]*")
+
+
+def promtool() -> str:
+    path = shutil.which("promtool")
+    if path is None:
+        need_server("promtool", "install Debian's prometheus package (`make tools`)")
+        raise AssertionError  # unreachable: need_server fails or skips
+    return path
+
+
+def run_promtool(*args: str | Path, cwd: Path | None = None) -> str:
+    proc = subprocess.run(
+        [promtool(), *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=60
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout + proc.stderr
+
+
+def rules_doc() -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load(RULES.read_text())
+    return doc
+
+
+def all_rules() -> list[dict[str, Any]]:
+    return [rule for group in rules_doc()["groups"] for rule in group["rules"]]
+
+
+def dashboard_exprs(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "expr" and isinstance(value, str):
+                yield value
+            else:
+                yield from dashboard_exprs(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from dashboard_exprs(value)
+
+
+def substitute(expr: str) -> str:
+    return _VAR.sub(lambda m: GRAFANA_VARS[m.group(1) or m.group(2)], expr)
+
+
+def exported_names() -> set[str]:
+    """Series names a monitor with one scored answer (and every other method called) exports."""
+    reg = CollectorRegistry()
+    m = Metrics(reg)
+    m.record_answer(
+        AnswerScore(
+            service="s",
+            version="v",
+            environment="e",
+            trace_id="ab" * 16,
+            claims=[ClaimResult(sentence=0, text="t", cited_ids=["p"], verdict="correct")],
+        )
+    )
+    m.span("answer")
+    m.dead_letter("not_protobuf")
+    m.consumer_lag("otlp_spans", 0, 1)
+    m.set_corrected_accuracy(service="s", version="v", environment="e", value=0.5)
+    m.set_canary_sensitivity(0.9)
+    m.judge.set_limit(4)
+    m.judge.request_done("ok", 0.1)
+    names = set()
+    for line in generate_latest(reg).decode().splitlines():
+        if line and not line.startswith("#"):
+            names.add(re.split(r"[{ ]", line, maxsplit=1)[0])
+    return names
+
+
+def test_rules_pass_promtool_check() -> None:
+    out = run_promtool("check", "rules", RULES)
+    assert f"SUCCESS: {len(all_rules())} rules found" in out
+
+
+def test_rules_unit_tests_pass() -> None:
+    tests = sorted((GRAFANA / "rules" / "tests").glob("*.yml"))
+    assert len(tests) >= 2
+    out = run_promtool("test", "rules", *tests)
+    assert out.count("SUCCESS") == len(tests), out
+
+
+def test_every_alert_exists_is_guarded_annotated_and_tested() -> None:
+    alerts = {r["alert"]: r for r in all_rules() if "alert" in r}
+    assert set(alerts) == set(ALERTS)
+    tests_text = "".join(p.read_text() for p in (GRAFANA / "rules" / "tests").glob("*.yml"))
+    runbooks = (GRAFANA / "runbooks.md").read_text()
+    for name, rule in alerts.items():
+        assert rule["for"], name
+        assert rule["labels"]["severity"] in ("critical", "warning"), name
+        notes = rule["annotations"]
+        assert {"summary", "description", "runbook_url"} <= set(notes), name
+        anchor = notes["runbook_url"].rsplit("#", 1)[1]
+        assert anchor == name.lower() and f"\n## {name}\n" in runbooks, name
+        # Each alert is asserted firing (with its labels) and quiet in the promtool tests.
+        assert f"alertname: {name}\n        exp_alerts: []" in tests_text, name
+        assert re.search(
+            rf"alertname: {name}\n        exp_alerts:\n          - exp_labels", tests_text
+        )
+    for name in QUALITY_ALERTS:
+        expr = alerts[name]["expr"]
+        assert "and on (service, version, environment)" in expr, name  # the sample guard
+        assert re.search(r">= 30\b", expr), name
+
+
+def test_dashboard_shape() -> None:
+    dash = json.loads(DASHBOARD.read_text())
+    assert dash["schemaVersion"] >= 39
+    variables = {v["name"]: v for v in dash["templating"]["list"]}
+    assert set(variables) >= {"datasource", "service", "environment", "version"}
+    assert variables["datasource"]["type"] == "datasource"
+    panels = [p for p in dash["panels"] if p["type"] != "row"]
+    titles = " | ".join(p["title"] for p in panels).lower()
+    for words in (
+        "accuracy",
+        "coverage",
+        "faithfulness",
+        "ids per",
+        "verdict mix",
+        "over-broad",
+        "comparison",
+        "latency",
+        "errors",
+        "in flight vs cap",
+        "cache",
+        "lag",
+        "sampling",
+    ):
+        assert words in titles, words
+    ids = [p["id"] for p in dash["panels"]]
+    assert len(ids) == len(set(ids))
+    for panel in panels:
+        assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
+    # Panels link to traces: some queries ask for exemplars.
+    assert any(t.get("exemplar") for p in panels for t in p.get("targets", []))
+    # Deploys are annotated from the monitored service's version label, not citemon's own.
+    deploys = [a for a in dash["annotations"]["list"] if "expr" in a]
+    assert deploys and "citemon_answers_total" in deploys[0]["expr"]
+    assert "build_info" not in deploys[0]["expr"]
+
+
+def test_every_dashboard_expr_parses(tmp_path: Path) -> None:
+    exprs = list(dashboard_exprs(json.loads(DASHBOARD.read_text())))
+    assert len(exprs) >= 20
+    wrapped = {
+        "groups": [
+            {
+                "name": "dashboard",
+                "rules": [
+                    {"record": f"dashboard_expr_{i}", "expr": substitute(e)}
+                    for i, e in enumerate(exprs)
+                ],
+            }
+        ]
+    }
+    for rule in wrapped["groups"][0]["rules"]:
+        assert "$" not in rule["expr"], rule["expr"]
+    path = tmp_path / "dashboard.rules.yml"
+    path.write_text(yaml.safe_dump(wrapped))
+    out = run_promtool("check", "rules", path)
+    assert f"SUCCESS: {len(exprs)} rules found" in out
+
+
+def test_broken_expr_is_caught(tmp_path: Path) -> None:
+    """The wrap-and-check above can fail: a typo'd expression is rejected."""
+    path = tmp_path / "bad.rules.yml"
+    bad = {"groups": [{"name": "x", "rules": [{"record": "x", "expr": "sum(rate(citemon_x[5m])"}]}]}
+    path.write_text(yaml.safe_dump(bad))
+    proc = subprocess.run([promtool(), "check", "rules", str(path)], capture_output=True)
+    assert proc.returncode != 0
+
+
+def test_every_metric_name_is_exported_or_recorded() -> None:
+    exported = exported_names()
+    recorded = {r["record"] for r in all_rules() if "record" in r}
+    texts = [*dashboard_exprs(json.loads(DASHBOARD.read_text()))]
+    texts += [r["expr"] for r in all_rules()]
+    dash = json.loads(DASHBOARD.read_text())
+    texts += [v["definition"] for v in dash["templating"]["list"] if "definition" in v]
+    used = {name for text in texts for name in _NAME.findall(text)}
+    assert len(used) >= 15
+    unknown = {n for n in used if n not in exported and n not in recorded}
+    assert not unknown, f"names neither exported by monitor.metrics nor recorded: {unknown}"
+    # And the rules only build on what the monitor exports (no recording rule reads another
+    # rule's output before it is defined).
+    seen: set[str] = set()
+    for group in rules_doc()["groups"]:
+        for rule in group["rules"]:
+            for name in _NAME.findall(rule["expr"]):
+                if ":" in name:
+                    assert name in seen, f"{name} used before it is recorded"
+            if "record" in rule:
+                seen.add(rule["record"])
+
+
+@pytest.mark.parametrize("name", ["citemon_answers_total", "citemon_judge_request_seconds_bucket"])
+def test_name_check_sees_suffixed_series(name: str) -> None:
+    assert name in exported_names()
