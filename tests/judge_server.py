@@ -28,6 +28,9 @@ shape…), ``raw(body)`` (HTTP 200 that is not a chat completion), ``drop()`` (c
 without replying), ``truncate()`` (send half a response, then close). ``chaos(rate, faults,
 seed)`` adds random faults to unscripted requests for load tests.
 
+As a fixture: ``pytest_plugins = ["tests.judge_server"]`` in a conftest (or import
+:func:`judge_server` into the test module) gives each test a fresh running ``judge_server``.
+
 Every request is recorded (:class:`RecordedRequest`: headers, JSON body, parsed claim and
 passages, which fault it got); ``max_concurrent`` is the most requests the server was handling at
 once (a client that hangs up stops counting at once, even while a slow reply is pending).
@@ -42,18 +45,22 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+import pytest
 
 __all__ = [
     "Fault",
     "JudgeServer",
     "RecordedRequest",
     "content_word_rule",
+    "judge_server",
     "split_rule",
 ]
 
+RequestKind = Literal["entails", "decompose", "other"]
 FaultKind = Literal["status", "slow", "content", "raw", "drop", "truncate"]
 
 _STOPWORDS = frozenset(
@@ -207,7 +214,7 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]  # lower-cased names
     body: Any  # parsed JSON, or None
-    kind: Literal["entails", "decompose", "other"] = "other"
+    kind: RequestKind = "other"
     text: str = ""  # the claim (entails) or the sentence (decompose)
     passages: dict[str, str] = field(default_factory=dict)
     fault: str | None = None
@@ -221,7 +228,7 @@ class _Scripted:
     forever: bool
 
 
-def _parse_prompt(body: Any) -> tuple[str, str, dict[str, str]]:
+def _parse_prompt(body: Any) -> tuple[RequestKind, str, dict[str, str]]:
     """(kind, claim or sentence, passages) from a wire-contract-v1 request body."""
     try:
         user = next(m["content"] for m in body["messages"] if m.get("role") == "user")
@@ -526,3 +533,10 @@ async def _send(
     writer.write(("\r\n".join(lines) + "\r\n\r\n").encode() + payload)
     await writer.drain()
     return True
+
+
+@pytest.fixture
+async def judge_server() -> AsyncIterator[JudgeServer]:
+    """A fresh :class:`JudgeServer` running in the test's event loop."""
+    async with JudgeServer() as server:
+        yield server

@@ -267,8 +267,9 @@ async def test_retry_after_holds_back_every_caller(server: JudgeServer) -> None:
     server.script(Fault.status(429, retry_after="0.5"), match="first")
     async with HTTPJudge(server.base_url, "m", retries=1, backoff_max_s=5.0) as judge:
         first = asyncio.ensure_future(judge.entails("first claim", {"p": "first claim"}))
-        while judge._not_before == 0.0:  # noqa: ASYNC110 - polling the judge under test
+        while server.attempts() == 0:  # noqa: ASYNC110 - polling the server under test
             await asyncio.sleep(0.005)
+        await asyncio.sleep(0.05)  # the judge has read the 429 by now
         second = await judge.entails("second claim", {"p": "second claim"})
         assert second.entailed and (await first).entailed
     received = {(r.text, i): r.received_at for i, r in enumerate(server.requests)}
