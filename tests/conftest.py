@@ -11,6 +11,8 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "data"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
+pytest_plugins = ["tests.judge_server"]  # the `judge_server` fixture: a real HTTP judge on loopback
+
 
 def need_server(what: str, why: str) -> None:
     """A missing server fails under CI=true and skips (with the reason) elsewhere."""
