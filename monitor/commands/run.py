@@ -1,0 +1,109 @@
+"""Run the online monitor: score answer spans from Kafka and serve Prometheus metrics.
+
+Consumes OTLP span batches (``otlp_proto`` or ``otlp_json``) from --topic as consumer group
+--group, samples answers by trace ID and a per-version budget, scores them with the judge and
+serves /metrics, /healthz and /readyz on --metrics-port. Every flag has a CITEMON_* environment
+variable (the flag wins); the Kafka password comes from CITEMON_KAFKA_PASSWORD or
+--kafka-password-file and the judge's API key from CITEMON_JUDGE_API_KEY, never from a flag.
+SIGTERM or Ctrl-C stops intake, drains answers in flight (--drain-timeout), commits and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from monitor.judges import add_judge_arguments, judge_options, load_judge
+from monitor.metrics import Metrics, MetricsServer
+from monitor.pipeline import GateObserver, JudgeGate, Pipeline, PipelineStats
+from monitor.scoring import Scorer, ScoringOptions
+from monitor.settings import Settings, add_settings_arguments, settings_from_args
+
+__all__ = ["add_arguments", "main", "serve"]
+
+log = logging.getLogger("monitor.run")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_settings_arguments(parser)
+    add_judge_arguments(parser)
+
+
+async def serve(
+    settings: Settings,
+    args: argparse.Namespace,
+    *,
+    stop: asyncio.Event,
+    registry: CollectorRegistry | None = None,
+    on_ready: Any = None,
+) -> PipelineStats:
+    """Run the pipeline and its metrics server until ``stop`` is set; the demo calls this too.
+
+    ``on_ready(pipeline, server)`` is called once both are up (tests and the demo read ports).
+    """
+    registry = registry or CollectorRegistry()
+    metrics = Metrics(registry, window_s=settings.window, max_versions=settings.max_versions)
+    gate = JudgeGate(
+        backoff_s=settings.answer_retry_backoff_s,
+        backoff_max_s=settings.answer_retry_backoff_max_s,
+    )
+    options = judge_options(args)
+    judge = load_judge(args.judge, options, observer=GateObserver(metrics.judge, gate))
+    if args.judge == "http":
+        metrics.judge.set_limit(options.concurrency)
+    pipeline = Pipeline(settings, Scorer(judge, ScoringOptions()), metrics, gate=gate)
+    log.info("settings: %s", settings.describe())
+    server = MetricsServer(
+        registry,
+        host=settings.metrics_host,
+        port=settings.metrics_port,
+        ready=lambda: pipeline.ready,
+        live=lambda: pipeline.live,
+    )
+    try:
+        async with server:
+            if on_ready is not None:
+                on_ready(pipeline, server)
+            return await pipeline.run(stop)
+    finally:
+        aclose = getattr(judge, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+async def _main(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, _on_signal, stop, sig)
+    try:
+        stats = await serve(settings, args, stop=stop)
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(Exception):
+                loop.remove_signal_handler(sig)
+    print(
+        f"citemon run: {stats.records} records, {stats.answers_committed} answers scored, "
+        f"{stats.sampled_out} sampled out, {stats.dead_letters} dead-lettered, "
+        f"{stats.duplicates} duplicates dropped, {stats.cancelled_at_drain} cancelled at drain",
+        flush=True,
+    )
+    return 0
+
+
+def _on_signal(stop: asyncio.Event, sig: signal.Signals) -> None:
+    if stop.is_set():
+        return
+    log.warning("%s: stopping intake and draining", sig.name)
+    stop.set()
+
+
+def main(args: argparse.Namespace) -> int:
+    return asyncio.run(_main(args))

@@ -1,0 +1,799 @@
+"""The monitor's work loop: fetch → decode → sample → judge → deliver with the commit → count.
+
+Guarantees, and how each is kept:
+
+* **Bounded work.** At most ``max_inflight_answers`` answers are being scored (a semaphore),
+  and at most ``max_uncommitted_records`` records are fetched but not committed. Each fetch asks
+  for no more records than there are free slots; when there are none, every assigned partition
+  is paused (the client stops prefetching too) and resumed below a low-water mark, while
+  ``getmany`` keeps being called so the consumer stays in its group. Memory is flat however long
+  the backlog is.
+* **Nothing lost, nothing counted twice.** Offsets commit only over the finished prefix of a
+  partition (:class:`~monitor.consumer.OffsetTracker`). Results and dead letters are produced
+  *with* the commit (one Kafka transaction when a results topic is set), and the Prometheus
+  counters are incremented only *after* the commit succeeded: an answer whose offset did not
+  commit before a crash is scored again by the next owner and counted once, there. The price is
+  that counters lag the judge by up to one ``commit_interval_s``; a ``kill -9`` landing between
+  the commit's acknowledgement and the increments (no ``await`` in between) can undercount that
+  one commit's answers, never overcount. Redeliveries within a process (a producer retry that
+  wrote a span twice, a rebalance that hands a partition back) are dropped by (trace ID, span
+  ID) in a bounded LRU window of committed answers.
+* **A judge outage holds the line.** An answer that comes back with judge failures is not
+  finished: it is tried again. When *no* judge request succeeded during its attempt, the judge is
+  taken to be down (:class:`JudgeGate`): answers stop calling it, one probe answer at a time is
+  let through with exponential backoff, and the attempt is not charged to the answer. Slots stay
+  full, partitions stay paused, lag grows, and when the judge is back every answer is scored.
+  Only failures while the judge is otherwise answering (this answer's own problem) spend the
+  ``max_answer_attempts`` budget; after it the answer is recorded with its ``unjudged`` claims,
+  which are counted.
+* **Poison goes aside.** A payload that does not decode is dead-lettered (original key and
+  value, the reason in the ``citemon.error`` header) and counted; its offset commits like any
+  other, so the stream keeps flowing.
+* **Rebalances and shutdown.** On revoke: stop taking records of those partitions, wait up to
+  ``revoke_timeout_s`` for their answers, commit what is finished, cancel the rest (the next
+  owner redoes it). On stop (SIGTERM): stop intake, drain up to ``drain_timeout_s``, commit, log
+  the counts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from typing import Any, Final
+
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+from aiokafka.errors import KafkaError, ProducerFenced
+
+from monitor.consumer import Entry, KafkaDelivery, OffsetTracker, OutMessage, Ready
+from monitor.errors import DecodeError
+from monitor.metrics import Metrics
+from monitor.records import AnswerRecord, AnswerScore
+from monitor.sampling import Sampler
+from monitor.scoring import Scorer
+from monitor.settings import Settings
+from monitor.spans import TraceAssembler, decode_otlp
+
+__all__ = [
+    "ERROR_HEADER",
+    "DedupeWindow",
+    "GateObserver",
+    "JudgeGate",
+    "Pipeline",
+    "PipelineStats",
+    "judge_failed",
+]
+
+log = logging.getLogger(__name__)
+
+ERROR_HEADER: Final = "citemon.error"
+"""DLQ header holding the reason code (a ``DecodeError.reason``, or ``score_error``)."""
+ERROR_MESSAGE_HEADER: Final = "citemon.error.message"
+SOURCE_HEADER: Final = "citemon.source"
+"""``topic/partition/offset`` of the dead-lettered record."""
+_MAX_ERROR_MESSAGE_BYTES: Final = 512
+_JUDGE_FAILED: Final = "judge failed"
+_RESUME_FRACTION: Final = 0.75  # resume partitions when work falls below this share of a cap
+_POLL_MS: Final = 200
+
+Key = tuple[str | None, str | None]
+
+
+def judge_failed(score: AnswerScore) -> bool:
+    """Whether any claim lacks a verdict because the judge failed (not because of the input)."""
+    return any(c.reason is not None and c.reason.startswith(_JUDGE_FAILED) for c in score.claims)
+
+
+class DedupeWindow:
+    """The last ``size`` keys seen, least recently used evicted first (0 disables it)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._keys: OrderedDict[Key, None] = OrderedDict()
+
+    def __contains__(self, key: Key) -> bool:
+        return key in self._keys
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def add(self, key: Key) -> None:
+        if self.size <= 0 or key == (None, None):
+            return
+        self._keys[key] = None
+        self._keys.move_to_end(key)
+        while len(self._keys) > self.size:
+            self._keys.popitem(last=False)
+
+
+class JudgeGate:
+    """Decides whether a judge failure is an outage, and meters the judge while it is down.
+
+    ``request_ok`` is called for every successful judge request (:class:`GateObserver`) and
+    every cleanly scored answer. A failed attempt during which nothing succeeded means the
+    judge is down: :meth:`acquire` then holds every caller and releases one *probe* at a time,
+    first come first served, every ``backoff`` seconds (doubling up to ``backoff_max_s``). A
+    probe that succeeds reopens the gate for all.
+    """
+
+    def __init__(
+        self,
+        *,
+        backoff_s: float = 1.0,
+        backoff_max_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._backoff_s = backoff_s
+        self._backoff_max_s = backoff_max_s
+        self._clock = clock
+        self._last_ok = float("-inf")
+        self.down_since: float | None = None
+        self._backoff = backoff_s
+        self._next_probe = 0.0
+        self._probing = False
+        self._waiters: deque[asyncio.Future[bool]] = deque()
+        self._timer: asyncio.TimerHandle | None = None
+        self.outages = 0
+        self.probes = 0
+
+    @property
+    def down(self) -> bool:
+        return self.down_since is not None
+
+    def request_ok(self) -> None:
+        self._last_ok = self._clock()
+        if self.down_since is not None:
+            log.warning(
+                "judge is answering again after %.1f s down; resuming",
+                self._clock() - self.down_since,
+            )
+            self.down_since = None
+            self._probing = False
+            self._backoff = self._backoff_s
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            while self._waiters:
+                fut = self._waiters.popleft()
+                if not fut.done():
+                    fut.set_result(False)
+
+    async def acquire(self) -> bool:
+        """Wait until the judge may be called; True when the caller is the outage's probe."""
+        if self.down_since is None:
+            return False
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        self._dispatch()
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled() and fut.result():
+                self._probing = False  # the probe was cancelled: let another go
+                self._dispatch()
+            raise
+
+    def report(self, *, ok: bool, started: float, probe: bool) -> bool:
+        """An attempt begun at ``started`` ended; returns whether its failure is an outage."""
+        if probe:
+            self._probing = False
+        if ok:
+            self.request_ok()
+            return False
+        if self._last_ok >= started:
+            return False  # the judge answered others meanwhile: this answer's own failure
+        now = self._clock()
+        if self.down_since is None:
+            self.down_since = now
+            self.outages += 1
+            self._backoff = self._backoff_s
+            log.warning("judge is failing every request; holding answers and probing it")
+        elif probe:
+            self._backoff = min(self._backoff * 2, self._backoff_max_s)
+        self._next_probe = now + self._backoff
+        self._dispatch()
+        return True
+
+    def _dispatch(self) -> None:
+        if self.down_since is None or self._probing:
+            return
+        while self._waiters and self._waiters[0].done():
+            self._waiters.popleft()
+        if not self._waiters:
+            return
+        delay = self._next_probe - self._clock()
+        if delay > 0:
+            if self._timer is None:
+                self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
+            return
+        self._probing = True
+        self.probes += 1
+        self._waiters.popleft().set_result(True)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._dispatch()
+
+
+class GateObserver:
+    """A judge observer that feeds the metrics and tells the gate about every success."""
+
+    def __init__(self, inner: Any, gate: JudgeGate) -> None:
+        self._inner = inner
+        self._gate = gate
+
+    def request_done(self, outcome: str, seconds: float) -> None:
+        if outcome == "ok":
+            self._gate.request_ok()
+        if self._inner is not None:
+            self._inner.request_done(outcome, seconds)
+
+    def inflight(self, delta: int) -> None:
+        if self._inner is not None:
+            self._inner.inflight(delta)
+
+    def cache(self, hit: bool) -> None:
+        if self._inner is not None:
+            self._inner.cache(hit)
+
+    def set_limit(self, max_inflight: int) -> None:
+        if self._inner is not None and hasattr(self._inner, "set_limit"):
+            self._inner.set_limit(max_inflight)
+
+
+@dataclass(slots=True)
+class PipelineStats:
+    """What the pipeline did; logged at shutdown (the metrics hold the same, per label)."""
+
+    records: int = 0
+    answers_started: int = 0
+    answers_committed: int = 0
+    sampled_out: int = 0
+    skipped: int = 0
+    duplicates: int = 0
+    dead_letters: int = 0
+    answer_retries: int = 0
+    unjudged_after_retries: int = 0
+    commits: int = 0
+    commit_failures: int = 0
+    cancelled_at_drain: int = 0
+    cancelled_at_revoke: int = 0
+    rebalances: int = 0
+
+
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+    """aiokafka's rebalance callbacks, forwarded to the pipeline."""
+
+    def __init__(self, pipeline: Pipeline) -> None:
+        self._pipeline = pipeline
+
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        await self._pipeline._on_revoked(list(revoked))
+
+    async def on_partitions_assigned(self, assigned: Any) -> None:
+        self._pipeline._on_assigned(list(assigned))
+
+
+class Pipeline:
+    """``citemon run``'s engine. ``await pipeline.run(stop)`` until ``stop`` is set.
+
+    ``metrics``, ``scorer`` and the judge inside it are passed in; when the judge was built with
+    ``observer=pipeline.judge_observer(metrics.judge)`` the outage detection sees every request.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        scorer: Scorer,
+        metrics: Metrics,
+        *,
+        sampler: Sampler | None = None,
+        assembler: TraceAssembler | None = None,
+        gate: JudgeGate | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self.scorer = scorer
+        self.metrics = metrics
+        self.sampler = sampler or Sampler(
+            rate=settings.sample_rate,
+            budget_per_minute=settings.budget_per_minute,
+            max_keys=settings.max_budget_keys,
+        )
+        self.assembler = assembler or TraceAssembler()
+        self.gate = gate or JudgeGate(
+            backoff_s=settings.answer_retry_backoff_s,
+            backoff_max_s=settings.answer_retry_backoff_max_s,
+            clock=clock,
+        )
+        self.stats = PipelineStats()
+        self._clock = clock
+        self._tracker: OffsetTracker[Any] = OffsetTracker()
+        self._dedupe = DedupeWindow(settings.dedupe_window)
+        self._slots = asyncio.Semaphore(settings.max_inflight_answers)
+        self._jobs: dict[asyncio.Task[None], frozenset[Any]] = {}
+        self._work_changed = asyncio.Event()
+        self._parts: OrderedDict[str, tuple[float, list[Entry[Any]]]] = OrderedDict()
+        self._assigned: set[Any] = set()
+        self._revoking: set[Any] = set()
+        self._paused = False
+        self._ends: dict[Any, int] = {}
+        self._commit_lock = asyncio.Lock()
+        self._consumer: Any = None
+        self._delivery: KafkaDelivery | None = None
+        self._fatal: BaseException | None = None
+        self._started = False
+
+    # -- probes --------------------------------------------------------------------------------
+
+    def judge_observer(self, inner: Any) -> GateObserver:
+        return GateObserver(inner, self.gate)
+
+    @property
+    def ready(self) -> bool:
+        """For ``/readyz``: running, with partitions assigned."""
+        return self._started and bool(self._assigned) and self._fatal is None
+
+    @property
+    def live(self) -> bool:
+        return self._fatal is None
+
+    @property
+    def inflight(self) -> int:
+        return len(self._jobs)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> PipelineStats:
+        """Consume until ``stop`` is set (or a fatal Kafka error), then drain and commit."""
+        s = self.settings
+        consumer = AIOKafkaConsumer(
+            **s.kafka_options(),
+            group_id=s.group,
+            client_id=s.client_id,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            isolation_level="read_committed",
+            fetch_max_bytes=s.fetch_max_bytes,
+            max_partition_fetch_bytes=s.max_partition_fetch_bytes,
+            max_poll_records=s.max_poll_records,
+        )
+        delivery = KafkaDelivery(s, consumer)
+        try:
+            consumer.subscribe([s.topic], listener=_Listener(self))
+            await consumer.start()
+            await delivery.start()
+        except BaseException:
+            await delivery.stop()
+            await consumer.stop()
+            raise
+        self._consumer = consumer
+        self._delivery = delivery
+        self._started = True
+        log.info(
+            "consuming %s as group %s (%s)",
+            s.topic,
+            s.group,
+            "exactly-once results" if delivery.transactional else "at-least-once",
+        )
+        background = [
+            asyncio.create_task(self._commit_loop(stop), name="citemon-commit"),
+            asyncio.create_task(self._lag_loop(stop), name="citemon-lag"),
+        ]
+        try:
+            await self._intake(consumer, stop)
+        finally:
+            self._started = False
+            await self._drain()
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
+            await self._final_commit()
+            await delivery.stop()
+            await consumer.stop()
+            log.warning("citemon run stopped: %s; %r", asdict(self.stats), self.sampler)
+        if self._fatal is not None:
+            raise self._fatal
+        return self.stats
+
+    async def _drain(self) -> None:
+        if self._consumer is not None and self._assigned:
+            with contextlib.suppress(Exception):
+                self._consumer.pause(*self._assigned)
+        if self._jobs:
+            log.warning(
+                "draining %d answers in flight (up to %.0f s)",
+                len(self._jobs),
+                self.settings.drain_timeout_s,
+            )
+            _, pending = await asyncio.wait(list(self._jobs), timeout=self.settings.drain_timeout_s)
+            for task in pending:
+                task.cancel()
+            self.stats.cancelled_at_drain += len(pending)
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    async def _final_commit(self) -> None:
+        for _ in range(3):
+            if await self.commit():
+                return
+            await asyncio.sleep(0.2)
+
+    # -- intake --------------------------------------------------------------------------------
+
+    def _free(self) -> int:
+        s = self.settings
+        return min(
+            s.max_inflight_answers - len(self._jobs),
+            s.max_uncommitted_records - len(self._tracker),
+        )
+
+    def _below_low_water(self) -> bool:
+        s = self.settings
+        return (
+            len(self._jobs) < s.max_inflight_answers * _RESUME_FRACTION
+            and len(self._tracker) < s.max_uncommitted_records * _RESUME_FRACTION
+        )
+
+    def _set_paused(self, consumer: Any, paused: bool) -> None:
+        if paused == self._paused:
+            if paused:  # partitions assigned since we paused must pause too
+                fresh = self._assigned - set(consumer.paused())
+                if fresh:
+                    consumer.pause(*fresh)
+            return
+        self._paused = paused
+        if paused:
+            consumer.pause(*self._assigned)
+            log.info("work is full (%d answers in flight): partitions paused", len(self._jobs))
+        else:
+            consumer.resume(*consumer.paused())
+            log.info("partitions resumed")
+
+    async def _intake(self, consumer: Any, stop: asyncio.Event) -> None:
+        max_poll = self.settings.max_poll_records
+        while not stop.is_set() and self._fatal is None:
+            free = self._free()
+            if free <= 0:
+                self._set_paused(consumer, True)
+            elif self._paused and self._below_low_water():
+                self._set_paused(consumer, False)
+            elif self._paused:
+                self._set_paused(consumer, True)
+            batches = await consumer.getmany(
+                timeout_ms=_POLL_MS, max_records=max(1, min(max_poll, free))
+            )
+            for tp, records in batches.items():
+                for record in records:
+                    self._take(tp, record)
+
+    def _take(self, tp: Any, rec: Any) -> None:
+        if tp not in self._assigned or tp in self._revoking:
+            return  # fetched before a revoke: the next owner reads it from the committed offset
+        self.stats.records += 1
+        entry = self._tracker.add(tp, rec.offset, rec.timestamp)
+        try:
+            self._decode_into(entry, rec)
+        finally:
+            self._tracker.release(entry)
+            self._work_changed.set()
+
+    def _decode_into(self, entry: Entry[Any], rec: Any) -> None:
+        try:
+            batch = decode_otlp(rec.value or b"")
+        except DecodeError as exc:
+            if exc.reason == "no_answer_spans":
+                self.metrics.span("skipped")
+                self.stats.skipped += 1
+            else:
+                self.metrics.span("invalid")
+                self._dead_letter(entry, rec.key, rec.value or b"", exc.reason, str(exc))
+            return
+        if batch.errors:
+            self.metrics.span("invalid", len(batch.errors))
+            first = batch.errors[0]
+            self._dead_letter(
+                entry,
+                rec.key,
+                rec.value,
+                first.reason,
+                f"{len(batch.errors)} of {batch.span_count} spans failed; first: {first}",
+                partial=True,
+            )
+        if batch.skipped:
+            self.metrics.span("skipped", batch.skipped)
+            self.stats.skipped += batch.skipped
+        for record in batch.records:
+            self._admit(record, [entry], entry.timestamp_ms)
+        if batch.spans:
+            now = self._clock()
+            for span in batch.spans:
+                if span.answered or (span.documents is None and span.answer is None):
+                    continue
+                _, held = self._parts.setdefault(span.trace_id, (now, []))
+                held.append(entry)
+                self._tracker.hold(entry)
+            for record in self.assembler.add(batch.spans):
+                self._admit_assembled(record, entry.timestamp_ms)
+
+    def _admit_assembled(self, record: AnswerRecord, timestamp_ms: int) -> None:
+        _, held = self._parts.pop(record.trace_id or "", (0.0, []))
+        try:
+            self._admit(record, held, timestamp_ms)
+        finally:
+            for e in held:
+                self._tracker.release(e)
+
+    def _tick_assembler(self) -> None:
+        """Score traces the assembler settled by time; release parts whose trace is gone."""
+        self.assembler.expire()
+        for record in self.assembler.take_ready():
+            self._admit_assembled(record, -1)
+        horizon = self._clock() - self.assembler.window_s - 1.0
+        while self._parts:
+            tid, (first, held) = next(iter(self._parts.items()))
+            if first > horizon:
+                break
+            del self._parts[tid]
+            for e in held:
+                self._tracker.release(e)
+        self._work_changed.set()
+
+    def _admit(self, record: AnswerRecord, entries: list[Entry[Any]], timestamp_ms: int) -> None:
+        key = (record.trace_id, record.span_id)
+        if key != (None, None) and key in self._dedupe:
+            self.metrics.span("skipped")
+            self.stats.duplicates += 1
+            return
+        now_s = timestamp_ms / 1000 if timestamp_ms >= 0 else time.time()
+        if not self.sampler.by_trace_id(record.trace_id) or not self.sampler.by_budget(
+            record.service, record.version, now_s
+        ):
+            self.metrics.span("sampled_out")
+            self.stats.sampled_out += 1
+            return
+        self.metrics.span("answer")
+        self.stats.answers_started += 1
+        for e in entries:
+            self._tracker.hold(e)
+        task = asyncio.create_task(self._job(record, entries))
+        self._jobs[task] = frozenset(e.tp for e in entries)
+        task.add_done_callback(self._job_done)
+
+    def _job_done(self, task: asyncio.Task[None]) -> None:
+        self._jobs.pop(task, None)
+        self._work_changed.set()
+        if not task.cancelled() and task.exception() is not None:
+            log.error("answer job failed", exc_info=task.exception())
+
+    # -- scoring -------------------------------------------------------------------------------
+
+    async def _job(self, record: AnswerRecord, entries: list[Entry[Any]]) -> None:
+        try:
+            async with self._slots:
+                try:
+                    score = await self._score(record)
+                except Exception as exc:  # a scorer bug must not stop the stream
+                    log.exception("scoring failed; dead-lettering the answer")
+                    if entries:
+                        value = record.model_dump_json().encode()
+                        key = (record.trace_id or "").encode() or None
+                        self._dead_letter(entries[-1], key, value, "score_error", repr(exc))
+                    return
+            home = max((e for e in entries if e.alive), key=lambda e: e.offset, default=None)
+            if home is not None:
+                home.scores.append((score, record.span_id))
+            elif not entries:
+                self.metrics.record_answer(score)  # nothing to commit it with
+        finally:
+            for e in entries:
+                self._tracker.release(e)
+
+    async def _score(self, record: AnswerRecord) -> AnswerScore:
+        s = self.settings
+        attempts = 0
+        while True:
+            probe = await self.gate.acquire()
+            started = self._clock()
+            try:
+                score = await self.scorer.score(record)
+            except asyncio.CancelledError:
+                if probe:
+                    self.gate.report(ok=False, started=float("inf"), probe=True)
+                raise
+            failed = judge_failed(score)
+            outage = self.gate.report(ok=not failed, started=started, probe=probe)
+            if not failed:
+                return score
+            if outage:
+                continue  # the gate holds us until the judge answers again; no attempt spent
+            attempts += 1
+            if attempts >= s.max_answer_attempts:
+                self.stats.unjudged_after_retries += 1
+                return score
+            self.stats.answer_retries += 1
+            delay = min(
+                s.answer_retry_backoff_s * 2 ** (attempts - 1), s.answer_retry_backoff_max_s
+            )
+            await asyncio.sleep(delay)
+
+    # -- dead letters and results --------------------------------------------------------------
+
+    def _dead_letter(
+        self,
+        entry: Entry[Any],
+        key: bytes | None,
+        value: bytes,
+        reason: str,
+        message: str,
+        *,
+        partial: bool = False,
+    ) -> None:
+        headers = [
+            (ERROR_HEADER, reason.encode()),
+            (ERROR_MESSAGE_HEADER, message.encode()[:_MAX_ERROR_MESSAGE_BYTES]),
+            (SOURCE_HEADER, f"{entry.tp.topic}/{entry.tp.partition}/{entry.offset}".encode()),
+        ]
+        if partial:
+            headers.append(("citemon.partial", b"true"))
+        entry.messages.append(OutMessage(self.settings.dlq_topic, key, value, tuple(headers)))
+        entry.dead_letters.append(reason)
+
+    def _result(self, score: AnswerScore, span_id: str | None) -> OutMessage | None:
+        topic = self.settings.results_topic
+        if topic is None:
+            return None
+        body = score.model_dump(mode="json")
+        body["span_id"] = span_id
+        return OutMessage(
+            topic,
+            (score.trace_id or "").encode() or None,
+            json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode(),
+        )
+
+    # -- commits -------------------------------------------------------------------------------
+
+    async def _commit_loop(self, stop: asyncio.Event) -> None:
+        while True:
+            await asyncio.sleep(self.settings.commit_interval_s)
+            self._tick_assembler()
+            await self.commit()
+
+    async def commit(self) -> bool:
+        """Deliver and commit every partition's finished prefix; count it once committed.
+
+        Returns False when the commit failed (it is retried on the next tick). A fenced
+        producer (another live process with our transactional ID) is fatal.
+        """
+        delivery = self._delivery
+        if delivery is None:
+            return True
+        async with self._commit_lock:
+            ready = [r for r in self._tracker.ready() if r.tp in self._assigned]
+            if not ready:
+                return True
+            messages, counted = self._outputs(ready)
+            try:
+                await delivery.deliver(ready, messages)
+            except ProducerFenced as exc:
+                self._fatal = exc
+                log.error("another process took our transactional ID: stopping")
+                return False
+            except (KafkaError, OSError, TimeoutError) as exc:
+                self.stats.commit_failures += 1
+                log.warning("commit failed, will retry: %s", type(exc).__name__)
+                return False
+            self._tracker.confirm(ready)
+            self.stats.commits += 1
+            for score, key in counted:
+                self._dedupe.add(key)
+                self.metrics.record_answer(score)
+            self.stats.answers_committed += len(counted)
+            for r in ready:
+                for e in r.entries:
+                    for reason in e.dead_letters:
+                        self.metrics.dead_letter(reason)
+                        self.stats.dead_letters += 1
+            self._publish_lag()
+            self._work_changed.set()
+            return True
+
+    def _publish_lag(self) -> dict[Any, int]:
+        lags: dict[Any, int] = {}
+        for tp, end in self._ends.items():
+            committed = self._tracker.committed(tp)
+            if tp in self._assigned and committed is not None:
+                lags[tp] = max(0, end - committed)
+                self.metrics.consumer_lag(tp.topic, tp.partition, lags[tp])
+        return lags
+
+    def _outputs(
+        self, ready: Iterable[Ready[Any]]
+    ) -> tuple[list[OutMessage], list[tuple[AnswerScore, Key]]]:
+        """Messages to produce with the commit, and the scores to count after it (deduplicated
+        against the window and within the batch)."""
+        messages: list[OutMessage] = []
+        counted: list[tuple[AnswerScore, Key]] = []
+        batch_keys: set[Key] = set()
+        for r in ready:
+            for e in r.entries:
+                messages.extend(e.messages)
+                for score, span_id in e.scores:
+                    key = (score.trace_id, span_id)
+                    if key != (None, None) and (key in self._dedupe or key in batch_keys):
+                        self.stats.duplicates += 1
+                        continue
+                    batch_keys.add(key)
+                    counted.append((score, key))
+                    result = self._result(score, span_id)
+                    if result is not None:
+                        messages.append(result)
+        return messages, counted
+
+    # -- rebalances ----------------------------------------------------------------------------
+
+    async def _on_revoked(self, revoked: list[Any]) -> None:
+        self.stats.rebalances += 1
+        gone = set(revoked)
+        if not gone:
+            return
+        self._revoking |= gone
+        deadline = self._clock() + self.settings.revoke_timeout_s
+        while self._tracker.unfinished(gone) and self._clock() < deadline:
+            self._work_changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    self._work_changed.wait(), max(0.01, deadline - self._clock())
+                )
+        await self.commit()
+        for task, tps in list(self._jobs.items()):
+            if tps & gone:
+                task.cancel()
+                self.stats.cancelled_at_revoke += 1
+        self._tracker.revoke(gone)
+        for tid, (_, held) in list(self._parts.items()):
+            if any(e.tp in gone for e in held):
+                del self._parts[tid]
+        self._assigned -= gone
+        for tp in gone:
+            self._ends.pop(tp, None)
+            self.metrics.forget_partition(tp.topic, tp.partition)
+        log.info("partitions revoked: %s", sorted(tp.partition for tp in gone))
+
+    def _on_assigned(self, assigned: list[Any]) -> None:
+        self._assigned |= set(assigned)
+        self._revoking -= set(assigned)
+        self._tracker.assign(assigned)
+        if self._paused and self._consumer is not None and assigned:
+            self._consumer.pause(*assigned)
+        log.info("partitions assigned: %s", sorted(tp.partition for tp in assigned))
+
+    # -- lag -----------------------------------------------------------------------------------
+
+    async def _lag_loop(self, stop: asyncio.Event) -> None:
+        while True:
+            try:
+                await self.update_lag()
+            except (KafkaError, OSError, TimeoutError) as exc:
+                log.info("lag update failed: %s", type(exc).__name__)
+            await asyncio.sleep(self.settings.lag_interval_s)
+
+    async def update_lag(self) -> dict[Any, int]:
+        """Set ``citemon_consumer_lag`` for every assigned partition: log end − committed."""
+        consumer = self._consumer
+        tps = [tp for tp in self._assigned if tp not in self._revoking]
+        if consumer is None or not tps:
+            return {}
+        ends = await consumer.end_offsets(tps)
+        missing = [tp for tp in tps if self._tracker.committed(tp) is None]
+        if missing:
+            starts = await consumer.beginning_offsets(missing)
+            for tp in missing:
+                committed = await consumer.committed(tp)
+                self._tracker.set_committed(tp, starts[tp] if committed is None else committed)
+        self._ends = {tp: ends[tp] for tp in tps}
+        return self._publish_lag()
