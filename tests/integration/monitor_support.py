@@ -1,0 +1,222 @@
+"""Helpers for the ``citemon run`` tests on the real broker: run monitors, publish, read back."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import subprocess
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from aiokafka import AIOKafkaConsumer
+from prometheus_client import CollectorRegistry
+
+from monitor.cli import build_parser
+from monitor.commands.run import serve
+from monitor.demo_service import FakeRAGService
+from monitor.judges.lexical import LexicalJudge
+from monitor.metrics import MetricsServer
+from monitor.pipeline import Pipeline, PipelineStats
+from monitor.records import AnswerRecord
+from monitor.scoring import Scorer
+from monitor.settings import Settings, settings_from_args
+from tests.conftest import REPO
+
+__all__ = [
+    "Monitor",
+    "expected_verdicts",
+    "metric_sum",
+    "publish",
+    "read_topic",
+    "run_monitor",
+    "scrape",
+    "start_process",
+    "verdicts_by_version",
+    "wait_for",
+]
+
+PYTHON = str(REPO / ".venv" / "bin" / "python")
+
+
+def settings_for(
+    bootstrap: str, topic: str, judge_flags: Sequence[str] = ("--judge", "lexical"), **fields: Any
+) -> tuple[Settings, Any]:
+    """Settings for a test monitor (metrics on a free port, fast lag updates) and its args."""
+    args = build_parser().parse_args(["run", *judge_flags])
+    base: dict[str, Any] = {
+        "bootstrap_servers": bootstrap,
+        "topic": topic,
+        "group": f"g.{topic}",
+        "dlq_topic": f"{topic}.dlq",
+        "metrics_port": 0,
+        "metrics_host": "127.0.0.1",
+        "lag_interval_s": 0.3,
+        "commit_interval_s": 0.2,
+        "budget_per_minute": 0,
+    }
+    base.update(fields)
+    return settings_from_args(args, **base), args
+
+
+@dataclass
+class Monitor:
+    """A monitor running in this event loop."""
+
+    pipeline: Pipeline
+    server: MetricsServer
+    registry: CollectorRegistry
+    task: asyncio.Task[PipelineStats]
+    stop: asyncio.Event
+
+
+@contextlib.asynccontextmanager
+async def run_monitor(settings: Settings, args: Any) -> AsyncIterator[Monitor]:
+    registry = CollectorRegistry()
+    stop = asyncio.Event()
+    up: asyncio.Future[tuple[Pipeline, MetricsServer]] = asyncio.get_running_loop().create_future()
+    task = asyncio.create_task(
+        serve(
+            settings,
+            args,
+            stop=stop,
+            registry=registry,
+            on_ready=lambda p, s: up.set_result((p, s)),
+        )
+    )
+    done, _ = await asyncio.wait([task, up], timeout=30, return_when=asyncio.FIRST_COMPLETED)
+    if task in done:
+        task.result()  # raises the start-up error
+    pipeline, server = await up
+    monitor = Monitor(pipeline, server, registry, task, stop)
+    try:
+        yield monitor
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 60)
+
+
+def publish(
+    bootstrap: str, topic: str, plan: Sequence[tuple[str, int, bool]], *, seed: int = 0
+) -> list[AnswerRecord]:
+    """Answer with the fake RAG service: ``plan`` is ``(version, answers, first_passage_bug)``."""
+    service = FakeRAGService(bootstrap, topic, seed=seed, batch_delay_ms=50)
+    sent: list[AnswerRecord] = []
+    try:
+        for version, n, bug in plan:
+            service.deploy(version, first_passage_bug=bug)
+            sent += [service.handle() for _ in range(n)]
+        assert service.flush(), "spans were not all exported"
+    finally:
+        service.shutdown()
+    return sent
+
+
+async def expected_verdicts(
+    records: Sequence[AnswerRecord], scorer: Scorer | None = None
+) -> dict[str, Counter[str]]:
+    """Per version, the claim verdicts the same judge gives offline (the ground truth here)."""
+    scorer = scorer or Scorer(LexicalJudge())
+    out: dict[str, Counter[str]] = {}
+    for score in await scorer.score_many(records):
+        counter = out.setdefault(score.version or "", Counter())
+        counter.update(c.verdict for c in score.claims)
+    return out
+
+
+def verdicts_by_version(*registries: CollectorRegistry) -> dict[str, Counter[str]]:
+    out: dict[str, Counter[str]] = {}
+    for registry in registries:
+        for metric in registry.collect():
+            if metric.name != "citemon_claims":
+                continue
+            for sample in metric.samples:
+                if sample.name == "citemon_claims_total" and sample.value:
+                    counter = out.setdefault(sample.labels["version"], Counter())
+                    counter[sample.labels["verdict"]] += int(sample.value)
+    return out
+
+
+def metric_sum(registry: CollectorRegistry, name: str, **labels: str) -> float:
+    total = 0.0
+    for metric in registry.collect():
+        for sample in metric.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                total += sample.value
+    return total
+
+
+async def wait_for(
+    condition: Callable[[], bool], timeout_s: float, what: str, step_s: float = 0.1
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+        await asyncio.sleep(step_s)
+
+
+async def read_topic(
+    bootstrap: str, topic: str, *, committed_only: bool = True, idle_s: float = 1.5
+) -> list[Any]:
+    """Every record of ``topic`` up to its current end (``read_committed`` by default)."""
+    consumer = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        isolation_level="read_committed" if committed_only else "read_uncommitted",
+    )
+    await consumer.start()
+    records: list[Any] = []
+    try:
+        last = time.monotonic()
+        while time.monotonic() - last < idle_s:
+            batches = await consumer.getmany(timeout_ms=200)
+            for batch in batches.values():
+                if batch:
+                    last = time.monotonic()
+                records.extend(r for r in batch)
+    finally:
+        await consumer.stop()
+    return records
+
+
+def start_process(
+    flags: Sequence[str], *, env: dict[str, str] | None = None, log_path: Any = None
+) -> subprocess.Popen[bytes]:
+    """``citemon run`` in a subprocess (its own process, so it can be killed for real)."""
+    full_env = {**os.environ, **(env or {})}
+    out = open(log_path, "ab") if log_path is not None else subprocess.DEVNULL  # noqa: SIM115
+    return subprocess.Popen(
+        [PYTHON, "-m", "monitor.cli", "--log-level", "INFO", "run", *flags],
+        cwd=REPO,
+        env=full_env,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def scrape(port: int, timeout_s: float = 1.0) -> dict[str, float] | None:
+    """Sums of each sample name on ``/metrics`` (None when the process does not answer)."""
+    try:
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=timeout_s).text
+    except httpx.HTTPError:
+        return None
+    sums: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        value = line.rsplit(" ", 1)[-1]
+        try:
+            sums[name] = sums.get(name, 0.0) + float(value)
+        except ValueError:
+            continue
+    return sums

@@ -1,0 +1,147 @@
+"""``citemon run`` end to end on the real broker, in this process: exact counts, poison, replicas.
+
+Ground truth: the fake RAG service's answers scored offline by the same (lexical) judge. The
+monitor must count exactly those verdicts per version — not approximately — having read them
+from Kafka as OTLP protobuf written by the real shim and ``KafkaSpanExporter``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+
+from aiokafka import AIOKafkaProducer
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
+
+from tests.integration.conftest import TopicFactory
+from tests.integration.monitor_support import (
+    expected_verdicts,
+    metric_sum,
+    publish,
+    read_topic,
+    run_monitor,
+    settings_for,
+    verdicts_by_version,
+    wait_for,
+)
+
+PLAN = [("v1", 90, False), ("v2", 45, True)]
+N = sum(n for _, n, _ in PLAN)
+
+
+async def test_every_answer_scored_once_with_exact_verdicts_and_results(
+    kafka_bootstrap: str, kafka_topic: TopicFactory
+) -> None:
+    topic = await kafka_topic(partitions=3)
+    results = await kafka_topic(partitions=1)
+    sent = await asyncio.to_thread(publish, kafka_bootstrap, topic, PLAN, seed=1)
+    expected = await expected_verdicts(sent)
+    settings, args = settings_for(
+        kafka_bootstrap, topic, results_topic=results, transactional_id=f"tx.{topic}"
+    )
+    async with run_monitor(settings, args) as mon:
+        await wait_for(
+            lambda: metric_sum(mon.registry, "citemon_answers_total") >= N, 30, "all answers"
+        )
+        await asyncio.sleep(1.0)  # anything extra would arrive now
+        await wait_for(lambda: sum(mon.pipeline._publish_lag().values()) == 0, 10, "lag 0")
+        assert metric_sum(mon.registry, "citemon_answers_total") == N
+        assert metric_sum(mon.registry, "citemon_spans_total", outcome="answer") == N
+        assert verdicts_by_version(mon.registry) == expected
+        # The deploy is visible: v1 mostly correct, v2 mostly misattributed.
+        assert expected["v1"]["correct"] > 0.8 * sum(expected["v1"].values())
+        assert expected["v2"]["misattributed"] > 0.5 * sum(expected["v2"].values())
+        assert mon.pipeline.ready
+    records = await read_topic(kafka_bootstrap, results)
+    bodies = [json.loads(r.value) for r in records]
+    assert len(bodies) == N
+    assert len({(b["trace_id"], b["span_id"]) for b in bodies}) == N
+    per_version: dict[str, Counter[str]] = {}
+    for b in bodies:
+        per_version.setdefault(b["version"], Counter()).update(c["verdict"] for c in b["claims"])
+    assert per_version == expected
+    assert {r.key.decode() for r in records} == {b["trace_id"] for b in bodies}
+
+
+async def test_poison_is_dead_lettered_and_counted_while_good_traffic_flows(
+    kafka_bootstrap: str, kafka_topic: TopicFactory
+) -> None:
+    topic = await kafka_topic(partitions=2)
+    settings, args = settings_for(kafka_bootstrap, topic)
+    logs = ExportLogsServiceRequest(
+        resource_logs=[
+            ResourceLogs(scope_logs=[ScopeLogs(log_records=[LogRecord(time_unix_nano=1)])])
+        ]
+    ).SerializeToString()
+    poison = [
+        (b"k1", b"\x08\x96\x01 definitely not OTLP \xff\xfe"),
+        (b"k2", b'{"resourceSpans": "not a list"}'),
+        (b"k3", logs),
+        (b"k4", b"{not json"),
+    ]
+    async with run_monitor(settings, args) as mon:
+        producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+        await producer.start()
+        try:
+            for key, value in poison:
+                await producer.send_and_wait(topic, value, key=key)
+        finally:
+            await producer.stop()
+        sent = await asyncio.to_thread(publish, kafka_bootstrap, topic, [("v1", 40, False)])
+        await wait_for(
+            lambda: (
+                metric_sum(mon.registry, "citemon_answers_total") >= len(sent)
+                and metric_sum(mon.registry, "citemon_dead_letters_total") >= len(poison)
+            ),
+            30,
+            "answers and dead letters",
+        )
+        assert metric_sum(mon.registry, "citemon_answers_total") == len(sent)
+        assert metric_sum(mon.registry, "citemon_dead_letters_total") == len(poison)
+        assert metric_sum(mon.registry, "citemon_spans_total", outcome="invalid") == len(poison)
+        reasons = {
+            s.labels["reason"]: s.value
+            for m in mon.registry.collect()
+            for s in m.samples
+            if s.name == "citemon_dead_letters_total"
+        }
+        assert reasons.get("wrong_message", 0) >= 1 and reasons.get("not_json", 0) >= 1
+    dead = await read_topic(kafka_bootstrap, settings.dlq_topic, committed_only=False)
+    assert sorted((r.key, r.value) for r in dead) == sorted(poison)  # original key and value
+    for r in dead:
+        headers = dict(r.headers)
+        assert headers["citemon.error"].decode() in reasons
+        assert headers["citemon.source"].decode().startswith(f"{topic}/")
+
+
+async def test_two_replicas_split_partitions_and_their_counters_add_up(
+    kafka_bootstrap: str, kafka_topic: TopicFactory
+) -> None:
+    topic = await kafka_topic(partitions=4)
+    settings, args = settings_for(kafka_bootstrap, topic, group=f"pair.{topic}")
+    async with run_monitor(settings, args) as first, run_monitor(settings, args) as second:
+        await wait_for(
+            lambda: (
+                first.pipeline.ready
+                and second.pipeline.ready
+                and len(first.pipeline._assigned) + len(second.pipeline._assigned) == 4
+            ),
+            30,
+            "both replicas to own partitions",
+        )
+        assert not first.pipeline._assigned & second.pipeline._assigned
+        sent = await asyncio.to_thread(publish, kafka_bootstrap, topic, PLAN, seed=2)
+        expected = await expected_verdicts(sent)
+
+        def total() -> float:
+            return sum(metric_sum(m.registry, "citemon_answers_total") for m in (first, second))
+
+        await wait_for(lambda: total() >= N, 30, "all answers across replicas")
+        await asyncio.sleep(1.0)
+        assert total() == N
+        a = metric_sum(first.registry, "citemon_answers_total")
+        b = metric_sum(second.registry, "citemon_answers_total")
+        assert a > 0 and b > 0, (a, b)
+        assert verdicts_by_version(first.registry, second.registry) == expected
