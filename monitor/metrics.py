@@ -634,6 +634,7 @@ class MetricsServer:
         self._live = live
         self._read_timeout_s = read_timeout_s
         self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
 
     @property
     def port(self) -> int:
@@ -649,8 +650,11 @@ class MetricsServer:
         log.info("metrics on http://%s:%d/metrics", self._host, self.port)
 
     async def stop(self) -> None:
+        """Stop listening and hang up on clients still mid-request (a stalled scraper)."""
         if self._server is not None:
             self._server.close()
+            for writer in list(self._writers):
+                writer.close()
             await self._server.wait_closed()
             self._server = None
 
@@ -662,6 +666,7 @@ class MetricsServer:
         await self.stop()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
         try:
             try:
                 head = await asyncio.wait_for(
@@ -682,6 +687,7 @@ class MetricsServer:
         except (ConnectionError, OSError):
             pass  # the scraper went away; nothing to tell it
         finally:
+            self._writers.discard(writer)
             writer.close()
             with contextlib.suppress(ConnectionError, OSError):
                 await writer.wait_closed()
