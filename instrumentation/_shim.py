@@ -25,7 +25,6 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, Final
 
 from opentelemetry import trace
@@ -97,10 +96,6 @@ class ShimStats:
             f"redact_errors={self.redact_errors}, truncated={self.truncated})"
         )
 
-    def _count(self, field: str) -> None:
-        with self._lock:
-            setattr(self, field, getattr(self, field) + 1)
-
     def _error(
         self, kind: str, exc: BaseException, *, now: Callable[[], float] = time.monotonic
     ) -> None:
@@ -130,12 +125,7 @@ STATS: Final = ShimStats()
 """The default counters, used when a call passes no ``stats=``."""
 
 
-@dataclass(slots=True)
-class _Passage:
-    id: str
-    text: str
-    score: float | None
-    metadata: str | None  # JSON object text
+_Passage = tuple[str, str, float | None, str | None]  # id, text, score, metadata (JSON text)
 
 
 def _field(obj: Any, *names: str) -> Any:
@@ -153,7 +143,15 @@ def _field(obj: Any, *names: str) -> Any:
 
 
 def _normalize(p: PassageLike, index: int) -> _Passage:
-    if isinstance(p, tuple) and len(p) == 2:
+    if type(p) is dict:  # the common case, without the slower Mapping/getattr probing
+        pid = p.get("id")
+        if pid is None:
+            pid = p.get("document_id") or p.get("doc_id")
+        text = p.get("text")
+        if text is None:
+            text = p.get("content") or p.get("page_content")
+        score, meta, source = p.get("score"), p.get("metadata"), p.get("source")
+    elif isinstance(p, tuple) and len(p) == 2:
         pid, text, score, meta, source = p[0], p[1], None, None, None
     else:
         pid = _field(p, "id", "document_id", "doc_id")
@@ -161,18 +159,19 @@ def _normalize(p: PassageLike, index: int) -> _Passage:
         score = _field(p, "score")
         meta = _field(p, "metadata")
         source = _field(p, "source")
-        if pid is None and isinstance(meta, Mapping):
-            pid = _field(meta, "id", "document_id", "doc_id")
-    metadata: dict[str, Any] | None = dict(meta) if isinstance(meta, Mapping) else None
-    if source is not None:
-        metadata = {**(metadata or {}), "source": source}
-    return _Passage(
-        id=str(pid) if pid is not None else str(index + 1),
-        text=text if isinstance(text, str) else ("" if text is None else str(text)),
-        score=float(score)
-        if isinstance(score, int | float) and not isinstance(score, bool)
-        else None,
-        metadata=json.dumps(metadata, default=str, ensure_ascii=False) if metadata else None,
+    if pid is None and meta and isinstance(meta, Mapping):
+        pid = _field(meta, "id", "document_id", "doc_id")
+    metadata: str | None = None
+    if source is not None or meta:
+        md: dict[str, Any] = dict(meta) if isinstance(meta, Mapping) else {}
+        if source is not None:
+            md["source"] = source
+        metadata = json.dumps(md, default=str, ensure_ascii=False) if md else None
+    return (
+        pid if type(pid) is str else (str(pid) if pid is not None else str(index + 1)),
+        text if type(text) is str else ("" if text is None else str(text)),
+        float(score) if type(score) is float or type(score) is int else None,
+        metadata,
     )
 
 
@@ -180,9 +179,14 @@ _tracers: weakref.WeakKeyDictionary[TracerProvider, Tracer] = weakref.WeakKeyDic
 _global_tracer: list[Tracer] = []
 
 
+_last: list[tuple[TracerProvider, Tracer]] = []
+
+
 def _tracer(provider: TracerProvider | None) -> Tracer:
     # Tracer lookups are not free on the request path; cache one per provider. The global one
     # may be a ProxyTracer, which follows a provider installed later, so caching it is safe.
+    if _last and _last[0][0] is provider:
+        return _last[0][1]
     if provider is None:
         if not _global_tracer:
             _global_tracer.append(trace.get_tracer(_SCOPE, _VERSION))
@@ -191,6 +195,7 @@ def _tracer(provider: TracerProvider | None) -> Tracer:
     if tracer is None:
         tracer = provider.get_tracer(_SCOPE, _VERSION)
         _tracers[provider] = tracer
+    _last[:] = [(provider, tracer)]  # strong ref to one provider: the one in use anyway
     return tracer
 
 
@@ -203,6 +208,8 @@ class AnswerSpan:
 
     __slots__ = (
         "_answer_set",
+        "_max_attrs",
+        "_max_len",
         "_max_passages",
         "_passages_set",
         "_redact",
@@ -221,16 +228,13 @@ class AnswerSpan:
         self._passages_set = False
         self._answer_set = False
         self._truncated = False
+        # The SDK's Span keeps its effective SpanLimits (TracerProvider(span_limits=...) or the
+        # OTEL_*_LIMIT env vars) in `_limits`; another SDK may have none: then we cannot plan.
+        limits = getattr(span, "_limits", None)
+        self._max_attrs: int | None = limits.max_span_attributes if limits is not None else None
+        self._max_len: int | None = limits.max_span_attribute_length if limits is not None else None
 
     # -- helpers -------------------------------------------------------------------------------
-
-    def _limits(self) -> tuple[int | None, int | None]:
-        # The SDK's Span keeps its effective SpanLimits (TracerProvider(span_limits=...) or the
-        # OTEL_*_LIMIT env vars) in `_limits`; another SDK may have none, and then we cannot plan.
-        limits = getattr(self.span, "_limits", None)
-        if limits is None:
-            return None, None
-        return limits.max_span_attributes, limits.max_span_attribute_length
 
     def _clean(self, text: str) -> str | None:
         """``text`` redacted, or ``None`` if the hook failed (then nothing is recorded)."""
@@ -247,13 +251,8 @@ class AnswerSpan:
             self.span.set_attribute(A.CITEMON_REDACTION_FAILED, True)
             return None
 
-    def _set_question(self, question: str) -> None:
-        q = self._clean(question)
-        if q is not None:
-            self.span.set_attribute(A.INPUT_VALUE, q)
-            _, max_len = self._limits()
-            if max_len is not None and len(q) > max_len:
-                self._truncated = True
+    def _too_long(self, text: str) -> bool:
+        return self._max_len is not None and len(text) > self._max_len
 
     # -- public --------------------------------------------------------------------------------
 
@@ -277,75 +276,89 @@ class AnswerSpan:
             if self._answer_set:
                 raise RuntimeError("set_answer called twice on one answer span")
             self._answer_set = True
-            a = self._clean(answer if isinstance(answer, str) else str(answer))
+            a = self._clean(answer if type(answer) is str else str(answer))
             # An answer whose redaction failed is recorded empty and truncated: never raw.
             self.span.set_attribute(A.OUTPUT_VALUE, "" if a is None else a)
-            _, max_len = self._limits()
-            if a is None or (max_len is not None and len(a) > max_len):
+            if a is None or self._too_long(a):
                 self._truncated = True  # written by _finish, when the span ends
         except Exception as exc:
             self._stats._error("shim", exc)
 
     def _set_passages(self, passages: Iterable[PassageLike]) -> None:
-        items = [_normalize(p, i) for i, p in enumerate(passages)]
+        items = passages if isinstance(passages, list | tuple) else list(passages)
         total = len(items)
         if total > self._max_passages:
             items = items[: self._max_passages]
             self._truncated = True
-        max_attrs, max_len = self._limits()
+        max_len = self._max_len
         budget: int | None = None
-        if max_attrs is not None:
-            present = self.span.attributes if hasattr(self.span, "attributes") else None  # type: ignore[attr-defined]
+        if self._max_attrs is not None:
+            # The SDK span's own attribute dict (cheaper than the public read-only view).
+            present = getattr(self.span, "_attributes", None)
+            if present is None:
+                present = getattr(self.span, "attributes", None)
             used = len(present) if present is not None else 0
             reserved = 3  # citemon.passages.count, citemon.truncated, citemon.passages.overflow
             if not self._answer_set:
                 reserved += 1  # output.value, still to come
-            if present is not None and A.CITEMON_REDACTION_FAILED not in present:
-                reserved += 1  # citemon.redaction_failed, should a redact hook fail below
-            budget = max_attrs - used - reserved
+            if self._redact is not None and (
+                present is None or A.CITEMON_REDACTION_FAILED not in present
+            ):
+                reserved += 1  # citemon.redaction_failed, should the hook fail below
+            budget = self._max_attrs - used - reserved
 
         attrs: dict[str, Any] = {A.CITEMON_PASSAGES_COUNT: total}
-        key = A.document_key
+        keys = A.document_keys
+        redact = self._redact
         used_budget = 0
         inline = 0
-        for i, p in enumerate(items):
-            need = 2 + (p.score is not None) + (p.metadata is not None)
+        for i, raw in enumerate(items):
+            if type(raw) is dict and "metadata" not in raw and "source" not in raw:
+                # The hot path (plain dicts), inlined: this loop runs per passage per request.
+                pid = raw.get("id")
+                text = raw.get("text")
+                score = raw.get("score")
+                metadata = None
+                if (
+                    type(pid) is not str
+                    or type(text) is not str
+                    or (score is not None and type(score) is not float)
+                ):
+                    pid, text, score, metadata = _normalize(raw, i)
+            else:
+                pid, text, score, metadata = _normalize(raw, i)
+            need = 2 + (score is not None) + (metadata is not None)
             if budget is not None and used_budget + need > budget:
                 break
-            text = self._clean(p.text)
-            if text is None:
-                text = ""
-            attrs[key(i, A.DOCUMENT_ID)] = p.id
-            attrs[key(i, A.DOCUMENT_CONTENT)] = text
-            if p.score is not None:
-                attrs[key(i, A.DOCUMENT_SCORE)] = p.score
-            if p.metadata is not None:
-                attrs[key(i, A.DOCUMENT_METADATA)] = p.metadata
+            if redact is not None:
+                text = self._clean(text) or ""
+            k_id, k_content, k_score, k_metadata = keys(i)
+            attrs[k_id] = pid
+            attrs[k_content] = text
+            if score is not None:
+                attrs[k_score] = score
+            if metadata is not None:
+                attrs[k_metadata] = metadata
             if max_len is not None and (
-                len(text) > max_len or len(p.id) > max_len or len(p.metadata or "") > max_len
+                len(text) > max_len or len(pid) > max_len or len(metadata or "") > max_len
             ):
                 self._truncated = True
             used_budget += need
             inline += 1
 
-        rest = items[inline:]
-        if rest:
+        if inline < len(items):
             if budget is not None and budget < 0:
                 self._truncated = True  # not even the one overflow attribute fits
             else:
+                rest = [_normalize(raw, i) for i, raw in enumerate(items) if i >= inline]
                 packed = json.dumps(
                     [
-                        {
-                            "id": p.id,
-                            "content": self._clean(p.text) or "",
-                            "score": p.score,
-                            "metadata": p.metadata,
-                        }
-                        for p in rest
+                        {"id": pid, "content": self._clean(text) or "", "score": sc, "metadata": md}
+                        for pid, text, sc, md in rest
                     ],
                     ensure_ascii=False,
                 )
-                if max_len is not None and len(packed) > max_len:
+                if self._too_long(packed):
                     self._truncated = True
                 else:
                     attrs[A.CITEMON_PASSAGES_OVERFLOW] = packed
@@ -355,10 +368,13 @@ class AnswerSpan:
     def _finish(self) -> None:
         try:
             if self.span.is_recording():
-                self._stats._count("answers")
+                stats = self._stats
+                with stats._lock:
+                    stats.answers += 1
+                    if self._truncated:
+                        stats.truncated += 1
                 if self._truncated:
                     self.span.set_attribute(A.CITEMON_TRUNCATED, True)
-                    self._stats._count("truncated")
         except Exception as exc:
             self._stats._error("shim", exc)
 
@@ -374,12 +390,22 @@ def _start(
     stats: ShimStats,
 ) -> AnswerSpan:
     try:
-        span = _tracer(tracer_provider).start_span(
-            name, attributes={A.SPAN_KIND: "CHAIN", **(attributes or {})}
-        )
+        q = question if type(question) is str else str(question)
+        start_attrs: dict[str, Any] = {A.SPAN_KIND: "CHAIN"}
+        if redact is None:
+            start_attrs[A.INPUT_VALUE] = q  # no hook to run: set it with the span, one lock less
+        if attributes:
+            start_attrs.update(attributes)
+        span = _tracer(tracer_provider).start_span(name, attributes=start_attrs)
         handle = AnswerSpan(span, redact=redact, max_passages=max_passages, stats=stats)
         if span.is_recording():
-            handle._set_question(question if isinstance(question, str) else str(question))
+            if redact is not None:
+                cleaned = handle._clean(q)
+                if cleaned is not None:
+                    span.set_attribute(A.INPUT_VALUE, cleaned)
+                    q = cleaned
+            if handle._too_long(q):
+                handle._truncated = True
         return handle
     except Exception as exc:
         stats._error("shim", exc)

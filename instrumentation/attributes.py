@@ -30,6 +30,7 @@ __all__ = [
     "SERVICE_VERSION",
     "SPAN_KIND",
     "document_key",
+    "document_keys",
 ]
 
 ANSWER_SPAN_NAME: Final = "rag.answer"
@@ -82,3 +83,10 @@ def document_key(index: int, field: str) -> str:
     if index < _KEY_CACHE_SIZE and field in _FIELDS:
         return _KEYS[index][_FIELDS.index(field)]
     return f"{RETRIEVAL_DOCUMENTS_PREFIX}{index}.document.{field}"
+
+
+def document_keys(index: int) -> tuple[str, str, str, str]:
+    """The ``id``, ``content``, ``score`` and ``metadata`` keys of document ``index``."""
+    if index < _KEY_CACHE_SIZE:
+        return _KEYS[index]
+    return tuple(f"{RETRIEVAL_DOCUMENTS_PREFIX}{index}.document.{f}" for f in _FIELDS)  # type: ignore[return-value]

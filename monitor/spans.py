@@ -169,6 +169,14 @@ def _pv(v: AnyValue) -> Any:
     return getattr(v, kind)
 
 
+def _proto_attrs(kvs: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for kv in kvs:
+        v = kv.value
+        out[kv.key] = v.string_value if v.WhichOneof("value") == "string_value" else _pv(v)
+    return out
+
+
 def _parse_proto(payload: bytes) -> ExportTraceServiceRequest:
     if not isinstance(payload, bytes | bytearray | memoryview):
         raise DecodeError("not_protobuf", f"payload is {type(payload).__name__}, not bytes")
@@ -226,7 +234,7 @@ def _proto_spans(
                         end_ns=sp.end_time_unix_nano,
                         error=sp.status.code == _STATUS_ERROR,
                         dropped_attributes=sp.dropped_attributes_count,
-                        attrs={kv.key: _pv(kv.value) for kv in sp.attributes},
+                        attrs=_proto_attrs(sp.attributes),
                     ),
                 )
 
@@ -421,26 +429,26 @@ def _metadata(value: Any) -> dict[str, Any] | None:
     return None
 
 
-def _passage(pid: Any, content: Any, score: Any, meta: Any, where: str) -> Passage:
-    if not isinstance(content, str):
+def _passage(pid: Any, content: Any, score: Any, meta: Any, where: str, i: int) -> Passage:
+    if type(content) is not str:
         raise DecodeError(
-            "bad_attribute", f"{where} content is {type(content).__name__}, not a string"
+            "bad_attribute", f"{where} {i} content is {type(content).__name__}, not a string"
         )
-    metadata = _metadata(meta)
+    metadata = _metadata(meta) if meta is not None else None
     if pid is None and metadata is not None:
         pid = next((metadata[k] for k in _ID_KEYS if metadata.get(k) is not None), None)
-    if isinstance(pid, int) and not isinstance(pid, bool):
+    if type(pid) is not str and pid is not None:
+        if not isinstance(pid, int) or isinstance(pid, bool):
+            raise DecodeError(
+                "bad_attribute", f"{where} {i} id is {type(pid).__name__}, not a string"
+            )
         pid = str(pid)
-    if pid is not None and not isinstance(pid, str):
-        raise DecodeError("bad_attribute", f"{where} id is {type(pid).__name__}, not a string")
     source = metadata.get("source") if metadata is not None else None
     return Passage(
         id=pid or "",
         text=content,
         source=source if isinstance(source, str) else None,
-        score=float(score)
-        if isinstance(score, int | float) and not isinstance(score, bool)
-        else None,
+        score=float(score) if type(score) is float or (type(score) is int) else None,
         metadata=metadata,
     )
 
@@ -448,16 +456,23 @@ def _passage(pid: Any, content: Any, score: Any, meta: Any, where: str) -> Passa
 def _documents(attrs: Mapping[str, Any], max_passages: int) -> tuple[list[Passage], bool]:
     """``retrieval.documents.{i}.document.*`` (plus the shim's packed overflow) → passages;
     also whether any document came without content (then it cannot be judged)."""
-    docs: dict[int, dict[str, Any]] = {}
+    docs: dict[str, dict[str, Any]] = {}
+    prefix = A.RETRIEVAL_DOCUMENTS_PREFIX
     for key, value in attrs.items():
-        if not key.startswith(A.RETRIEVAL_DOCUMENTS_PREFIX):
+        if not key.startswith(prefix):
             continue
-        index, _, tail = key[_DOC_PREFIX_LEN:].partition(".")
-        if not tail.startswith("document.") or not index.isdigit():
+        dot = key.find(".document.", _DOC_PREFIX_LEN)
+        if dot < 0:
             continue
-        docs.setdefault(int(index), {})[tail[9:]] = value
-        if len(docs) > max_passages:
-            raise DecodeError("too_many_passages", f"more than {max_passages} documents")
+        index = key[_DOC_PREFIX_LEN:dot]
+        d = docs.get(index)
+        if d is None:
+            if not index.isdigit():
+                continue
+            if len(docs) >= max_passages:
+                raise DecodeError("too_many_passages", f"more than {max_passages} documents")
+            d = docs[index] = {}
+        d[key[dot + 10 :]] = value
     overflow: list[Any] = []
     packed = attrs.get(A.CITEMON_PASSAGES_OVERFLOW)
     if packed is not None:
@@ -473,8 +488,8 @@ def _documents(attrs: Mapping[str, Any], max_passages: int) -> tuple[list[Passag
         )
     missing = False
     out: list[Passage] = []
-    for i in sorted(docs):
-        d = docs[i]
+    for index in sorted(docs, key=int):
+        d = docs[index]
         content = d.get(A.DOCUMENT_CONTENT)
         if content is None:
             missing, content = True, ""
@@ -484,7 +499,8 @@ def _documents(attrs: Mapping[str, Any], max_passages: int) -> tuple[list[Passag
                 content,
                 d.get(A.DOCUMENT_SCORE),
                 d.get(A.DOCUMENT_METADATA),
-                f"document {i}",
+                "document",
+                int(index),
             )
         )
     for j, d in enumerate(overflow):
@@ -496,7 +512,8 @@ def _documents(attrs: Mapping[str, Any], max_passages: int) -> tuple[list[Passag
                 d.get("content", ""),
                 d.get("score"),
                 d.get("metadata"),
-                f"overflow document {j}",
+                "overflow document",
+                j,
             )
         )
     return out, missing
@@ -643,7 +660,7 @@ def _record(
     _check_text(question, "question")
     passages, missing = _documents(attrs, max_passages)
     for i, p in enumerate(passages):
-        _check_text(p.text, f"document {i}")
+        _check_text(p.text, "document")
         if not p.id:
             p.id = str(i + 1)
     count = attrs.get(A.CITEMON_PASSAGES_COUNT)
