@@ -42,7 +42,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from google.protobuf.message import DecodeError as _ProtoDecodeError
+from google.protobuf.message import (  # type: ignore[import-untyped,unused-ignore]
+    DecodeError as _ProtoDecodeError,
+)
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
@@ -182,7 +184,7 @@ def _parse_proto(payload: bytes) -> ExportTraceServiceRequest:
         raise DecodeError("not_protobuf", f"payload is {type(payload).__name__}, not bytes")
     data = bytes(payload)
     try:
-        req = ExportTraceServiceRequest.FromString(data)
+        req: ExportTraceServiceRequest = ExportTraceServiceRequest.FromString(data)
     except _ProtoDecodeError as exc:
         _raise_if_other_signal(data, exc)
         if "UTF-8" in str(exc):
