@@ -22,11 +22,9 @@ __all__ = ["Progress", "detect_format", "read_jsonl", "render_json", "render_tab
 
 def detect_format(first_line: str) -> str:
     """``otlp-json`` for a Collector file-exporter line, else ``jsonl`` (citemon records)."""
-    try:
-        obj = json.loads(first_line)
-    except ValueError:
-        return "jsonl"
-    return "otlp-json" if isinstance(obj, dict) and "resourceSpans" in obj else "jsonl"
+    from monitor.spans import is_otlp_json_line
+
+    return "otlp-json" if is_otlp_json_line(first_line) else "jsonl"
 
 
 def read_jsonl(lines: Iterable[str]) -> Iterator[tuple[int, AnswerRecord | InputError]]:

@@ -38,6 +38,7 @@ import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -934,12 +935,14 @@ def is_otlp_json_line(line: str) -> bool:
 
 
 def iter_otlp_json_lines(
-    path: str | Path,
+    source: str | Path | Iterable[str | bytes],
     *,
     max_passages: int = DEFAULT_MAX_PASSAGES,
     max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
 ) -> Iterator[tuple[int, AnswerRecord | DecodeError]]:
     """Records from a Collector file-exporter dump: ``(line number, record or error)``.
+
+    ``source`` is a path, or the lines themselves (an open text file, standard input).
 
     Lines without answer spans (ordinary traffic) are skipped silently; every other bad line
     yields its :class:`DecodeError`. OpenInference traces are joined across lines; any left
@@ -947,8 +950,13 @@ def iter_otlp_json_lines(
     """
     assembler = TraceAssembler(window_s=math.inf, max_passages=max_passages, clock=lambda: 0.0)
     lineno = 0
-    with Path(path).open("rb") as fh:
-        for lineno, raw in enumerate(fh, start=1):
+    with ExitStack() as stack:
+        lines = (
+            stack.enter_context(Path(source).open("rb"))
+            if isinstance(source, str | Path)
+            else source
+        )
+        for lineno, raw in enumerate(lines, start=1):
             if not raw.strip():
                 continue
             try:

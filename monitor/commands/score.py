@@ -23,6 +23,7 @@ from monitor.judges import add_judge_arguments, judge_options, load_judge
 from monitor.records import AnswerRecord, AnswerScore
 from monitor.report import Progress, detect_format, read_jsonl, render_json, render_table
 from monitor.scoring import Scorer, ScoringOptions, summarize
+from monitor.spans import iter_otlp_json_lines
 
 __all__ = ["add_arguments", "add_scoring_arguments", "main", "scoring_options"]
 
@@ -100,8 +101,6 @@ def _records(stream: IO[str], fmt: str) -> Iterator[tuple[int, AnswerRecord | Ci
     if fmt == "jsonl":
         yield from read_jsonl(lines)
         return
-    from monitor.spans import iter_otlp_json_lines
-
     yield from iter_otlp_json_lines(lines)
 
 
@@ -115,11 +114,12 @@ async def score_stream(
 ) -> AsyncIterator[AnswerScore]:
     """Score records in input order with at most ``concurrency`` answers in flight."""
     window: list[asyncio.Task[AnswerScore]] = []
-    for _, item in items:
+    for number, item in items:
         if isinstance(item, CitemonError):
             if strict:
                 raise item
-            print(f"citemon: skipped {item}", file=sys.stderr)
+            where = "" if isinstance(item, InputError) else f"line {number}: "
+            print(f"citemon: skipped {where}{item}", file=sys.stderr)
             errors.append(item)
             continue
         window.append(asyncio.create_task(scorer.score(item)))

@@ -141,3 +141,42 @@ def test_calibration_adds_a_corrected_accuracy(
     assert "corrected citation accuracy n/a" in capsys.readouterr().out
     assert main(["score", str(src), "--calibration", str(tmp_path / "missing.json")]) == 2
     assert "cannot read calibration file" in capsys.readouterr().err
+
+
+def test_scores_a_collector_file_exporter_dump(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from instrumentation import record_answer
+    from tests.unit.test_spans import proto, to_json
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": "support-bot", "service.version": "v7"})
+    )
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    spec = specimen()
+    record_answer(
+        question=spec.question,
+        answer=spec.answer,
+        passages=[{"id": p.id, "text": p.text} for p in spec.passages],
+        tracer_provider=provider,
+    )
+    line = to_json(proto(exporter.get_finished_spans()))
+    src = write(tmp_path / "spans.jsonl", [line, "{broken"])
+    argv = ["score", str(src), "--format", "json", "--judge", "tests.oracles:specimen_judge"]
+    assert main(argv) == 1  # the broken line is reported and skipped
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert out["summary"]["citation_accuracy"] == 0.3333
+    assert out["answers"][0]["service"] == "support-bot"
+    assert out["answers"][0]["version"] == "v7"
+    assert "line 2" in captured.err and "not_json" in captured.err
+    # The same dump on standard input, format named explicitly.
+    monkeypatch.setattr("sys.stdin", io.StringIO(line + "\n"))
+    assert main([*argv[:1], "-", "--input-format", "otlp-json", *argv[2:]]) == 0
+    assert json.loads(capsys.readouterr().out)["summary"]["faithfulness"] == 1.0
