@@ -1,4 +1,4 @@
-"""The HTTP judge: an OpenAI-compatible chat model behind wire contract v1.
+"""The HTTP judge: an OpenAI-compatible chat model behind wire contract v1 (or v2).
 
 Wire contract v1 (DESIGN.md, "Judges"): ``POST {base_url}/chat/completions`` with an
 OpenAI-compatible body (``model``, ``messages``, ``temperature: 0``,
@@ -22,6 +22,18 @@ What the judge promises its callers (the scorer, the monitor's pipeline):
 * the API key never appears in logs, reprs, error messages or metrics.
 
 httpx errors are mapped to citemon's in one place, :meth:`HTTPJudge._attempt`.
+
+Wire contract v2 (:class:`HTTPBatchJudge`, ``--judge-protocol v2``) keeps all of the above and adds
+the two batch requests of :mod:`monitor.judges.batch`, several claims per request, each claim
+tagged with an ID the request assigns (``c1``, ``c2``, …). The reply must be a JSON object
+``{"verdicts": [{"claim": "c1", …}, …]}``; a reply that is not such an object is invalid as a
+whole. Inside it, each claim is judged on its own entry: a claim with no entry, two entries or an
+invalid one is *invalid for that claim only*, and entries naming no claim of the request are
+ignored. Invalid claims are asked again — alone, in a new request with a fresh nonce — within the
+same retry budget; claims still without a valid verdict then get a :class:`JudgeInvalidReply`
+(``unjudged``), while the others keep theirs. Verdicts are cached per claim (the key holds the
+protocol and prompt version, the request kind, the claim and the sorted passages), so only claims
+not cached are sent.
 """
 
 from __future__ import annotations
@@ -37,10 +49,11 @@ import random
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import partial
 from types import TracebackType
-from typing import Any, Final, TypeVar, cast
+from typing import Any, Final, Generic, Literal, TypeVar, cast
 
 import httpx
 
@@ -53,20 +66,30 @@ from monitor.errors import (
     JudgeTimeout,
 )
 from monitor.judges.base import JudgeObserver
+from monitor.judges.batch import CitedOutcome, CitedVerdict, SupportOutcome, SupportVerdict
 from monitor.judges.prompts import (
     PROMPT_VERSION,
+    PROMPT_VERSION_V2,
     Message,
+    build_cited_messages,
     build_decompose_messages,
     build_entailment_messages,
+    build_support_messages,
 )
 from monitor.records import Verdict
 
 __all__ = [
     "API_KEY_ENV",
+    "PROTOCOLS",
+    "BatchReply",
+    "HTTPBatchJudge",
     "HTTPJudge",
+    "WireProtocol",
+    "parse_cited_reply",
     "parse_decompose_reply",
     "parse_entailment_reply",
     "parse_retry_after",
+    "parse_support_reply",
 ]
 
 API_KEY_ENV: Final = "CITEMON_JUDGE_API_KEY"
@@ -74,7 +97,13 @@ API_KEY_ENV: Final = "CITEMON_JUDGE_API_KEY"
 
 logger = logging.getLogger(__name__)
 
+WireProtocol = Literal["v1", "v2"]
+"""A judge wire contract version (``--judge-protocol``)."""
+
+PROTOCOLS: Final[tuple[WireProtocol, ...]] = ("v1", "v2")
+
 _T = TypeVar("_T")
+_V = TypeVar("_V", CitedVerdict, SupportVerdict)
 _FENCE = re.compile(r"\A```[A-Za-z]*[ \t]*\n?(.*?)\n?[ \t]*```\Z", re.DOTALL)
 _SNIPPET_CHARS = 200
 
@@ -120,6 +149,121 @@ def parse_entailment_reply(content: str) -> Verdict:
     ):
         confidence = None
     return Verdict(entailed=entailed, reason=reason, confidence=confidence)
+
+
+@dataclass(slots=True)
+class BatchReply(Generic[_V]):
+    """A v2 reply taken apart: valid verdicts and, per claim ID, why it has none (``problems``)."""
+
+    verdicts: dict[str, _V] = field(default_factory=dict)
+    problems: dict[str, str] = field(default_factory=dict)
+
+
+def _entries(content: str, claims: list[str]) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """Each asked claim's entry in a v2 reply, or why it has no usable one."""
+    obj = _json_object(content)
+    listed = obj.get("verdicts")
+    if not isinstance(listed, list):
+        raise JudgeInvalidReply(f'"verdicts" is not a list: {_snippet(content)!r}')
+    asked = set(claims)
+    entries: dict[str, dict[str, Any]] = {}
+    problems: dict[str, str] = {}
+    for entry in listed:
+        cid = entry.get("claim") if isinstance(entry, dict) else None
+        if not isinstance(cid, str) or cid not in asked:
+            continue  # an extra entry: nothing to attribute it to
+        if cid in entries or cid in problems:
+            entries.pop(cid, None)
+            problems[cid] = "two entries for one claim"
+            continue
+        entries[cid] = entry
+    for cid in claims:
+        if cid not in entries and cid not in problems:
+            problems[cid] = "no entry for the claim"
+    return entries, problems
+
+
+def _ids(entry: dict[str, Any], name: str, shown: list[str]) -> tuple[str, ...]:
+    value = entry.get(name)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f'"{name}" is not a list of passage IDs')
+    unknown = [v for v in value if v not in shown]
+    if unknown:
+        raise ValueError(f'"{name}" names passages not shown: {", ".join(unknown[:3])}')
+    return tuple(p for p in shown if p in value)  # the shown order, without repeats
+
+
+def _reason(entry: dict[str, Any]) -> str | None:
+    reason = entry.get("reason")
+    if reason is not None and not isinstance(reason, str):
+        raise ValueError('"reason" is not a string')
+    return reason
+
+
+def parse_cited_reply(
+    content: str, *, claims: list[str], passages: list[str], precision: bool
+) -> BatchReply[CitedVerdict]:
+    """A v2 citation-check reply for the claim IDs ``claims`` over the passage IDs ``passages``.
+
+    Per entry: ``entailed`` must be a JSON boolean, ``reason`` a string or absent, a
+    ``confidence`` in [0, 1] is kept. With ``precision``, an entailed claim's entry must also
+    carry ``supported_by`` and ``dispensable``, lists of shown passage IDs (possibly empty);
+    otherwise those fields are ignored. Raises :class:`JudgeInvalidReply` only when the reply as
+    a whole is unusable.
+    """
+    entries, problems = _entries(content, claims)
+    reply: BatchReply[CitedVerdict] = BatchReply(problems=problems)
+    for cid, entry in entries.items():
+        try:
+            entailed = entry.get("entailed")
+            if not isinstance(entailed, bool):
+                raise ValueError('"entailed" is not a boolean')
+            reason = _reason(entry)
+            confidence = entry.get("confidence")
+            if (
+                isinstance(confidence, bool)
+                or not isinstance(confidence, int | float)
+                or not 0.0 <= confidence <= 1.0
+            ):
+                confidence = None
+            alone = spare = None
+            if precision and entailed:
+                alone = _ids(entry, "supported_by", passages)
+                spare = _ids(entry, "dispensable", passages)
+        except ValueError as exc:
+            reply.problems[cid] = str(exc)
+            continue
+        reply.verdicts[cid] = CitedVerdict(
+            entailed=entailed,
+            reason=reason,
+            confidence=confidence,
+            supported_by=alone,
+            dispensable=spare,
+        )
+    return reply
+
+
+def parse_support_reply(
+    content: str, *, claims: list[str], passages: list[str]
+) -> BatchReply[SupportVerdict]:
+    """A v2 support-search reply: per claim ``supported_by`` (shown IDs) and ``joint`` (bool)."""
+    entries, problems = _entries(content, claims)
+    reply: BatchReply[SupportVerdict] = BatchReply(problems=problems)
+    for cid, entry in entries.items():
+        try:
+            joint = entry.get("joint")
+            if not isinstance(joint, bool):
+                raise ValueError('"joint" is not a boolean')
+            verdict = SupportVerdict(
+                supported_by=_ids(entry, "supported_by", passages),
+                joint=joint,
+                reason=_reason(entry),
+            )
+        except ValueError as exc:
+            reply.problems[cid] = str(exc)
+            continue
+        reply.verdicts[cid] = verdict
+    return reply
 
 
 def parse_decompose_reply(content: str) -> list[str]:
@@ -230,11 +374,14 @@ class HTTPJudge:
     def max_inflight(self) -> int:
         return self._max_inflight
 
+    protocol: WireProtocol = "v1"
+    """The wire contract this judge speaks (v1: ``entails`` and ``decompose`` only)."""
+
     def __repr__(self) -> str:
         return (
-            f"HTTPJudge(base_url={self._base_url!r}, model={self._model!r}, "
+            f"{type(self).__name__}(base_url={self._base_url!r}, model={self._model!r}, "
             f"max_inflight={self._max_inflight}, timeout_s={self._timeout_s:g}, "
-            f"retries={self._retries}, prompt_version={PROMPT_VERSION!r}, "
+            f"retries={self._retries}, protocol={self.protocol!r}, "
             f"api_key={'***' if self._api_key else None!r})"
         )
 
@@ -289,10 +436,11 @@ class HTTPJudge:
 
     # -- cache and single-flight ---------------------------------------------------------
 
-    def _key(self, kind: str, text: str, passages: list[tuple[str, str]]) -> str:
-        payload = json.dumps(
-            [kind, self._model, PROMPT_VERSION, text, passages], ensure_ascii=False
-        )
+    def _key(
+        self, kind: str, text: str, passages: list[tuple[str, str]], version: str | None = None
+    ) -> str:
+        version = PROMPT_VERSION if version is None else version  # looked up now, not at import
+        payload = json.dumps([kind, self._model, version, text, passages], ensure_ascii=False)
         return hashlib.sha256(payload.encode()).hexdigest()
 
     async def _cached(self, key: str, call: Callable[[], Awaitable[_T]]) -> _T:
@@ -322,13 +470,16 @@ class HTTPJudge:
 
     # -- one logical call: attempts, backoff ---------------------------------------------
 
-    async def _call(self, messages: list[Message], parse: Callable[[str], _T]) -> _T:
-        body = {
+    def _body(self, messages: list[Message]) -> dict[str, Any]:
+        return {
             "model": self._model,
             "messages": messages,
             "temperature": 0,
             "response_format": {"type": "json_object"},
         }
+
+    async def _call(self, messages: list[Message], parse: Callable[[str], _T]) -> _T:
+        body = self._body(messages)
         attempt = 0
         while True:
             await self._wait_not_before()
@@ -385,7 +536,8 @@ class HTTPJudge:
                         f"{self._redact(str(exc))}"
                     ) from exc
                 result = self._read(response, parse)
-                outcome = "ok"
+                # A v2 reply that leaves some claims without a verdict is an invalid reply too.
+                outcome = "invalid" if isinstance(result, BatchReply) and result.problems else "ok"
                 return result
             except JudgeError as exc:
                 outcome = exc.outcome
@@ -432,3 +584,158 @@ class HTTPJudge:
     def _observe_cache(self, *, hit: bool) -> None:
         if self._observer is not None:
             self._observer.cache(hit)
+
+
+class HTTPBatchJudge(HTTPJudge):
+    """An :class:`HTTPJudge` that also speaks wire contract v2 (a :class:`~.batch.BatchJudge`).
+
+    Everything about limits, retries, the cache, the observer and the key is shared with v1;
+    ``entails`` and ``decompose`` still send v1 requests (``citemon calibrate`` asks one pair at
+    a time). The scorer sees the batch methods and uses them instead of ``entails``.
+    """
+
+    protocol: WireProtocol = "v2"
+
+    async def check_citations(
+        self, claims: Sequence[str], passages: Mapping[str, str], *, precision: bool
+    ) -> list[CitedOutcome]:
+        """Whether ``passages`` (one citation set) entail each claim: one request for all.
+
+        ``precision`` is asked only of two or more passages (one passage is its own answer).
+        """
+        if not passages:
+            return [CitedVerdict(entailed=False, reason="no passages were shown")] * len(claims)
+        precise = precision and len(passages) > 1
+        kind = "cited+precision" if precise else "cited"
+        shown = list(passages)
+
+        def messages(ids: Mapping[str, str]) -> list[Message]:
+            return build_cited_messages(ids, passages, precision=precise)
+
+        def parse(content: str, ids: list[str]) -> BatchReply[CitedVerdict]:
+            return parse_cited_reply(content, claims=ids, passages=shown, precision=precise)
+
+        return await self._batch(kind, claims, passages, messages, parse)
+
+    async def find_support(
+        self, claims: Sequence[str], passages: Mapping[str, str]
+    ) -> list[SupportOutcome]:
+        """Which single passages entail each claim, and whether all jointly do: one request."""
+        if not passages:
+            return [SupportVerdict(supported_by=(), joint=False)] * len(claims)
+        shown = list(passages)
+
+        def messages(ids: Mapping[str, str]) -> list[Message]:
+            return build_support_messages(ids, passages)
+
+        def parse(content: str, ids: list[str]) -> BatchReply[SupportVerdict]:
+            return parse_support_reply(content, claims=ids, passages=shown)
+
+        return await self._batch("support", claims, passages, messages, parse)
+
+    async def _batch(
+        self,
+        kind: str,
+        claims: Sequence[str],
+        passages: Mapping[str, str],
+        messages: Callable[[Mapping[str, str]], list[Message]],
+        parse: Callable[[str, list[str]], BatchReply[_V]],
+    ) -> list[_V | JudgeError]:
+        """Cached claims from the cache, the rest in one request (shared with identical ones)."""
+        items = sorted(passages.items())
+        keys = {c: self._key(kind, c, items, PROMPT_VERSION_V2) for c in dict.fromkeys(claims)}
+        done: dict[str, _V | JudgeError] = {}
+        for claim, key in keys.items():
+            if key in self._cache:
+                self._cache.move_to_end(key)
+                done[claim] = cast(_V, self._cache[key])
+            self._observe_cache(hit=claim in done)
+        ask = [c for c in keys if c not in done]
+        if ask:
+            flight = self._key(f"{kind}-batch", json.dumps(ask), items, PROMPT_VERSION_V2)
+            got = await self._single_flight(flight, lambda: self._ask(ask, messages, parse))
+            for claim, outcome in got.items():
+                done[claim] = outcome
+                if not isinstance(outcome, JudgeError):
+                    self._store(keys[claim], outcome)
+        return [done[c] for c in claims]
+
+    async def _single_flight(
+        self, key: str, call: Callable[[], Awaitable[dict[str, _V | JudgeError]]]
+    ) -> dict[str, _V | JudgeError]:
+        fut = self._pending.get(key)
+        if fut is None:
+            fut = asyncio.ensure_future(call())
+            self._pending[key] = fut
+            fut.add_done_callback(partial(self._forget, key))
+        return cast(dict[str, _V | JudgeError], await asyncio.shield(fut))
+
+    def _forget(self, key: str, fut: asyncio.Future[Any]) -> None:
+        if self._pending.get(key) is fut:
+            del self._pending[key]
+
+    def _store(self, key: str, value: object) -> None:
+        if self._cache_size:
+            self._cache[key] = value
+            self._cache.move_to_end(key)
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+
+    async def _ask(
+        self,
+        claims: list[str],
+        messages: Callable[[Mapping[str, str]], list[Message]],
+        parse: Callable[[str, list[str]], BatchReply[_V]],
+    ) -> dict[str, _V | JudgeError]:
+        """Ask for ``claims``; re-ask only the ones left without a valid verdict, then give up.
+
+        One retry budget covers both failed requests and claims missing from a reply.
+        """
+        out: dict[str, _V | JudgeError] = {}
+        pending = claims
+        attempt = 0
+        while True:
+            await self._wait_not_before()
+            ids = {f"c{n}": claim for n, claim in enumerate(pending, 1)}
+            error: JudgeError
+            try:
+                reply = await self._attempt(
+                    self._body(messages(ids)), partial(_parse_for, parse, list(ids))
+                )
+            except JudgeError as exc:
+                if not exc.retriable or attempt >= self._retries:
+                    return out | dict.fromkeys(pending, exc)
+                error = exc
+            else:
+                for cid, verdict in reply.verdicts.items():
+                    out[ids[cid]] = verdict
+                if not reply.problems:
+                    return out
+                pending = [ids[cid] for cid in ids if cid in reply.problems]
+                why = {ids[cid]: p for cid, p in reply.problems.items()}
+                if attempt >= self._retries:
+                    return out | {
+                        c: JudgeInvalidReply(f"no valid verdict for the claim: {why[c]}")
+                        for c in pending
+                    }
+                error = JudgeInvalidReply(
+                    f"{len(pending)} of {len(ids)} claims without a valid verdict "
+                    f"({next(iter(why.values()))})"
+                )
+            delay = self._backoff(attempt, error)
+            logger.debug(
+                "judge batch attempt %d/%d: %s; asking %d claims again in %.3fs",
+                attempt + 1,
+                self._retries + 1,
+                error,
+                len(pending),
+                delay,
+            )
+            attempt += 1
+            await asyncio.sleep(delay)
+
+
+def _parse_for(
+    parse: Callable[[str, list[str]], BatchReply[_V]], ids: list[str], content: str
+) -> BatchReply[_V]:
+    return parse(content, ids)
