@@ -13,6 +13,13 @@ The judge calls per claim, in the order they are made:
    alone, and the others without it when it fails alone.
 
 A judge error anywhere a verdict depends on makes the claim ``unjudged``; nothing is guessed.
+
+A judge that also offers the batch methods of :class:`~monitor.judges.batch.BatchJudge` (wire
+contract v2) is asked the same questions in fewer calls, with the same verdicts: step 1 becomes
+one call per distinct cited-passage set (carrying every claim citing exactly that set, and step
+4's questions for sets of two or more), and steps 2 and 3 become one call per answer over all
+retrieved passages for the claims still open (which single passages entail each, and whether all
+jointly do). A judge with ``entails`` alone is scored exactly as above.
 """
 
 from __future__ import annotations
@@ -21,11 +28,12 @@ import asyncio
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from monitor.claims import CitationSyntax, extract_claims
-from monitor.errors import ConfigError, JudgeError
+from monitor.errors import ConfigError, JudgeError, JudgeInvalidReply
 from monitor.judges.base import Judge
+from monitor.judges.batch import BatchJudge, CitedOutcome, SupportOutcome, SupportVerdict
 from monitor.records import (
     VERDICTS,
     AnswerRecord,
@@ -96,7 +104,12 @@ class Scorer:
         if claims is None:
             claims = await self.claims(record)
         passages = record.passage_map()
-        results = await asyncio.gather(*(self._claim(c, passages, record) for c in claims))
+        if isinstance(self.judge, BatchJudge):
+            results = await self._batch(self.judge, claims, passages)
+            for result in results:
+                _truncation(result, record)
+        else:
+            results = await asyncio.gather(*(self._claim(c, passages, record) for c in claims))
         return AnswerScore(
             id=record.id,
             service=record.service,
@@ -136,15 +149,8 @@ class Scorer:
         try:
             await self._judge_claim(claim, passages, result)
         except _Unjudged as exc:
-            result.verdict = "unjudged" if claim.cited else "uncited"
-            result.faithful = None
-            result.supported_by = []
-            result.reason = exc.reason
-        if record.truncated and result.verdict not in ("correct", "uncited"):
-            # The monitor never saw the whole answer: a failure may be the truncation's.
-            result.verdict, result.reason = "unjudged", "input truncated by the producer"
-        if record.truncated and result.faithful is False:
-            result.faithful = None
+            _unjudged(result, claim, exc.reason)
+        _truncation(result, record)
         return result
 
     async def _judge_claim(
@@ -172,20 +178,105 @@ class Scorer:
         if not result.faithful:
             result.verdict = "unsupported"
             return
-        # Under `single`, a multi-ID citation fails the policy; its own passages may still support.
-        others = [p for p in passages if p not in cited or self.options.policy == "single"]
+        others = self._others(cited, passages)
         checks = await asyncio.gather(*(self._ask(claim.text, {p: passages[p]}) for p in others))
-        result.supported_by = [p for p, ok in zip(others, checks, strict=True) if ok]
-        if not result.supported_by:
+        self._attribute(
+            result, cited, passages, [p for p, ok in zip(others, checks, strict=True) if ok]
+        )
+
+    def _others(self, cited: list[str], passages: Mapping[str, str]) -> list[str]:
+        """The passages a failed claim's support is searched in, in retrieval order."""
+        # Under `single`, a multi-ID citation fails the policy; its own passages may still support.
+        return [p for p in passages if p not in cited or self.options.policy == "single"]
+
+    def _attribute(
+        self,
+        result: ClaimResult,
+        cited: list[str],
+        passages: Mapping[str, str],
+        supported_by: list[str],
+    ) -> None:
+        """A faithful claim whose citation failed: ``misattributed`` or ``multi_hop``."""
+        result.supported_by = supported_by
+        if not supported_by:
             result.verdict = "multi_hop"
             return
         result.verdict = "misattributed"
         result.overlap = any(
             _share_run(passages[s], passages[c], self.options.overlap_tokens)
-            for s in result.supported_by
+            for s in supported_by
             for c in cited
             if s != c
         )
+
+    # -- the batch path (wire contract v2) ---------------------------------------------------
+
+    async def _batch(
+        self, judge: BatchJudge, claims: Sequence[Claim], passages: Mapping[str, str]
+    ) -> list[ClaimResult]:
+        """Every claim of one answer in one call per cited-passage set plus one support search."""
+        results = [
+            ClaimResult(sentence=c.sentence, text=c.text, cited_ids=c.cited_ids, verdict="uncited")
+            for c in claims
+        ]
+        valid = [[c for c in claim.cited_ids if c in passages] for claim in claims]
+        sets: dict[tuple[str, ...], list[int]] = {}
+        still_open: list[int] = []  # failed or uncited: the support search's claims
+        for i, claim in enumerate(claims):
+            if claim.cited and self._citable(claim, valid[i]):
+                key = tuple(p for p in passages if p in valid[i])  # the set, in retrieval order
+                sets.setdefault(key, []).append(i)
+            else:
+                still_open.append(i)
+
+        async def check(key: tuple[str, ...], members: list[int]) -> list[CitedOutcome]:
+            shown = {p: passages[p] for p in key}
+            precise = self.options.precision and len(shown) > 1
+            texts = [claims[i].text for i in members]
+            return await _outcomes(judge.check_citations(texts, shown, precision=precise), texts)
+
+        checked = await asyncio.gather(*(check(k, m) for k, m in sets.items()))
+        for members, outcomes in zip(sets.values(), checked, strict=True):
+            for i, cited_out in zip(members, outcomes, strict=True):
+                result = results[i]
+                if isinstance(cited_out, JudgeError):
+                    _unjudged(result, claims[i], f"judge failed: {cited_out}")
+                    continue
+                result.reason = cited_out.reason and f"cited: {cited_out.reason}"
+                if not cited_out.entailed:
+                    still_open.append(i)
+                    continue
+                result.verdict, result.faithful = "correct", True
+                result.supported_by = valid[i]
+                if self.options.precision and len(set(valid[i])) > 1:
+                    result.irrelevant_ids = cited_out.irrelevant(list(dict.fromkeys(valid[i])))
+                    result.supported_by = [c for c in valid[i] if c not in result.irrelevant_ids]
+        if not still_open:
+            return results
+        still_open.sort()
+        texts = [claims[i].text for i in still_open]
+        if passages:
+            found = await _outcomes(judge.find_support(texts, passages), texts)
+        else:  # nothing retrieved entails nothing, without asking
+            found = [SupportVerdict(supported_by=(), joint=False)] * len(still_open)
+        for i, support in zip(still_open, found, strict=True):
+            result, claim = results[i], claims[i]
+            if isinstance(support, JudgeError):
+                _unjudged(result, claim, f"judge failed: {support}")
+                continue
+            result.faithful = support.faithful
+            if not claim.cited:
+                continue
+            if claim.dangling_ids:
+                result.verdict = "dangling"
+                result.reason = f"cites IDs not retrieved: {', '.join(claim.dangling_ids)}"
+            elif not result.faithful:
+                result.verdict = "unsupported"
+            else:
+                others = self._others(valid[i], passages)
+                supporters = [p for p in others if p in support.supported_by]
+                self._attribute(result, valid[i], passages, supporters)
+        return results
 
     def _citable(self, claim: Claim, cited: list[str]) -> bool:
         if self.options.policy == "single":
@@ -205,6 +296,36 @@ class Scorer:
             except _Unjudged:
                 continue  # precision is a refinement; the claim's verdict stands
         return irrelevant
+
+
+_O = TypeVar("_O", CitedOutcome, SupportOutcome)
+
+
+async def _outcomes(call: Awaitable[list[_O]], claims: list[str]) -> list[_O | JudgeError]:
+    """A batch call's outcomes, one per claim; a judge that breaks that promise fails them all."""
+    try:
+        got: list[_O | JudgeError] = list(await call)
+    except JudgeError as exc:
+        return [exc] * len(claims)
+    if len(got) != len(claims):
+        bad = JudgeInvalidReply(f"batch judge gave {len(got)} outcomes for {len(claims)} claims")
+        return [bad] * len(claims)
+    return got
+
+
+def _unjudged(result: ClaimResult, claim: Claim, reason: str) -> None:
+    result.verdict = "unjudged" if claim.cited else "uncited"
+    result.faithful = None
+    result.supported_by = []
+    result.reason = reason
+
+
+def _truncation(result: ClaimResult, record: AnswerRecord) -> None:
+    if record.truncated and result.verdict not in ("correct", "uncited"):
+        # The monitor never saw the whole answer: a failure may be the truncation's.
+        result.verdict, result.reason = "unjudged", "input truncated by the producer"
+    if record.truncated and result.faithful is False:
+        result.faithful = None
 
 
 def _share_run(a: str, b: str, n: int) -> bool:
