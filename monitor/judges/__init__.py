@@ -1,8 +1,8 @@
 """Judges: what decides whether passages entail a claim.
 
 ``--judge`` takes ``lexical`` (the offline default), ``learned`` (the offline trained judge),
-``http`` (an OpenAI-compatible endpoint, wire contract v1) or ``package.module:factory`` (a
-zero-argument callable returning a :class:`Judge`).
+``http`` (an OpenAI-compatible endpoint, wire contract v1, or v2 with ``--judge-protocol v2``)
+or ``package.module:factory`` (a zero-argument callable returning a :class:`Judge`).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ class JudgeOptions:
     concurrency: int = 8
     timeout_s: float = 30.0
     retries: int = 3
+    protocol: str = "v1"
 
 
 _DEFAULTS = JudgeOptions()
@@ -73,6 +74,12 @@ def add_judge_arguments(parser: argparse.ArgumentParser) -> None:
         default=int(env("CITEMON_JUDGE_RETRIES", _DEFAULTS.retries)),
         help="retries after a failed judge request (default 3)",
     )
+    group.add_argument(
+        "--judge-protocol",
+        choices=("v1", "v2"),
+        default=env("CITEMON_JUDGE_PROTOCOL", _DEFAULTS.protocol),
+        help="http judge wire contract: v1 (one claim per request, default) or v2 (batched)",
+    )
 
 
 def judge_options(args: argparse.Namespace) -> JudgeOptions:
@@ -82,6 +89,7 @@ def judge_options(args: argparse.Namespace) -> JudgeOptions:
         concurrency=args.judge_concurrency,
         timeout_s=args.judge_timeout,
         retries=args.judge_retries,
+        protocol=args.judge_protocol,
     )
 
 
@@ -100,11 +108,14 @@ def load_judge(
         judge: Any = LearnedJudge()
         return judge  # type: ignore[no-any-return]
     if spec == "http":
-        from monitor.judges.http import HTTPJudge
+        from monitor.judges.http import PROTOCOLS, HTTPBatchJudge, HTTPJudge
 
         if options.concurrency < 1:
             raise ConfigError("--judge-concurrency must be at least 1")
-        return HTTPJudge(
+        if options.protocol not in PROTOCOLS:
+            raise ConfigError(f"--judge-protocol must be v1 or v2, not {options.protocol!r}")
+        kind = HTTPBatchJudge if options.protocol == "v2" else HTTPJudge
+        return kind(
             options.base_url,
             options.model,
             max_inflight=options.concurrency,
