@@ -7,6 +7,14 @@ verdicts: by default a claim is entailed iff every content word of it occurs in 
 shown (:func:`content_word_rule`), and a sentence is decomposed by splitting on ``;`` and
 ``and`` (:func:`split_rule`).
 
+It also speaks wire contract v2 (:mod:`monitor.judges.batch`): a request carrying several
+``<claim id="c1" …>`` tags is a citation check (``kind="cited"``) or a support search
+(``kind="support"``), and each claim is answered with the same ``rule``, so v1 and v2 replies
+agree by construction: ``entailed`` = rule(claim, shown); ``supported_by`` = the shown passages
+for which rule(claim, {p}) holds; ``dispensable`` = those without which rule(claim, rest) holds;
+``joint`` = rule(claim, all shown). ``batch_edit(request, reply)`` may rewrite a v2 reply object
+before it is sent (drop a claim's entry, add an extra one, corrupt a field) to test the client.
+
 Faults are scripted, in arrival order, optionally only for requests whose claim (or sentence)
 contains a marker string::
 
@@ -32,8 +40,10 @@ As a fixture: ``pytest_plugins = ["tests.judge_server"]`` in a conftest (or impo
 :func:`judge_server` into the test module) gives each test a fresh running ``judge_server``.
 
 Every request is recorded (:class:`RecordedRequest`: headers, JSON body, parsed claim and
-passages, which fault it got); ``max_concurrent`` is the most requests the server was handling at
-once (a client that hangs up stops counting at once, even while a slow reply is pending).
+passages — for v2, ``claims`` by ID, and ``text`` is their texts joined by newlines so ``match``
+finds any of them — which fault it got); ``max_concurrent`` is the most requests the server was
+handling at once (a client that hangs up stops counting at once, even while a slow reply is
+pending).
 """
 
 from __future__ import annotations
@@ -60,7 +70,7 @@ __all__ = [
     "split_rule",
 ]
 
-RequestKind = Literal["entails", "decompose", "other"]
+RequestKind = Literal["entails", "decompose", "cited", "support", "other"]
 FaultKind = Literal["status", "slow", "content", "raw", "drop", "truncate"]
 
 _STOPWORDS = frozenset(
@@ -219,6 +229,8 @@ class RecordedRequest:
     passages: dict[str, str] = field(default_factory=dict)
     fault: str | None = None
     received_at: float = 0.0  # time.monotonic()
+    claims: dict[str, str] = field(default_factory=dict)  # v2: claim ID → text
+    precision: bool = False  # v2 citation check that asks supported_by/dispensable
 
 
 @dataclass
@@ -255,11 +267,63 @@ def _parse_prompt(body: Any) -> tuple[RequestKind, str, dict[str, str]]:
     return "other", "", {}
 
 
+def _parse_batch_prompt(body: Any) -> tuple[RequestKind, dict[str, str], dict[str, str], bool]:
+    """(kind, claims by ID, passages, precision asked) from a wire-contract-v2 request body."""
+    try:
+        user = next(m["content"] for m in body["messages"] if m.get("role") == "user")
+    except (TypeError, KeyError, StopIteration):
+        return "other", {}, {}, False
+    found = re.search(r"Delimiter nonce for this request: (\S+)", user)
+    if not found:
+        return "other", {}, {}, False
+    n = re.escape(json.dumps(found.group(1)))
+    quoted = r'("(?:[^"\\]|\\.)*")'
+
+    def tagged(name: str) -> dict[str, str]:
+        pattern = rf"<{name} id={quoted} nonce={n}>\n(.*?)\n</{name} nonce={n}>"
+        return {json.loads(i): t for i, t in re.findall(pattern, user, re.DOTALL)}
+
+    claims = tagged("claim")
+    if not claims:
+        return "other", {}, {}, False
+    question = user.rsplit("\n", 1)[-1]
+    if "do all the passages together entail it" in question:
+        return "support", claims, tagged("passage"), False
+    return "cited", claims, tagged("passage"), "could be left out" in question
+
+
+def _batch_reply(
+    rule: Callable[[str, Mapping[str, str]], tuple[bool, str]], req: RecordedRequest
+) -> dict[str, Any]:
+    """The v2 reply object ``rule`` implies for ``req`` (see the module docstring)."""
+    shown = req.passages
+
+    def holds(claim: str, ids: Sequence[str]) -> bool:
+        return rule(claim, {p: shown[p] for p in ids})[0]
+
+    verdicts: list[dict[str, Any]] = []
+    for cid, claim in req.claims.items():
+        entailed, reason = rule(claim, shown)
+        alone = [p for p in shown if holds(claim, [p])]
+        if req.kind == "support":
+            verdicts.append(
+                {"claim": cid, "supported_by": alone, "joint": entailed, "reason": reason}
+            )
+            continue
+        entry: dict[str, Any] = {"claim": cid, "entailed": entailed, "reason": reason}
+        if req.precision and entailed:
+            entry["supported_by"] = alone
+            entry["dispensable"] = [p for p in shown if holds(claim, [q for q in shown if q != p])]
+        verdicts.append(entry)
+    return {"verdicts": verdicts}
+
+
 class JudgeServer:
     """An OpenAI-compatible chat-completions server on 127.0.0.1 with scriptable faults.
 
     ``latency_s`` delays every reply (to build up concurrency); ``rule`` decides entailment
-    (``(claim, passages) -> (entailed, reason)``); ``splitter`` decomposes sentences.
+    (``(claim, passages) -> (entailed, reason)``); ``splitter`` decomposes sentences;
+    ``batch_edit(request, reply)`` rewrites v2 reply objects (default: sent as the rule says).
     """
 
     def __init__(
@@ -268,10 +332,12 @@ class JudgeServer:
         latency_s: float = 0.0,
         rule: Callable[[str, Mapping[str, str]], tuple[bool, str]] = content_word_rule,
         splitter: Callable[[str], list[str]] = split_rule,
+        batch_edit: Callable[[RecordedRequest, dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         self.latency_s = latency_s
         self.rule = rule
         self.splitter = splitter
+        self.batch_edit = batch_edit
         self.requests: list[RecordedRequest] = []
         self.max_concurrent = 0
         self._active = 0
@@ -407,6 +473,12 @@ class JudgeServer:
         record = RecordedRequest(
             method, path, headers, body, kind, text, passages, received_at=time.monotonic()
         )
+        if kind == "other":
+            kind, claims, passages, precision = _parse_batch_prompt(body)
+            if kind != "other":
+                record.kind, record.passages, record.precision = kind, passages, precision
+                record.claims, record.text = claims, "\n".join(claims.values())
+                text = record.text
         with self._lock:
             fault = self._pick_fault(text or data.decode("utf-8", "replace"))
             record.fault = fault.kind if fault else None
@@ -463,8 +535,13 @@ class JudgeServer:
             content = json.dumps({"entailed": entailed, "reason": reason})
         elif req.kind == "decompose":
             content = json.dumps({"claims": self.splitter(req.text)})
+        elif req.kind in ("cited", "support"):
+            reply = _batch_reply(self.rule, req)
+            if self.batch_edit is not None:
+                reply = self.batch_edit(req, reply)
+            content = json.dumps(reply)
         else:
-            return await _send(writer, 400, '{"error": "not a wire contract v1 prompt"}')
+            return await _send(writer, 400, '{"error": "not a wire contract v1 or v2 prompt"}')
         model = req.body.get("model", "") if isinstance(req.body, dict) else ""
         completion = json.dumps(
             {
