@@ -362,6 +362,8 @@ class Pipeline:
             fetch_max_bytes=s.fetch_max_bytes,
             max_partition_fetch_bytes=s.max_partition_fetch_bytes,
             max_poll_records=s.max_poll_records,
+            session_timeout_ms=s.session_timeout_ms,
+            heartbeat_interval_ms=max(100, s.session_timeout_ms // 4),
         )
         delivery = KafkaDelivery(s, consumer)
         try:

@@ -81,6 +81,8 @@ class Settings(BaseSettings):
     """Upper bound of one fetch response (aiokafka's default, 50 MB, is a lot of RSS)."""
     max_partition_fetch_bytes: int = Field(default=1024 * 1024, ge=1024)
     max_poll_records: int = Field(default=500, ge=1)
+    session_timeout_ms: int = Field(default=10_000, ge=1000)
+    """How long the group waits for a silent (crashed) member before moving its partitions."""
     transaction_timeout_ms: int = Field(default=30_000, ge=1000)
 
     # -- sampling ----------------------------------------------------------------------------

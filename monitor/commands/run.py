@@ -79,6 +79,8 @@ async def serve(
 
 async def _main(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
+    # httpx logs every judge request at INFO; that is the metrics' job, not the log's.
+    logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
