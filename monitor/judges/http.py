@@ -29,11 +29,12 @@ tagged with an ID the request assigns (``c1``, ``c2``, …). The reply must be a
 ``{"verdicts": [{"claim": "c1", …}, …]}``; a reply that is not such an object is invalid as a
 whole. Inside it, each claim is judged on its own entry: a claim with no entry, two entries or an
 invalid one is *invalid for that claim only*, and entries naming no claim of the request are
-ignored. Invalid claims are asked again — alone, in a new request with a fresh nonce — within the
-same retry budget; claims still without a valid verdict then get a :class:`JudgeInvalidReply`
-(``unjudged``), while the others keep theirs. Verdicts are cached per claim (the key holds the
-protocol and prompt version, the request kind, the claim and the sorted passages), so only claims
-not cached are sent.
+ignored. Only the claims left without a valid verdict are asked again, in a new request (fresh
+nonce, claims numbered afresh), within the same retry budget as failed requests; claims still
+without one then get a :class:`JudgeInvalidReply` (``unjudged``), while the others keep theirs.
+A reply that leaves any claim without a verdict counts as outcome ``invalid`` for the observer.
+Verdicts are cached per claim (the key holds the protocol and prompt version, the request kind,
+the claim and the sorted passages), so only claims not cached are sent.
 """
 
 from __future__ import annotations
