@@ -398,7 +398,7 @@ class Pipeline:
             await self._final_commit()
             await delivery.stop()
             await consumer.stop()
-            log.warning("citemon run stopped: %s; %r", asdict(self.stats), self.sampler)
+            log.info("citemon run stopped: %s; %r", asdict(self.stats), self.sampler)
         if self._fatal is not None:
             raise self._fatal
         return self.stats
@@ -408,7 +408,7 @@ class Pipeline:
             with contextlib.suppress(Exception):
                 self._consumer.pause(*self._assigned)
         if self._jobs:
-            log.warning(
+            log.info(
                 "draining %d answers in flight (up to %.0f s)",
                 len(self._jobs),
                 self.settings.drain_timeout_s,
