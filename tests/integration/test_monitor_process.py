@@ -139,7 +139,7 @@ async def test_kill_9_at_random_points_loses_nothing_and_results_are_exactly_onc
         f"\nkill -9 x{KILLS}: last scrapes of the killed processes {last_counts}, "
         f"committed before the last start {done_before}, counted by the last {final_count:.0f}; "
         f"counted {counted:.0f} of {n} (overcount {max(0.0, counted - n):.0f}); results exactly "
-        f"once: {len(bodies)}; answers re-scored after the kills: {rescored}"
+        f"once: {len(bodies)}; results written in transactions the kills aborted: {rescored}"
     )
     assert counted <= n
     assert 0 < done_before < n, "the kills did not land mid-stream; the test proved nothing"
