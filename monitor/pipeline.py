@@ -575,6 +575,9 @@ class Pipeline:
     # -- scoring -------------------------------------------------------------------------------
 
     async def _job(self, record: AnswerRecord, entries: list[Entry[Any]]) -> None:
+        # A cancelled job (drain deadline, revoke) must leave its records unfinished, so their
+        # offsets never commit and the next owner scores them: no release on cancellation.
+        cancelled = False
         try:
             async with self._slots:
                 try:
@@ -591,9 +594,13 @@ class Pipeline:
                 home.scores.append((score, record.span_id))
             elif not entries:
                 self.metrics.record_answer(score)  # nothing to commit it with
+        except asyncio.CancelledError:
+            cancelled = True
+            raise
         finally:
-            for e in entries:
-                self._tracker.release(e)
+            if not cancelled:
+                for e in entries:
+                    self._tracker.release(e)
 
     async def _score(self, record: AnswerRecord) -> AnswerScore:
         s = self.settings

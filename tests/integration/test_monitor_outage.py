@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 
+import pytest
+
 from monitor.records import Verdict
 from monitor.scoring import Scorer
 from tests.integration.conftest import TopicFactory
@@ -79,3 +81,33 @@ async def test_judge_outage_holds_the_line_then_scores_everything(
             assert all(c["unjudged"] == 0 for c in verdicts_by_version(mon.registry).values())
             assert mon.pipeline.gate.outages >= 1
             assert mon.pipeline.stats.unjudged_after_retries == 0
+
+
+async def test_answers_cut_off_by_the_drain_deadline_are_not_committed(
+    kafka_bootstrap: str, kafka_topic: TopicFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CITEMON_TEST_JUDGE_DELAY_S", "0.3")
+    topic = await kafka_topic(partitions=2)
+    sent = await asyncio.to_thread(publish, kafka_bootstrap, topic, [("v1", 40, False)])
+    settings, args = settings_for(
+        kafka_bootstrap,
+        topic,
+        ("--judge", "tests.integration.slow_judge:factory"),
+        max_inflight_answers=6,
+        drain_timeout_s=0.05,
+    )
+    async with run_monitor(settings, args) as mon:
+        await wait_for(lambda: metric_sum(mon.registry, "citemon_answers_total") >= 3, 30, "3")
+    stats = mon.task.result()
+    first = int(metric_sum(mon.registry, "citemon_answers_total"))
+    assert stats.cancelled_at_drain > 0  # the deadline really cut answers off
+    assert first == stats.answers_committed < len(sent)
+    # The next run scores exactly what the first did not commit: nothing lost, nothing twice.
+    async with run_monitor(settings, args) as mon2:
+        await wait_for(
+            lambda: metric_sum(mon2.registry, "citemon_answers_total") >= len(sent) - first,
+            60,
+            "the rest",
+        )
+        await asyncio.sleep(0.5)
+        assert metric_sum(mon2.registry, "citemon_answers_total") == len(sent) - first
