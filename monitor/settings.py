@@ -236,7 +236,14 @@ def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``citemon run`` flags; each overrides its ``CITEMON_*`` env var."""
     group = parser.add_argument_group("kafka, sampling and delivery")
     for flag, field, kind, text in _FLAGS:
-        group.add_argument(flag, dest=f"settings_{field}", type=kind, default=None, help=text)
+        group.add_argument(
+            flag,
+            dest=f"settings_{field}",
+            metavar=flag[2:].upper().replace("-", "_"),
+            type=kind,
+            default=None,
+            help=f"{text} [env {ENV_PREFIX}{field.upper()}]",
+        )
 
 
 def settings_from_args(args: argparse.Namespace, **overrides: Any) -> Settings:
