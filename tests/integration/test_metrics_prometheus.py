@@ -11,100 +11,32 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import shutil
-import socket
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-import yaml
 from prometheus_client import CollectorRegistry
 
 from monitor.metrics import Metrics, MetricsServer
 from monitor.records import AnswerScore, ClaimResult
-from tests.conftest import REPO, need_server
+from tests.conftest import REPO
+from tests.integration.prometheus_support import free_port, query, run_prometheus
 
 pytestmark = pytest.mark.integration
 
 RULES = REPO / "grafana" / "rules" / "citemon.rules.yml"
 DASHBOARD = REPO / "grafana" / "dashboards" / "citemon.json"
-READY_TIMEOUT_S = 30.0
 RULE_TIMEOUT_S = 40.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @pytest.fixture
 async def prometheus(tmp_path: Path) -> AsyncIterator[tuple[str, int]]:
     """A Prometheus on 127.0.0.1 scraping a port we then serve metrics on (1 s intervals)."""
-    binary = shutil.which("prometheus")
-    if binary is None:
-        need_server("prometheus", "install Debian's prometheus package (`make tools`)")
-        raise AssertionError  # unreachable
-    target_port, web_port = free_port(), free_port()
-    config = {
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "rule_files": [str(RULES)],
-        "scrape_configs": [
-            {
-                "job_name": "citemon",
-                "honor_labels": True,
-                "static_configs": [{"targets": [f"127.0.0.1:{target_port}"]}],
-            }
-        ],
-    }
-    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
-    log = (tmp_path / "prometheus.log").open("wb")
-    proc = await asyncio.create_subprocess_exec(
-        binary,
-        f"--config.file={tmp_path / 'prometheus.yml'}",
-        f"--storage.tsdb.path={tmp_path / 'data'}",
-        f"--web.listen-address=127.0.0.1:{web_port}",
-        "--enable-feature=exemplar-storage",
-        stdout=log,
-        stderr=log,
-    )
-    url = f"http://127.0.0.1:{web_port}"
-    try:
-        async with httpx.AsyncClient() as client:
-            deadline = time.monotonic() + READY_TIMEOUT_S
-            while True:
-                try:
-                    if (await client.get(f"{url}/-/ready")).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if proc.returncode is not None or time.monotonic() > deadline:
-                    log.flush()
-                    tail = (tmp_path / "prometheus.log").read_text()[-2000:]
-                    need_server("prometheus", f"did not become ready:\n{tail}")
-                await asyncio.sleep(0.2)
+    target_port = free_port()
+    async with run_prometheus(tmp_path, RULES, target_port) as url:
         yield url, target_port
-    finally:
-        if proc.returncode is None:
-            proc.terminate()
-            try:
-                await asyncio.wait_for(proc.wait(), 10)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
-        log.close()
-
-
-async def query(client: httpx.AsyncClient, url: str, expr: str) -> list[dict[str, Any]]:
-    reply = await client.get(f"{url}/api/v1/query", params={"query": expr})
-    body = reply.json()
-    assert reply.status_code == 200 and body["status"] == "success", (expr, body)
-    result: list[dict[str, Any]] = body["data"]["result"]
-    return result
 
 
 async def test_prometheus_scrapes_rules_and_exemplars(prometheus: tuple[str, int]) -> None:
