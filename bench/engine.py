@@ -1,10 +1,8 @@
-"""Engine cost on ExpertQA answers: CPU per answer vs pysbd alone; judge calls vs a naive scheme.
+"""Engine cost on ExpertQA answers: CPU per answer of the whole engine vs pysbd alone.
 
-* CPU: the whole engine (extraction + scoring with an instant judge) per answer, divided by
-  pysbd's own split time for the same answers, measured interleaved in one run (target ≤ 1.5).
-* Judge load: calls and prompt characters (÷ 4 ≈ tokens) per answer for citemon's scheme beside
-  the naive one: every cited claim checked against its citations, every claim also against the
-  joined context, every failed claim against each other passage.
+The whole engine (extraction + scoring with an instant judge) per answer, divided by pysbd's own
+split time for the same answers, measured interleaved in one run (target ≤ 1.5). Judge calls and
+prompt tokens per answer against the naive scheme are in :mod:`bench.judge_cost`.
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from monitor.claims import _PARAGRAPH, _segmenter, extract_claims
+from monitor.claims import _PARAGRAPH, _segmenter
 from monitor.records import AnswerRecord, Verdict
 from monitor.scoring import Scorer
 
@@ -33,29 +31,6 @@ class CountingJudge:
         self.chars += len(claim) + sum(len(p) for p in passages.values())
         head = claim.split()[0].lower() if claim.split() else ""
         return Verdict(entailed=any(head in p.lower() for p in passages.values()))
-
-
-def _naive(record: AnswerRecord, judge: CountingJudge) -> tuple[int, int]:
-    """Calls and characters of the naive scheme, with the same verdicts as ``judge``."""
-    passages = record.passage_map()
-    calls = chars = 0
-
-    def ask(claim: str, shown: Mapping[str, str]) -> bool:
-        nonlocal calls, chars
-        calls += 1
-        chars += len(claim) + sum(len(p) for p in shown.values())
-        head = claim.split()[0].lower() if claim.split() else ""
-        return any(head in p.lower() for p in shown.values())
-
-    for claim in extract_claims(record):
-        valid = {c: passages[c] for c in claim.cited_ids if c in passages}
-        ok = bool(valid) and ask(claim.text, valid)
-        ask(claim.text, passages)
-        if claim.cited_ids and not ok:
-            for pid, text in passages.items():
-                if pid not in valid:
-                    ask(claim.text, {pid: text})
-    return calls, chars
 
 
 def run() -> None:
@@ -87,21 +62,3 @@ def run() -> None:
     print(f"pysbd split CPU per answer   {split_cpu / n * 1e3:8.2f} ms")
     print(f"engine CPU per answer        {engine_cpu / n * 1e3:8.2f} ms")
     print(f"engine / pysbd               {engine_cpu / split_cpu:8.2f}  (target ≤ 1.5)")
-    judge.calls = judge.chars = 0
-    for record in records:
-        asyncio.run(scorer.score(record))
-    naive_calls = naive_chars = 0
-    for record in records:
-        c, ch = _naive(record, judge)
-        naive_calls += c
-        naive_chars += ch
-    k = len(records)
-    print(
-        f"judge calls per answer       citemon {judge.calls / k:7.1f}"
-        f"   naive {naive_calls / k:7.1f}"
-        f"   ratio {judge.calls / naive_calls:.2f}"
-    )
-    print(
-        f"prompt tokens per answer     citemon {judge.chars / 4 / k:7.0f}   naive "
-        f"{naive_chars / 4 / k:7.0f}   ratio {judge.chars / naive_chars:.2f}  (chars ÷ 4)"
-    )
