@@ -10,7 +10,10 @@ Two kinds of numbers:
   compute ratios from these because counters *add up across replicas*; a ratio does not.
 * **Windowed gauges** (``citemon_citation_accuracy`` and friends): the same ratios over the last
   ``window_s`` seconds as seen by *this* replica, computed at scrape time from a ring of
-  per-bucket counts. A convenience for ``curl /metrics`` and single-replica setups.
+  per-bucket counts. A convenience for ``curl /metrics`` and single-replica setups. With a
+  judge calibration, ``citemon_citation_accuracy_corrected`` is computed in the same pass from
+  the very counts behind ``citemon_citation_accuracy``; the shuffle canary's
+  ``citemon_judge_canary_sensitivity`` has a window of its own (``canary_window_s``).
 
 Cardinality is bounded: at most ``max_services`` services, ``max_environments`` environments and
 ``max_versions`` versions per service get their own label value; the rest are folded into
@@ -33,13 +36,17 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
+from monitor.canary import CANARY_OUTCOMES, CanaryOutcome, CitedCounts, canary_sensitivity
 from monitor.records import VERDICTS, AnswerScore, VerdictName
+
+if TYPE_CHECKING:
+    from monitor.calibration import Calibration
 
 __all__ = [
     "CITED_VERDICTS",
@@ -174,6 +181,9 @@ class _LabelCap:
 
 # Indices into a bucket's counts.
 _CITED, _CORRECT, _JUDGED, _FAITHFUL, _IDS = range(5)
+# ... and into a canary bucket's (one label set: the canary measures the judge, not a service).
+_ORIG_CORRECT, _ORIG_CITED, _SHUF_CORRECT, _SHUF_CITED = range(4)
+_CANARY_KEY: Final = ("canary",)
 
 
 class _Window:
@@ -219,7 +229,7 @@ class _Window:
                 if not ring:
                     del self._rings[key]
                     continue
-                total = [0.0] * 5
+                total = [0.0] * len(ring[0][1])
                 for _, counts in ring:
                     for i, n in enumerate(counts):
                         total[i] += n
@@ -227,9 +237,23 @@ class _Window:
         yield from out
 
 
+_CORRECTED: Final = "citemon_citation_accuracy_corrected"
+_CORRECTED_HELP: Final = (
+    "Citation accuracy over the sliding window corrected for the judge's measured sensitivity "
+    "and specificity (Rogan-Gladen; needs --calibration)."
+)
+
+
 class _WindowCollector:
     """Exposes the window's ratios as gauges; a label set with nothing to divide is omitted
-    (an absent series is honest, a fake 0 or 1 is not)."""
+    (an absent series is honest, a fake 0 or 1 is not).
+
+    With a ``calibration``, ``citemon_citation_accuracy_corrected`` is the Rogan–Gladen point
+    estimate of the same window's correct and cited counts, absent where
+    :func:`~monitor.calibration.corrected_accuracy` declines (no cited claims, or an
+    uninformative judge). Values set by hand (``manual``) show for label sets the window does
+    not cover.
+    """
 
     _GAUGES: Final = (
         (
@@ -258,22 +282,46 @@ class _WindowCollector:
         ),
     )
 
-    def __init__(self, window: _Window) -> None:
+    def __init__(self, window: _Window, calibration: Calibration | None = None) -> None:
         self._window = window
+        self._calibration = calibration
+        self.manual: dict[tuple[str, ...], float] = {}
 
     def describe(self) -> Iterable[Metric]:
-        return [GaugeMetricFamily(n, d, labels=_QUALITY_LABELS) for n, d, _, _ in self._GAUGES]
+        return [
+            GaugeMetricFamily(n, d, labels=_QUALITY_LABELS)
+            for n, d in [*((n, d) for n, d, _, _ in self._GAUGES), (_CORRECTED, _CORRECTED_HELP)]
+        ]
 
     def collect(self) -> Iterable[Metric]:
         families = [
             (GaugeMetricFamily(n, d, labels=_QUALITY_LABELS), num, den)
             for n, d, num, den in self._GAUGES
         ]
+        corrected = dict(self.manual)
         for key, total in self._window.totals():
             for family, num, den in families:
                 if total[den] > 0:
                     family.add_metric(list(key), total[num] / total[den])
-        return [family for family, _, _ in families]
+            if self._calibration is not None:
+                value = self._corrected(int(total[_CORRECT]), int(total[_CITED]))
+                if value is None:
+                    corrected.pop(key, None)
+                else:
+                    corrected[key] = value
+        corrected_family = GaugeMetricFamily(_CORRECTED, _CORRECTED_HELP, labels=_QUALITY_LABELS)
+        for key, value in corrected.items():
+            corrected_family.add_metric(list(key), value)
+        return [*(family for family, _, _ in families), corrected_family]
+
+    def _corrected(self, correct: int, cited: int) -> float | None:
+        from monitor.calibration import corrected_accuracy
+
+        assert self._calibration is not None
+        # The point estimate does not depend on the bootstrap; one draw keeps a scrape cheap
+        # (the full 4000-draw interval would cost ~10 ms per label set, every scrape).
+        got = corrected_accuracy(correct, cited, self._calibration, draws=1)
+        return None if got is None else got[0]
 
 
 class _OptionalGauge:
@@ -281,12 +329,21 @@ class _OptionalGauge:
 
     For values where a default of 0 would lie: a canary sensitivity of 0 means "the judge
     cannot tell passages apart", which is not what "the canary has not run yet" means.
+    ``compute``, when given, is asked at scrape time and wins over a set value unless it
+    returns ``None``.
     """
 
-    def __init__(self, name: str, documentation: str, registry: CollectorRegistry) -> None:
+    def __init__(
+        self,
+        name: str,
+        documentation: str,
+        registry: CollectorRegistry,
+        compute: Callable[[], float | None] | None = None,
+    ) -> None:
         self._name = name
         self._documentation = documentation
         self._value: float | None = None
+        self._compute = compute
         registry.register(self)
 
     def set(self, value: float) -> None:
@@ -297,8 +354,11 @@ class _OptionalGauge:
 
     def collect(self) -> Iterable[Metric]:
         family = GaugeMetricFamily(self._name, self._documentation)
-        if self._value is not None:
-            family.add_metric([], self._value)
+        value = self._compute() if self._compute is not None else None
+        if value is None:
+            value = self._value
+        if value is not None:
+            family.add_metric([], value)
         return [family]
 
 
@@ -367,7 +427,9 @@ class Metrics:
 
     ``window_s`` is ``CITEMON_WINDOW`` in seconds (default 15 minutes), kept at the resolution
     of ``window_s / window_buckets``. ``clock`` (monotonic seconds) drives the window and the
-    version-slot idle time; tests pass a fake one.
+    version-slot idle time; tests pass a fake one. ``calibration`` (``--calibration``) turns on
+    the windowed corrected accuracy; ``canary_window_s`` (default ``window_s``) is the span of
+    the shuffle canary's sums, longer because the canary sees only a small share of answers.
     """
 
     def __init__(
@@ -382,6 +444,8 @@ class Metrics:
         window_buckets: int = 15,
         clock: Callable[[], float] = time.monotonic,
         build_version: str | None = None,
+        calibration: Calibration | None = None,
+        canary_window_s: float | None = None,
     ) -> None:
         if min(max_versions, max_services, max_environments) < 1:
             raise ValueError("label caps must be >= 1")
@@ -395,7 +459,11 @@ class Metrics:
         )
         self._known: set[tuple[str, ...]] = set()  # label sets with series
         self._window = _Window(window_s=window_s, buckets=window_buckets, clock=clock)
-        registry.register(_WindowCollector(self._window))
+        self._window_collector = _WindowCollector(self._window, calibration)
+        registry.register(self._window_collector)
+        self._canary_window = _Window(
+            window_s=canary_window_s or window_s, buckets=window_buckets, clock=clock
+        )
         labels = list(_QUALITY_LABELS)
         self._answers = Counter("citemon_answers", "Answers scored.", labels, registry=registry)
         self._claims = Counter(
@@ -425,16 +493,18 @@ class Metrics:
             labels,
             registry=registry,
         )
-        self._corrected = Gauge(
-            "citemon_citation_accuracy_corrected",
-            "Citation accuracy corrected for the judge's measured sensitivity and specificity.",
-            labels,
-            registry=registry,
-        )
         self._canary = _OptionalGauge(
             "citemon_judge_canary_sensitivity",
-            "How far accuracy fell on shuffled citations relative to unshuffled (shuffle canary).",
+            "How far accuracy fell on shuffled citations relative to unshuffled, over the canary "
+            "window (shuffle canary; 0 = the judge ignores which passage is cited).",
             registry,
+            compute=self._canary_value,
+        )
+        self._canary_answers = Counter(
+            "citemon_judge_canary_answers",
+            "Answers picked for the shuffle canary, by outcome (scored, skipped, failed, dropped).",
+            ["outcome"],
+            registry=registry,
         )
         self._spans = Counter(
             "citemon_spans",
@@ -467,6 +537,8 @@ class Metrics:
             self._spans.labels(outcome)
         for name in _QUALITY_LABELS:
             self._overflow.labels(name)
+        for canary_outcome in CANARY_OUTCOMES:
+            self._canary_answers.labels(canary_outcome)
         self.judge = JudgeMetrics(registry)
 
     # -- quality ---------------------------------------------------------------------------
@@ -498,9 +570,9 @@ class Metrics:
             self._cited_ids,
             self._irrelevant,
             self._overlap,
-            self._corrected,
         )
         for labels in gone:
+            self._window_collector.manual.pop(labels, None)
             for metric in per_label_set:
                 with contextlib.suppress(KeyError):
                     metric.remove(*labels)
@@ -567,13 +639,49 @@ class Metrics:
     def set_corrected_accuracy(
         self, *, service: str | None, version: str | None, environment: str | None, value: float
     ) -> None:
-        """Publish the judge-corrected accuracy (Rogan–Gladen) for one label set."""
+        """Publish a judge-corrected accuracy (Rogan–Gladen) for one label set by hand.
+
+        With a ``calibration`` the windowed value replaces it wherever the window has counts.
+        """
         labels, _ = self._labels(service, version, environment)
-        self._corrected.labels(*labels).set(value)
+        self._window_collector.manual[labels] = float(value)
 
     def set_canary_sensitivity(self, value: float) -> None:
-        """Publish the shuffle canary's result (1.0: shuffled citations all fail)."""
+        """Publish a shuffle canary result by hand (1.0: shuffled citations all fail); the
+        windowed value of :meth:`record_canary` replaces it while the window has one."""
         self._canary.set(value)
+
+    # -- the shuffle canary ----------------------------------------------------------------
+
+    def canary(self, outcome: CanaryOutcome, *, trace_id: str | None = None) -> None:
+        """Count one answer picked for the canary that was not scored (or, internally, was)."""
+        if outcome not in CANARY_OUTCOMES:
+            raise ValueError(f"unknown canary outcome {outcome!r}")
+        exemplar = (
+            {"trace_id": trace_id} if trace_id and len(trace_id) <= _MAX_TRACE_ID_CHARS else None
+        )
+        self._canary_answers.labels(outcome).inc(1, exemplar)
+
+    def record_canary(
+        self, original: CitedCounts, shuffled: CitedCounts, *, trace_id: str | None = None
+    ) -> None:
+        """Add one answer's canary pair to the window: correct and cited claims of its real
+        score and with rotated citations. Nothing here touches the quality metrics."""
+        counts = [0.0] * 4
+        counts[_ORIG_CORRECT], counts[_ORIG_CITED] = original
+        counts[_SHUF_CORRECT], counts[_SHUF_CITED] = shuffled
+        self._canary_window.add(_CANARY_KEY, counts)
+        self.canary("scored", trace_id=trace_id)
+
+    def canary_totals(self) -> tuple[float, float, float, float]:
+        """The canary window's (original correct, original cited, shuffled correct, shuffled
+        cited); zeros when it is empty."""
+        for _, total in self._canary_window.totals():
+            return total[0], total[1], total[2], total[3]
+        return 0.0, 0.0, 0.0, 0.0
+
+    def _canary_value(self) -> float | None:
+        return canary_sensitivity(*self.canary_totals())
 
     # -- the consumer ----------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from monitor.records import AnswerRecord, Claim
 from monitor.scoring import Scorer, Summary
 
-__all__ = ["CanaryResult", "run_canary", "shuffle_citations"]
+__all__ = ["CanaryResult", "rotate_citations", "run_canary", "shuffle_citations"]
 
 
 def shuffle_citations(claims: Sequence[Claim], order: Sequence[int]) -> list[Claim]:
@@ -38,6 +38,15 @@ def _derangement(n: int, rng: random.Random) -> list[int]:
         return list(range(n))
     shift = rng.randrange(1, n)
     return [(i + shift) % n for i in range(n)]
+
+
+def rotate_citations(claims: Sequence[Claim], rng: random.Random) -> list[Claim] | None:
+    """The claims with citations moved between cited sentences so none keeps its own, or
+    ``None`` when that changes nothing: fewer than two distinct citation sets."""
+    if len({tuple(c.cited_ids) for c in claims if c.cited_ids}) < 2:
+        return None
+    n_cited = sum(1 for c in claims if c.cited_ids)
+    return shuffle_citations(claims, _derangement(n_cited, rng))
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,10 +98,9 @@ async def run_canary(
     original, shuffled = Summary(), Summary()
     for record in records:
         claims = await scorer.claims(record)
-        if len({tuple(c.cited_ids) for c in claims if c.cited_ids}) < 2:
+        moved = rotate_citations(claims, rng)
+        if moved is None:
             continue  # nothing to shuffle: every cited sentence cites the same thing
-        n_cited = sum(1 for c in claims if c.cited_ids)
         original.add(await scorer.score(record, claims))
-        moved = shuffle_citations(claims, _derangement(n_cited, rng))
         shuffled.add(await scorer.score(record, moved))
     return CanaryResult(original=original, shuffled=shuffled)

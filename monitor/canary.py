@@ -1,0 +1,138 @@
+"""The shuffle canary in production: is the judge still reading the passages it is shown?
+
+``citemon run --canary-rate R`` re-scores a fraction ``R`` of the answers it scored, with their
+citations rotated between their cited sentences (:func:`monitor.selftest.rotate_citations`), and
+exports how far citation accuracy fell, relative to the answers as cited:
+
+    sensitivity = (acc_original − acc_shuffled) / acc_original
+
+the definition of :attr:`monitor.selftest.CanaryResult.sensitivity`, pooled over the canary's
+sliding window. A judge that checks *which* passage a claim cites sits near 1 on a healthy
+service; a judge that has stopped discriminating (a model swap, a prompt regression, a proxy
+that answers "yes") drifts to 0 while every quality gauge still looks fine.
+
+Which answers: a hash of the trace ID (BLAKE2b, personalised, so independent of the sampler,
+which compares the ID's low 64 bits) below ``R``; the rotation is seeded by the same hash, so a
+replayed topic re-runs the very same canaries. The shuffled results are never counted in the
+quality metrics.
+
+Cost: the original side is the answer's real score (no extra call). The shuffled side needs
+only step 1 of scoring, the citation check, since accuracy is all the canary compares:
+:func:`shuffled_check` asks it once per cited claim, with the scorer's own rules for which
+claims count as cited and correct. So the canary costs ``R`` × (cited claims per answer) judge
+calls: +2% of answers × ~3 calls at ``R = 0.02``. Re-scoring the shuffled answer in full would
+cost ~3.4× that, because a shuffled claim fails its check and then pays the faithfulness call
+and the support search, which say nothing about the judge's discrimination.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import random
+from typing import Final, Literal, NamedTuple
+
+from monitor.records import AnswerRecord, AnswerScore, Claim
+from monitor.scoring import Scorer
+from monitor.selftest import rotate_citations
+
+__all__ = [
+    "CANARY_OUTCOMES",
+    "CanaryOutcome",
+    "CitedCounts",
+    "canary_selected",
+    "canary_sensitivity",
+    "cited_counts",
+    "shuffled_check",
+]
+
+CanaryOutcome = Literal["scored", "skipped", "failed", "dropped"]
+"""What became of an answer picked for the canary.
+
+``scored``: both scores counted in the window. ``skipped``: nothing to shuffle (fewer than two
+distinct citation sets). ``failed``: the judge failed on either score, or was down. ``dropped``:
+too many canaries already in flight.
+"""
+
+CANARY_OUTCOMES: Final[tuple[CanaryOutcome, ...]] = ("scored", "skipped", "failed", "dropped")
+
+
+class CitedCounts(NamedTuple):
+    """Correct and cited (judged) claims: the numerator and denominator of citation accuracy."""
+
+    correct: int
+    cited: int
+
+
+def cited_counts(score: AnswerScore) -> CitedCounts:
+    """Counted as ``citemon_citation_accuracy`` counts them (``unjudged`` and ``uncited`` out)."""
+    cited = [c for c in score.claims if c.verdict not in ("uncited", "unjudged")]
+    return CitedCounts(sum(c.verdict == "correct" for c in cited), len(cited))
+
+
+_PERSON: Final = b"citemon-canary"
+_SCALE: Final = float(1 << 64)
+
+
+def _digest(trace_id: str) -> int:
+    return int.from_bytes(
+        hashlib.blake2b(trace_id.encode(), digest_size=8, person=_PERSON).digest(), "big"
+    )
+
+
+def canary_selected(trace_id: str | None, rate: float) -> bool:
+    """Whether the answer of ``trace_id`` runs the canary at ``rate`` (never without an ID)."""
+    if rate <= 0.0 or not trace_id:
+        return False
+    return rate >= 1.0 or _digest(trace_id) / _SCALE < rate
+
+
+def canary_sensitivity(
+    original_correct: float, original_cited: float, shuffled_correct: float, shuffled_cited: float
+) -> float | None:
+    """``(acc_original − acc_shuffled) / acc_original``; ``None`` when either accuracy is
+    undefined or the original is 0 (a relative drop from nothing means nothing)."""
+    if original_cited <= 0 or shuffled_cited <= 0 or original_correct <= 0:
+        return None
+    original = original_correct / original_cited
+    return (original - shuffled_correct / shuffled_cited) / original
+
+
+async def shuffled_check(scorer: Scorer, record: AnswerRecord) -> CitedCounts | None:
+    """Correct and cited claims of the answer with its citations rotated (seeded by its trace
+    ID), by the citation check alone: the counts :meth:`Scorer.score` would give the rotated
+    claims, in one judge call per cited claim instead of up to 2 + (passages − 1).
+
+    ``None`` when there is nothing to rotate, or when the producer truncated the answer (its
+    failed claims would be ``unjudged``: no accuracy to compare). A judge failure raises its
+    :class:`~monitor.errors.JudgeError`: the scorer would make the claim ``unjudged``, and a
+    canary missing some claims would compare different claim sets.
+    """
+    if record.truncated:
+        return None
+    claims = await scorer.claims(record)
+    moved = rotate_citations(claims, random.Random(_digest(record.trace_id or record.id or "")))
+    if moved is None:
+        return None
+    passages = record.passage_map()
+    got = await asyncio.gather(
+        *(_check(scorer, c, passages) for c in moved if c.cited), return_exceptions=True
+    )
+    for outcome in got:
+        if isinstance(outcome, BaseException):
+            raise outcome  # after every call has ended: none is left running unobserved
+    return CitedCounts(sum(got), len(got))  # type: ignore[arg-type]
+
+
+async def _check(scorer: Scorer, claim: Claim, passages: dict[str, str]) -> bool:
+    """Step 1 of :mod:`monitor.scoring`: do the cited passages entail the claim? A claim the
+    policy cannot check (no retrieved ID; ``single`` with several) is cited and not correct."""
+    cited = [c for c in claim.cited_ids if c in passages]
+    if scorer.options.policy == "single":
+        citable = len(claim.cited_ids) == 1 and len(cited) == 1
+    else:
+        citable = bool(cited)
+    if not citable:
+        return False
+    verdict = await scorer.judge.entails(claim.text, {c: passages[c] for c in cited})
+    return verdict.entailed
