@@ -29,6 +29,14 @@ Guarantees, and how each is kept:
 * **Poison goes aside.** A payload that does not decode is dead-lettered (original key and
   value, the reason in the ``citemon.error`` header) and counted; its offset commits like any
   other, so the stream keeps flowing.
+* **The shuffle canary stays out of the way.** With ``canary_rate`` > 0, an answer picked by
+  its trace ID (:mod:`monitor.canary`) has its rotated citations checked *after* its real
+  score is handed to the commit, in a task of its own: at most
+  ``max_inflight_canaries`` at once (default ``max_inflight_answers``; more are dropped and
+  counted), one attempt, every error
+  caught and counted, never retried, cancelled at shutdown. It shares the judge (and so its
+  cap on requests in flight) and skips while the judge is down; it cannot fail, delay or
+  change the real answer, and its scores reach only the canary's own metrics.
 * **Rebalances and shutdown.** On revoke: stop taking records of those partitions, wait up to
   ``revoke_timeout_s`` for their answers, commit what is finished, cancel the rest (the next
   owner redoes it). On stop (SIGTERM): stop intake, drain up to ``drain_timeout_s``, commit, log
@@ -50,8 +58,9 @@ from typing import Any, Final
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.errors import KafkaError, ProducerFenced
 
+from monitor.canary import canary_selected, cited_counts, shuffled_check
 from monitor.consumer import Entry, KafkaDelivery, OffsetTracker, OutMessage, Ready
-from monitor.errors import DecodeError
+from monitor.errors import DecodeError, JudgeError
 from monitor.metrics import Metrics
 from monitor.records import AnswerRecord, AnswerScore
 from monitor.sampling import Sampler
@@ -296,6 +305,7 @@ class Pipeline:
         assembler: TraceAssembler | None = None,
         gate: JudgeGate | None = None,
         clock: Callable[[], float] = time.monotonic,
+        max_inflight_canaries: int | None = None,
     ) -> None:
         self.settings = settings
         self.scorer = scorer
@@ -328,6 +338,8 @@ class Pipeline:
         self._delivery: KafkaDelivery | None = None
         self._fatal: BaseException | None = None
         self._started = False
+        self._max_inflight_canaries = max_inflight_canaries or settings.max_inflight_answers
+        self._canaries: set[asyncio.Task[None]] = set()
 
     # -- probes --------------------------------------------------------------------------------
 
@@ -392,6 +404,7 @@ class Pipeline:
         finally:
             self._started = False
             await self._drain()
+            await self._stop_canaries()
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
@@ -418,6 +431,12 @@ class Pipeline:
                 task.cancel()
             self.stats.cancelled_at_drain += len(pending)
             await asyncio.gather(*pending, return_exceptions=True)
+
+    async def _stop_canaries(self) -> None:
+        """Cancel canaries still running: they hold no offsets, so nothing is lost."""
+        for task in list(self._canaries):
+            task.cancel()
+        await asyncio.gather(*self._canaries, return_exceptions=True)
 
     async def _final_commit(self) -> None:
         for _ in range(3):
@@ -578,6 +597,7 @@ class Pipeline:
         # A cancelled job (drain deadline, revoke) must leave its records unfinished, so their
         # offsets never commit and the next owner scores them: no release on cancellation.
         cancelled = False
+        score: AnswerScore | None = None
         try:
             async with self._slots:
                 try:
@@ -601,6 +621,41 @@ class Pipeline:
             if not cancelled:
                 for e in entries:
                     self._tracker.release(e)
+        if score is not None:
+            self._maybe_canary(record, score)
+
+    # -- the shuffle canary --------------------------------------------------------------------
+
+    def _maybe_canary(self, record: AnswerRecord, score: AnswerScore) -> None:
+        """Start the canary of a scored answer when its trace ID picks it."""
+        if not canary_selected(record.trace_id, self.settings.canary_rate):
+            return
+        if judge_failed(score) or self.gate.down:
+            self.metrics.canary("failed", trace_id=record.trace_id)
+            return
+        if len(self._canaries) >= self._max_inflight_canaries:
+            self.metrics.canary("dropped", trace_id=record.trace_id)
+            return
+        task = asyncio.create_task(self._canary(record, score), name="citemon-canary")
+        self._canaries.add(task)
+        task.add_done_callback(self._canaries.discard)
+
+    async def _canary(self, record: AnswerRecord, score: AnswerScore) -> None:
+        try:
+            shuffled = await shuffled_check(self.scorer, record)
+        except JudgeError as exc:
+            log.info("shuffle canary: judge failed (%s); not counted", type(exc).__name__)
+            self.metrics.canary("failed", trace_id=record.trace_id)
+            return
+        except Exception:  # the canary must never take anything down with it
+            log.warning("shuffle canary failed", exc_info=True)
+            self.metrics.canary("failed", trace_id=record.trace_id)
+            return
+        if shuffled is None:
+            self.metrics.canary("skipped", trace_id=record.trace_id)
+        else:
+            original = cited_counts(score)
+            self.metrics.record_canary(original, shuffled, trace_id=record.trace_id)
 
     async def _score(self, record: AnswerRecord) -> AnswerScore:
         s = self.settings

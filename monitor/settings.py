@@ -113,12 +113,22 @@ class Settings(BaseSettings):
     """``CITEMON_WINDOW``: the windowed gauges' span (``15m``, ``900s``…), in seconds here."""
     max_versions: int = Field(default=20, ge=1)
 
-    @field_validator("window", mode="before")
+    # -- self-checks -------------------------------------------------------------------------
+    calibration: Path | None = None
+    """A ``citemon calibrate --output`` file: export ``citemon_citation_accuracy_corrected``."""
+    canary_rate: float = Field(default=0.0, ge=0.0, le=1.0)
+    """Share of scored answers re-scored with shuffled citations (the shuffle canary); 0 = off.
+    Costs about this share again in judge calls (a little more: shuffled claims fail)."""
+    canary_window: float = Field(default=3600.0, gt=0)
+    """``CITEMON_CANARY_WINDOW``: span of the canary's sums, in seconds here (``1h``…). Longer
+    than ``window`` because the canary sees only ``canary_rate`` of the answers."""
+
+    @field_validator("window", "canary_window", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> Any:
         return parse_duration_s(value) if isinstance(value, str) else value
 
-    @field_validator("results_topic", "sasl_mechanism", mode="before")
+    @field_validator("results_topic", "sasl_mechanism", "calibration", mode="before")
     @classmethod
     def _empty_is_none(cls, value: Any) -> Any:
         return None if value == "" else value
@@ -229,6 +239,19 @@ _FLAGS: Final[tuple[tuple[str, str, Any, str], ...]] = (
     ("--drain-timeout", "drain_timeout_s", float, "seconds to finish work on SIGTERM (default 30)"),
     ("--commit-interval", "commit_interval_s", float, "seconds between commits (default 0.5)"),
     ("--window", "window", str, "window of the ratio gauges, e.g. 15m (default 15m)"),
+    (
+        "--calibration",
+        "calibration",
+        Path,
+        "judge calibration file (citemon calibrate --output): export corrected accuracy",
+    ),
+    (
+        "--canary-rate",
+        "canary_rate",
+        float,
+        "share of scored answers re-scored with shuffled citations, e.g. 0.02 (default 0 = off)",
+    ),
+    ("--canary-window", "canary_window", str, "window of the canary sensitivity (default 1h)"),
 )
 
 

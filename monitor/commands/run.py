@@ -6,6 +6,11 @@ serves /metrics, /healthz and /readyz on --metrics-port. Every flag has a CITEMO
 variable (the flag wins); the Kafka password comes from CITEMON_KAFKA_PASSWORD or
 --kafka-password-file and the judge's API key from CITEMON_JUDGE_API_KEY, never from a flag.
 SIGTERM or Ctrl-C stops intake, drains answers in flight (--drain-timeout), commits and exits 0.
+
+Self-checks: --calibration FILE (from `citemon calibrate --output`) adds the gauge
+citemon_citation_accuracy_corrected, the windowed accuracy corrected for the judge's measured
+error; --canary-rate R re-scores that share of scored answers with their citations shuffled and
+exports citemon_judge_canary_sensitivity (about R more judge calls; never counted as quality).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from monitor.calibration import Calibration
 from monitor.judges import add_judge_arguments, judge_options, load_judge
 from monitor.metrics import Metrics, MetricsServer
 from monitor.pipeline import GateObserver, JudgeGate, Pipeline, PipelineStats
@@ -48,7 +54,14 @@ async def serve(
     ``on_ready(pipeline, server)`` is called once both are up (tests and the demo read ports).
     """
     registry = registry or CollectorRegistry()
-    metrics = Metrics(registry, window_s=settings.window, max_versions=settings.max_versions)
+    calibration = _calibration(settings, args.judge)
+    metrics = Metrics(
+        registry,
+        window_s=settings.window,
+        max_versions=settings.max_versions,
+        calibration=calibration,
+        canary_window_s=settings.canary_window,
+    )
     gate = JudgeGate(
         backoff_s=settings.answer_retry_backoff_s,
         backoff_max_s=settings.answer_retry_backoff_max_s,
@@ -75,6 +88,23 @@ async def serve(
         aclose = getattr(judge, "aclose", None)
         if aclose is not None:
             await aclose()
+
+
+def _calibration(settings: Settings, judge: str) -> Calibration | None:
+    """The calibration file, read before anything starts (an unreadable one is a ConfigError,
+    exit 2); a file measured on another judge is used but said loudly."""
+    if settings.calibration is None:
+        return None
+    calibration = Calibration.load(settings.calibration)
+    if calibration.judge != judge:
+        log.warning(
+            "calibration file %s measured judge %r, but this monitor runs %r: "
+            "the corrected accuracy assumes the calibrated judge's error",
+            settings.calibration,
+            calibration.judge,
+            judge,
+        )
+    return calibration
 
 
 async def _main(args: argparse.Namespace) -> int:
