@@ -1,0 +1,365 @@
+"""The production self-checks: canary selection, the check-only shuffled accuracy, the canary and
+corrected-accuracy windows, and the pipeline keeping the canary away from the real answer."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from monitor.calibration import Calibration, corrected_accuracy
+from monitor.canary import (
+    CitedCounts,
+    _digest,  # the seed of shuffled_check's rotation
+    canary_selected,
+    canary_sensitivity,
+    cited_counts,
+    shuffled_check,
+)
+from monitor.cli import build_parser
+from monitor.commands.run import serve
+from monitor.errors import ConfigError, JudgeHTTPError
+from monitor.judges.lexical import LexicalJudge
+from monitor.metrics import Metrics
+from monitor.pipeline import Pipeline
+from monitor.records import AnswerRecord, Verdict
+from monitor.sample import sample_records, specimen
+from monitor.sampling import ratio_bound, trace_id_sampled
+from monitor.scoring import Scorer, ScoringOptions, Summary
+from monitor.selftest import CanaryResult, rotate_citations, run_canary
+from monitor.settings import Settings, settings_from_args
+from tests.oracles import SPECIMEN_TRUTH, OracleJudge, YesJudge
+from tests.unit.test_metrics import SVE, FakeClock, answer, claim
+
+CALIB = Calibration(judge="lexical", tp=80, fn=20, tn=70, fp=30)  # sens 0.8, spec 0.7
+
+
+def value(reg: CollectorRegistry, name: str, **labels: str) -> float | None:
+    return reg.get_sample_value(name, labels)
+
+
+def trace_ids(n: int, seed: int = 3) -> list[str]:
+    rng = random.Random(seed)
+    return [f"{rng.getrandbits(128):032x}" for _ in range(n)]
+
+
+# -- the maths ---------------------------------------------------------------------------------
+
+
+def test_sensitivity_is_the_relative_accuracy_drop() -> None:
+    assert canary_sensitivity(8, 10, 2, 10) == pytest.approx(0.75)  # (0.8 − 0.2) / 0.8
+    assert canary_sensitivity(9, 10, 9, 10) == 0.0  # blind: shuffling changed nothing
+    assert canary_sensitivity(5, 10, 0, 8) == 1.0  # every shuffled citation failed
+    assert canary_sensitivity(4, 10, 6, 10) == pytest.approx(-0.5)  # worse than blind: shown
+    assert canary_sensitivity(0, 10, 0, 10) is None  # a drop from nothing means nothing
+    assert canary_sensitivity(3, 0, 1, 5) is None
+    assert canary_sensitivity(3, 5, 0, 0) is None
+
+
+def test_selection_is_deterministic_at_its_rate_and_independent_of_sampling() -> None:
+    ids = trace_ids(40_000)
+    picked = [t for t in ids if canary_selected(t, 0.1)]
+    assert 0.095 < len(picked) / len(ids) < 0.105
+    assert picked == [t for t in ids if canary_selected(t, 0.1)]  # same IDs every time
+    assert set(picked) <= {t for t in ids if canary_selected(t, 0.2)}  # nested like a sampler
+    # Among the traces the sampler keeps at 0.5 (low 64 bits), the canary still takes ~10 %.
+    bound = ratio_bound(0.5)
+    kept = [t for t in ids if trace_id_sampled(t, bound)]
+    share = sum(canary_selected(t, 0.1) for t in kept) / len(kept)
+    assert 0.093 < share < 0.107
+    # Even where the sampler's bits are all alike (a low-64-bit band), the hash spreads.
+    band = [f"{i:016x}" + "0" * 16 for i in range(10_000)]
+    assert 0.09 < sum(canary_selected(t, 0.1) for t in band) / len(band) < 0.11
+    assert not any(canary_selected(t, 0.0) for t in ids[:100])
+    assert all(canary_selected(t, 1.0) for t in ids[:100])
+    assert not canary_selected(None, 1.0) and not canary_selected("", 1.0)
+
+
+async def test_check_only_counts_equal_full_scoring_of_the_rotated_claims() -> None:
+    """The canary's cheap path must give exactly the counts :meth:`Scorer.score` would."""
+    records = [
+        r.model_copy(update={"trace_id": t})
+        for r, t in zip(sample_records() * 3, trace_ids(300), strict=False)
+    ]
+    checked = 0
+    for judge in (LexicalJudge(), OracleJudge(SPECIMEN_TRUTH), YesJudge()):
+        for policy in ("any_of", "single"):
+            scorer = Scorer(judge, ScoringOptions(policy=policy))  # type: ignore[arg-type]
+            for record in records:
+                got = await shuffled_check(scorer, record)
+                claims = await scorer.claims(record)
+                moved = rotate_citations(claims, random.Random(_digest(record.trace_id or "")))
+                if moved is None:
+                    assert got is None
+                    continue
+                assert got == cited_counts(await scorer.score(record, moved))
+                checked += 1
+    assert checked > 500
+
+
+async def test_shuffled_check_on_the_specimen() -> None:
+    record = specimen().model_copy(update={"trace_id": "4bf92f3577b34da6a3ce929d0e0e4736"})
+    scorer = Scorer(OracleJudge(SPECIMEN_TRUTH))
+    # Cited [p-3310, p-3310, p-3312]; a rotation gives each claim another's citation set.
+    got = await shuffled_check(scorer, record)
+    assert got is not None and got.cited == 3
+    assert cited_counts(await scorer.score(record)) == CitedCounts(1, 3)
+    assert await shuffled_check(Scorer(YesJudge()), record) == CitedCounts(3, 3)
+    # Nothing to rotate (one citation set), or a truncated answer: no canary.
+    one_set = record.model_copy(update={"answer": "Audit logs are kept 90 days. [p-3310]"})
+    assert await shuffled_check(scorer, one_set) is None
+    assert await shuffled_check(scorer, record.model_copy(update={"truncated": True})) is None
+
+
+async def test_windowed_sensitivity_is_canary_result_sensitivity_of_the_same_answers() -> None:
+    """Pooled over answers, the gauge is ``CanaryResult.sensitivity`` of the same rotations."""
+    records = sample_records()
+    truth: dict[str, set[str]] = {}
+    for r in records:
+        for label in r.labels or []:
+            if label["verdict"] in ("correct", "misattributed"):
+                truth.setdefault(label["claim"], set()).update(
+                    label.get("supported_by")
+                    or ([label["cited_ids"][0]] if label["verdict"] == "correct" else [])
+                )
+    scorer = Scorer(OracleJudge(truth))
+    reg = CollectorRegistry()
+    m = Metrics(reg)
+    original, shuffled = Summary(), Summary()
+    for r, tid in zip(records, trace_ids(len(records)), strict=True):
+        record = r.model_copy(update={"trace_id": tid})
+        got = await shuffled_check(scorer, record)
+        if got is None:
+            continue
+        real = await scorer.score(record)
+        m.record_canary(cited_counts(real), got)
+        original.add(real)
+        claims = await scorer.claims(record)
+        moved = rotate_citations(claims, random.Random(_digest(tid)))
+        assert moved is not None
+        shuffled.add(await scorer.score(record, moved))
+    offline = CanaryResult(original=original, shuffled=shuffled)
+    assert offline.sensitivity is not None and offline.sensitivity > 0.8
+    exact = canary_sensitivity(
+        original.verdicts["correct"],
+        original.cited_claims,
+        shuffled.verdicts["correct"],
+        shuffled.cited_claims,
+    )
+    assert value(reg, "citemon_judge_canary_sensitivity") == exact
+    # CanaryResult works from the summary's accuracies, rounded to 4 places.
+    assert exact == pytest.approx(offline.sensitivity, abs=1e-3)
+    assert value(reg, "citemon_judge_canary_answers_total", outcome="scored") == original.answers
+    assert original.answers >= 10
+    # The offline self-test (its own seed) agrees the judge reads the passages.
+    assert (await run_canary(scorer, records)).passed()
+
+
+def test_canary_window_slides_and_falls_back_to_a_set_value() -> None:
+    clock = FakeClock()
+    reg = CollectorRegistry()
+    m = Metrics(reg, window_s=900, canary_window_s=3600, window_buckets=15, clock=clock)
+    assert value(reg, "citemon_judge_canary_sensitivity") is None  # absent, not 0
+    m.record_canary(CitedCounts(9, 10), CitedCounts(1, 10), trace_id="ab" * 16)
+    m.record_answer(answer(claim("correct")))
+    clock.now += 1200  # past the 15-minute window, inside the hour
+    m.record_canary(CitedCounts(7, 10), CitedCounts(7, 10))
+    assert m.canary_totals() == (16, 20, 8, 20)
+    assert value(reg, "citemon_judge_canary_sensitivity") == pytest.approx((0.8 - 0.4) / 0.8)
+    assert value(reg, "citemon_citation_accuracy", **SVE) is None  # its window has moved on
+    clock.now += 3000  # the first pair is out of the hour
+    assert value(reg, "citemon_judge_canary_sensitivity") == 0.0
+    clock.now += 3600
+    assert value(reg, "citemon_judge_canary_sensitivity") is None  # empty window: absent
+    m.set_canary_sensitivity(0.9)  # a one-off result set by hand shows while nothing is windowed
+    assert value(reg, "citemon_judge_canary_sensitivity") == 0.9
+    m.record_canary(CitedCounts(4, 4), CitedCounts(2, 4))
+    assert value(reg, "citemon_judge_canary_sensitivity") == 0.5
+    assert value(reg, "citemon_judge_canary_answers_total", outcome="scored") == 3
+    m.canary("skipped")
+    m.canary("dropped")
+    assert value(reg, "citemon_judge_canary_answers_total", outcome="skipped") == 1
+    assert value(reg, "citemon_judge_canary_answers_total", outcome="failed") == 0
+    with pytest.raises(ValueError):
+        m.canary("bogus")  # type: ignore[arg-type]
+
+
+def test_corrected_accuracy_uses_the_accuracy_windows_counts() -> None:
+    clock = FakeClock()
+    reg = CollectorRegistry()
+    m = Metrics(reg, window_s=900, window_buckets=15, clock=clock, calibration=CALIB)
+    v2 = {**SVE, "version": "v2"}
+    # v1: 6 correct of 8 cited (an unjudged and an uncited claim count in no accuracy).
+    for _ in range(2):
+        m.record_answer(
+            answer(claim("correct"), claim("correct"), claim("correct"), claim("misattributed"))
+        )
+    m.record_answer(answer(claim("unjudged", faithful=None), claim("uncited")))
+    # v2: 1 correct of 4 cited: Rogan–Gladen (0.25 + 0.7 − 1) / 0.5 < 0, clipped to 0.
+    m.record_answer(
+        answer(claim("correct"), claim("unsupported"), claim("dangling"), claim("multi_hop"), **v2)
+    )
+    assert value(reg, "citemon_citation_accuracy", **SVE) == 0.75
+    expected = corrected_accuracy(6, 8, CALIB)
+    assert expected is not None
+    assert value(reg, "citemon_citation_accuracy_corrected", **SVE) == expected[0]
+    assert expected[0] == pytest.approx((0.75 + 0.7 - 1) / (0.8 + 0.7 - 1))  # 0.9
+    assert value(reg, "citemon_citation_accuracy_corrected", **v2) == 0.0
+    clock.now += 600
+    m.record_answer(answer(claim("misattributed"), claim("misattributed")))  # now 6 of 10
+    assert value(reg, "citemon_citation_accuracy", **SVE) == 0.6
+    expected = corrected_accuracy(6, 10, CALIB)
+    assert expected is not None
+    assert value(reg, "citemon_citation_accuracy_corrected", **SVE) == expected[0]
+    assert expected[0] == pytest.approx(0.6)
+    clock.now += 600  # the first answers left the window: 0 of 2
+    assert value(reg, "citemon_citation_accuracy", **SVE) == 0.0
+    assert value(reg, "citemon_citation_accuracy_corrected", **SVE) == 0.0
+    clock.now += 900
+    assert value(reg, "citemon_citation_accuracy_corrected", **SVE) is None  # empty: absent
+
+
+def test_an_uninformative_calibration_exports_no_corrected_value() -> None:
+    reg = CollectorRegistry()
+    coin = Calibration(judge="lexical", tp=50, fn=50, tn=51, fp=49)
+    m = Metrics(reg, calibration=coin)
+    m.record_answer(answer(claim("correct"), claim("misattributed")))
+    assert value(reg, "citemon_citation_accuracy", **SVE) == 0.5
+    assert value(reg, "citemon_citation_accuracy_corrected", **SVE) is None
+    reg2 = CollectorRegistry()
+    m2 = Metrics(reg2)  # without a calibration nothing is corrected either
+    m2.record_answer(answer(claim("correct")))
+    assert value(reg2, "citemon_citation_accuracy", **SVE) == 1.0
+    assert value(reg2, "citemon_citation_accuracy_corrected", **SVE) is None
+
+
+# -- settings and start-up ---------------------------------------------------------------------
+
+
+def test_flags_and_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    assert (Settings().canary_rate, Settings().calibration, Settings().canary_window) == (
+        0.0,
+        None,
+        3600.0,
+    )
+    monkeypatch.setenv("CITEMON_CANARY_RATE", "0.02")
+    monkeypatch.setenv("CITEMON_CALIBRATION", str(tmp_path / "env.json"))
+    monkeypatch.setenv("CITEMON_CANARY_WINDOW", "30m")
+    s = settings_from_args(build_parser().parse_args(["run"]))
+    assert (s.canary_rate, s.calibration, s.canary_window) == (0.02, tmp_path / "env.json", 1800)
+    args = ["run", "--canary-rate", "0.5", "--calibration", "c.json", "--canary-window", "2h"]
+    s = settings_from_args(build_parser().parse_args(args))
+    assert (s.canary_rate, s.calibration, s.canary_window) == (0.5, Path("c.json"), 7200)
+    monkeypatch.setenv("CITEMON_CALIBRATION", "")
+    assert settings_from_args(build_parser().parse_args(["run"])).calibration is None
+    with pytest.raises(ConfigError, match="canary_rate"):
+        settings_from_args(build_parser().parse_args(["run", "--canary-rate", "1.5"]))
+
+
+async def test_an_unreadable_calibration_stops_start_up(tmp_path: Path) -> None:
+    bad = tmp_path / "calib.json"
+    bad.write_text("{not json")
+    for path in (bad, tmp_path / "missing.json"):
+        args = build_parser().parse_args(["run", "--calibration", str(path)])
+        settings = settings_from_args(args, metrics_port=0)
+        with pytest.raises(ConfigError, match="cannot read calibration file"):
+            await serve(settings, args, stop=asyncio.Event())
+
+
+def test_cli_exits_2_on_an_unreadable_calibration(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from monitor.cli import main
+
+    assert main(["run", "--calibration", str(tmp_path / "missing.json")]) == 2
+    assert "cannot read calibration file" in capsys.readouterr().err
+
+
+# -- the pipeline: the canary never touches the real answer ------------------------------------
+
+
+class _FailsOnWrongCitations:
+    """Reads passages like the oracle, but *errors* whenever a claim is shown a wrong one: the
+    real answers (all cited correctly) never see an error, every rotated claim does."""
+
+    def __init__(self, truth: Mapping[str, set[str]]) -> None:
+        self.truth = truth
+        self.calls = 0
+
+    async def entails(self, claim: str, passages: Mapping[str, str]) -> Verdict:
+        self.calls += 1
+        await asyncio.sleep(0)
+        if not self.truth.get(claim, set()) & set(passages):
+            raise JudgeHTTPError("injected failure", status=503)
+        return Verdict(entailed=True)
+
+
+def _correct_record(trace_id: str) -> AnswerRecord:
+    return AnswerRecord(
+        id=trace_id[:6],
+        answer="Alpha is one. [p1] Beta is two. [p2] Gamma is three. [p3]",
+        passages=[{"id": f"p{i}", "text": t} for i, t in enumerate(("a", "b", "c"), 1)],  # type: ignore[misc]
+        trace_id=trace_id,
+        **SVE,
+    )
+
+
+async def test_a_failing_canary_leaves_the_real_answer_alone() -> None:
+    judge = _FailsOnWrongCitations(
+        {"Alpha is one.": {"p1"}, "Beta is two.": {"p2"}, "Gamma is three.": {"p3"}}
+    )
+    reg = CollectorRegistry()
+    metrics = Metrics(reg)
+    pipeline = Pipeline(Settings(canary_rate=1.0), Scorer(judge), metrics)
+    ids = trace_ids(5)
+    for tid in ids:
+        await pipeline._job(_correct_record(tid), [])  # no entries: counted at once
+    await asyncio.gather(*pipeline._canaries)
+    assert value(reg, "citemon_answers_total", **SVE) == 5
+    assert value(reg, "citemon_claims_total", **SVE, verdict="correct") == 15
+    assert value(reg, "citemon_claims_total", **SVE, verdict="unjudged") == 0
+    assert value(reg, "citemon_judge_canary_answers_total", outcome="failed") == 5
+    assert value(reg, "citemon_judge_canary_answers_total", outcome="scored") == 0
+    assert value(reg, "citemon_judge_canary_sensitivity") is None
+    assert pipeline.stats.answer_retries == 0 and pipeline.stats.unjudged_after_retries == 0
+
+
+async def test_the_pipeline_canary_counts_only_the_canary() -> None:
+    truth = {"Alpha is one.": {"p1"}, "Beta is two.": {"p2"}, "Gamma is three.": {"p3"}}
+    reg = CollectorRegistry()
+    metrics = Metrics(reg)
+    ids = trace_ids(400, seed=11)
+    picked = [t for t in ids if canary_selected(t, 0.25)]
+    pipeline = Pipeline(Settings(canary_rate=0.25), Scorer(OracleJudge(truth)), metrics)
+    await asyncio.gather(*(pipeline._job(_correct_record(t), []) for t in ids))
+    await asyncio.gather(*pipeline._canaries)
+    assert value(reg, "citemon_answers_total", **SVE) == 400
+    assert value(reg, "citemon_claims_total", **SVE, verdict="correct") == 1200
+    assert value(reg, "citemon_claims_total", **SVE, verdict="misattributed") == 0
+    assert value(reg, "citemon_judge_canary_answers_total", outcome="scored") == len(picked)
+    assert metrics.canary_totals() == (3 * len(picked), 3 * len(picked), 0, 3 * len(picked))
+    assert value(reg, "citemon_judge_canary_sensitivity") == 1.0
+    # A bound of 1 canary in flight: the rest are dropped, and counted.
+    reg2 = CollectorRegistry()
+    slow = Pipeline(
+        Settings(canary_rate=1.0),
+        Scorer(_Slow(truth)),
+        Metrics(reg2),
+        max_inflight_canaries=1,
+    )
+    await asyncio.gather(*(slow._job(_correct_record(t), []) for t in ids[:10]))
+    await asyncio.gather(*slow._canaries)
+    scored = value(reg2, "citemon_judge_canary_answers_total", outcome="scored")
+    dropped = value(reg2, "citemon_judge_canary_answers_total", outcome="dropped")
+    assert scored is not None and dropped is not None
+    assert scored >= 1 and dropped >= 1 and scored + dropped == 10
+
+
+class _Slow(OracleJudge):
+    async def entails(self, claim: str, passages: Mapping[str, str]) -> Verdict:
+        await asyncio.sleep(0.01)
+        return await super().entails(claim, passages)
