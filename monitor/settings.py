@@ -117,8 +117,8 @@ class Settings(BaseSettings):
     calibration: Path | None = None
     """A ``citemon calibrate --output`` file: export ``citemon_citation_accuracy_corrected``."""
     canary_rate: float = Field(default=0.0, ge=0.0, le=1.0)
-    """Share of scored answers re-scored with shuffled citations (the shuffle canary); 0 = off.
-    Costs about this share again in judge calls (a little more: shuffled claims fail)."""
+    """Share of scored answers re-checked with shuffled citations (the shuffle canary); 0 = off.
+    Costs one judge call per cited claim of each such answer (:mod:`monitor.canary`)."""
     canary_window: float = Field(default=3600.0, gt=0)
     """``CITEMON_CANARY_WINDOW``: span of the canary's sums, in seconds here (``1h``…). Longer
     than ``window`` because the canary sees only ``canary_rate`` of the answers."""
@@ -249,7 +249,7 @@ _FLAGS: Final[tuple[tuple[str, str, Any, str], ...]] = (
         "--canary-rate",
         "canary_rate",
         float,
-        "share of scored answers re-scored with shuffled citations, e.g. 0.02 (default 0 = off)",
+        "share of scored answers re-checked with shuffled citations, e.g. 0.02 (default 0 = off)",
     ),
     ("--canary-window", "canary_window", str, "window of the canary sensitivity (default 1h)"),
 )

@@ -9,8 +9,9 @@ SIGTERM or Ctrl-C stops intake, drains answers in flight (--drain-timeout), comm
 
 Self-checks: --calibration FILE (from `citemon calibrate --output`) adds the gauge
 citemon_citation_accuracy_corrected, the windowed accuracy corrected for the judge's measured
-error; --canary-rate R re-scores that share of scored answers with their citations shuffled and
-exports citemon_judge_canary_sensitivity (about R more judge calls; never counted as quality).
+error; --canary-rate R re-checks that share of scored answers with their citations shuffled and
+exports citemon_judge_canary_sensitivity over --canary-window (R x cited claims more judge
+calls, about +2% at R = 0.02; the canary is never counted in the quality metrics).
 """
 
 from __future__ import annotations
