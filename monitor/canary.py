@@ -18,11 +18,14 @@ quality metrics.
 
 Cost: the original side is the answer's real score (no extra call). The shuffled side needs
 only step 1 of scoring, the citation check, since accuracy is all the canary compares:
-:func:`shuffled_check` asks it once per cited claim, with the scorer's own rules for which
-claims count as cited and correct. So the canary costs ``R`` × (cited claims per answer) judge
-calls: +2% of answers × ~3 calls at ``R = 0.02``. Re-scoring the shuffled answer in full would
-cost ~3.4× that, because a shuffled claim fails its check and then pays the faithfulness call
-and the support search, which say nothing about the judge's discrimination.
+:func:`shuffled_check` asks it the way the scorer does (one call per cited claim; with a wire
+contract v2 judge one call per distinct cited set, same prompt as the real score's), with the
+scorer's own rules for which claims count as cited and correct. So the canary costs ``R`` ×
+(cited claims, or cited sets, per answer) judge calls: on the demo traffic 2.9 calls per canary
+answer against 3.4 per real answer, so +1.7% judge calls at ``R = 0.02``. Re-scoring the
+shuffled answer in full would cost ~4× that (11.7 calls), because a shuffled claim fails its
+check and then pays the faithfulness call and the support search, which say nothing about the
+judge's discrimination.
 """
 
 from __future__ import annotations
@@ -30,8 +33,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import random
+from collections.abc import Sequence
 from typing import Final, Literal, NamedTuple
 
+from monitor.errors import JudgeError, JudgeInvalidReply
+from monitor.judges.batch import BatchJudge
 from monitor.records import AnswerRecord, AnswerScore, Claim
 from monitor.scoring import Scorer
 from monitor.selftest import rotate_citations
@@ -115,24 +121,67 @@ async def shuffled_check(scorer: Scorer, record: AnswerRecord) -> CitedCounts | 
     if moved is None:
         return None
     passages = record.passage_map()
+    if isinstance(scorer.judge, BatchJudge):
+        return await _check_sets(scorer, scorer.judge, moved, passages)
     got = await asyncio.gather(
         *(_check(scorer, c, passages) for c in moved if c.cited), return_exceptions=True
     )
-    for outcome in got:
-        if isinstance(outcome, BaseException):
-            raise outcome  # after every call has ended: none is left running unobserved
+    _raise_first(got)
     return CitedCounts(sum(got), len(got))  # type: ignore[arg-type]
 
 
-async def _check(scorer: Scorer, claim: Claim, passages: dict[str, str]) -> bool:
-    """Step 1 of :mod:`monitor.scoring`: do the cited passages entail the claim? A claim the
-    policy cannot check (no retrieved ID; ``single`` with several) is cited and not correct."""
+def _raise_first(outcomes: Sequence[object]) -> None:
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome  # after every call has ended: none is left running unobserved
+
+
+def _citable(scorer: Scorer, claim: Claim, passages: dict[str, str]) -> list[str] | None:
+    """The claim's retrieved cited IDs when the policy can check them, else ``None`` (the claim
+    is cited and not correct: no retrieved ID, or ``single`` with several)."""
     cited = [c for c in claim.cited_ids if c in passages]
     if scorer.options.policy == "single":
-        citable = len(claim.cited_ids) == 1 and len(cited) == 1
+        ok = len(claim.cited_ids) == 1 and len(cited) == 1
     else:
-        citable = bool(cited)
-    if not citable:
+        ok = bool(cited)
+    return cited if ok else None
+
+
+async def _check(scorer: Scorer, claim: Claim, passages: dict[str, str]) -> bool:
+    """Step 1 of :mod:`monitor.scoring`: do the cited passages entail the claim?"""
+    cited = _citable(scorer, claim, passages)
+    if cited is None:
         return False
     verdict = await scorer.judge.entails(claim.text, {c: passages[c] for c in cited})
     return verdict.entailed
+
+
+async def _check_sets(
+    scorer: Scorer, judge: BatchJudge, claims: list[Claim], passages: dict[str, str]
+) -> CitedCounts:
+    """Step 1 the way the scorer's batch path asks it: one call per distinct cited set."""
+    cited = 0
+    sets: dict[tuple[str, ...], list[str]] = {}
+    for claim in claims:
+        if not claim.cited:
+            continue
+        cited += 1
+        valid = _citable(scorer, claim, passages)
+        if valid is not None:
+            key = tuple(p for p in passages if p in valid)  # the set, in retrieval order
+            sets.setdefault(key, []).append(claim.text)
+
+    async def check(key: tuple[str, ...], texts: list[str]) -> int:
+        shown = {p: passages[p] for p in key}
+        precise = scorer.options.precision and len(shown) > 1  # the real score's prompt
+        outcomes = await judge.check_citations(texts, shown, precision=precise)
+        if len(outcomes) != len(texts):
+            raise JudgeInvalidReply(f"batch judge gave {len(outcomes)} outcomes for {len(texts)}")
+        for outcome in outcomes:
+            if isinstance(outcome, JudgeError):
+                raise outcome
+        return sum(o.entailed for o in outcomes)  # type: ignore[union-attr]
+
+    got = await asyncio.gather(*(check(k, t) for k, t in sets.items()), return_exceptions=True)
+    _raise_first(got)
+    return CitedCounts(sum(got), cited)  # type: ignore[arg-type]

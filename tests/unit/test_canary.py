@@ -23,6 +23,8 @@ from monitor.canary import (
 from monitor.cli import build_parser
 from monitor.commands.run import serve
 from monitor.errors import ConfigError, JudgeHTTPError
+from monitor.judges.batch import EntailsBatch
+from monitor.judges.http import HTTPBatchJudge
 from monitor.judges.lexical import LexicalJudge
 from monitor.metrics import Metrics
 from monitor.pipeline import Pipeline
@@ -32,6 +34,7 @@ from monitor.sampling import ratio_bound, trace_id_sampled
 from monitor.scoring import Scorer, ScoringOptions, Summary
 from monitor.selftest import CanaryResult, rotate_citations, run_canary
 from monitor.settings import Settings, settings_from_args
+from tests.judge_server import JudgeServer
 from tests.oracles import SPECIMEN_TRUTH, OracleJudge, YesJudge
 from tests.unit.test_metrics import SVE, FakeClock, answer, claim
 
@@ -86,7 +89,8 @@ async def test_check_only_counts_equal_full_scoring_of_the_rotated_claims() -> N
         for r, t in zip(sample_records() * 3, trace_ids(300), strict=False)
     ]
     checked = 0
-    for judge in (LexicalJudge(), OracleJudge(SPECIMEN_TRUTH), YesJudge()):
+    judges = (LexicalJudge(), OracleJudge(SPECIMEN_TRUTH), YesJudge(), EntailsBatch(LexicalJudge()))
+    for judge in judges:
         for policy in ("any_of", "single"):
             scorer = Scorer(judge, ScoringOptions(policy=policy))  # type: ignore[arg-type]
             for record in records:
@@ -98,7 +102,34 @@ async def test_check_only_counts_equal_full_scoring_of_the_rotated_claims() -> N
                     continue
                 assert got == cited_counts(await scorer.score(record, moved))
                 checked += 1
-    assert checked > 500
+    assert checked > 700
+
+
+async def test_a_v2_judge_is_asked_once_per_cited_set_with_the_real_scores_prompt() -> None:
+    """With wire contract v2 the canary asks the citation check as the real score does (same
+    prompt, same verdicts), one request per distinct rotated cited set, no support search."""
+    records = [
+        r.model_copy(update={"trace_id": t})
+        for r, t in zip(sample_records(), trace_ids(40, seed=5), strict=False)
+    ]
+    async with JudgeServer() as server, HTTPBatchJudge(server.base_url, "m", cache_size=0) as judge:
+        scorer = Scorer(judge)
+        asked = 0
+        for record in records:
+            moved = rotate_citations(
+                await scorer.claims(record), random.Random(_digest(record.trace_id or ""))
+            )
+            server.reset()
+            got = await shuffled_check(scorer, record)
+            if moved is None:
+                assert got is None and not server.requests
+                continue
+            passages = record.passage_map()
+            sets = {frozenset(i for i in c.cited_ids if i in passages) for c in moved if c.cited}
+            assert [r.kind for r in server.requests] == ["cited"] * len(sets - {frozenset()})
+            asked += len(server.requests)
+            assert got == cited_counts(await scorer.score(record, moved))
+        assert asked >= 20
 
 
 async def test_shuffled_check_on_the_specimen() -> None:
