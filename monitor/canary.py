@@ -1,6 +1,6 @@
 """The shuffle canary in production: is the judge still reading the passages it is shown?
 
-``citemon run --canary-rate R`` re-scores a fraction ``R`` of the answers it scored, with their
+``citemon run --canary-rate R`` re-checks a fraction ``R`` of the answers it scored with their
 citations rotated between their cited sentences (:func:`monitor.selftest.rotate_citations`), and
 exports how far citation accuracy fell, relative to the answers as cited:
 
