@@ -74,7 +74,7 @@ def main(args: argparse.Namespace) -> int:
             band = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
             return f"{_fmt(value)}{band}"
 
-        p = "n/a" if t.p_value is None else f"{t.p_value:.3g}"
+        p = "n/a" if t.p_value is None else "<1e-6" if t.p_value < 1e-6 else f"{t.p_value:.3g}"
         print(f"{t.name:<18} {cell(t.baseline, t.baseline_ci95):>22} "
               f"{cell(t.candidate, t.candidate_ci95):>22} {_fmt(t.delta):>7} {p:>7}")  # fmt: skip
     print(f"verdict: {result.outcome}")
