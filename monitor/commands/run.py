@@ -26,10 +26,11 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from monitor.calibration import Calibration
+from monitor.commands._options import add_scoring_arguments, scoring_options
 from monitor.judges import add_judge_arguments, judge_options, load_judge
 from monitor.metrics import Metrics, MetricsServer
 from monitor.pipeline import GateObserver, JudgeGate, Pipeline, PipelineStats
-from monitor.scoring import Scorer, ScoringOptions
+from monitor.scoring import Scorer
 from monitor.settings import Settings, add_settings_arguments, settings_from_args
 
 __all__ = ["add_arguments", "main", "serve"]
@@ -39,6 +40,7 @@ log = logging.getLogger("monitor.run")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_settings_arguments(parser)
+    add_scoring_arguments(parser.add_argument_group("scoring"))  # type: ignore[arg-type]
     add_judge_arguments(parser)
 
 
@@ -71,7 +73,7 @@ async def serve(
     judge = load_judge(args.judge, options, observer=GateObserver(metrics.judge, gate))
     if args.judge == "http":
         metrics.judge.set_limit(options.concurrency)
-    pipeline = Pipeline(settings, Scorer(judge, ScoringOptions()), metrics, gate=gate)
+    pipeline = Pipeline(settings, Scorer(judge, scoring_options(args)), metrics, gate=gate)
     log.info("settings: %s", settings.describe())
     server = MetricsServer(
         registry,

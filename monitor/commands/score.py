@@ -11,64 +11,19 @@ import argparse
 import asyncio
 import sys
 from collections.abc import AsyncIterator, Iterator
-from contextlib import AbstractContextManager, nullcontext
 from itertools import chain
-from pathlib import Path
 from typing import IO
 
 from monitor.calibration import Calibration
-from monitor.claims import DEFAULT_MARKER_PATTERN, CitationSyntax
+from monitor.commands._options import add_scoring_arguments, open_input, scoring_options
 from monitor.errors import CitemonError, InputError
 from monitor.judges import add_judge_arguments, judge_options, load_judge
 from monitor.records import AnswerRecord, AnswerScore
 from monitor.report import Progress, detect_format, read_jsonl, render_json, render_table
-from monitor.scoring import Scorer, ScoringOptions, summarize
+from monitor.scoring import Scorer, summarize
 from monitor.spans import iter_otlp_json_lines
 
-__all__ = ["add_arguments", "add_scoring_arguments", "main", "scoring_options"]
-
-
-def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--policy",
-        choices=("any_of", "single"),
-        default="any_of",
-        help="any_of: the union of cited passages must entail (default); "
-        "single: exactly one cited passage, which entails",
-    )
-    parser.add_argument(
-        "--decompose",
-        choices=("sentence", "llm"),
-        default="sentence",
-        help="a sentence is a claim (default), or the judge splits sentences",
-    )
-    parser.add_argument(
-        "--marker-pattern",
-        default=DEFAULT_MARKER_PATTERN,
-        help="regex for citation markers; group 1 holds the IDs",
-    )
-    parser.add_argument(
-        "--overlap-tokens",
-        type=int,
-        default=12,
-        help="shared run of tokens that flags a chunk-overlap misattribution",
-    )
-    parser.add_argument(
-        "--concurrency",
-        type=int,
-        default=16,
-        help="answers scored at once (the judge cap still bounds requests)",
-    )
-    add_judge_arguments(parser)
-
-
-def scoring_options(args: argparse.Namespace) -> ScoringOptions:
-    return ScoringOptions(
-        policy=args.policy,
-        decompose=args.decompose,
-        overlap_tokens=args.overlap_tokens,
-        syntax=CitationSyntax(args.marker_pattern),
-    )
+__all__ = ["add_arguments", "main"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -83,14 +38,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a `citemon calibrate --output` file: also report corrected accuracy",
     )
     add_scoring_arguments(parser)
-
-
-def _open(path: str) -> AbstractContextManager[IO[str]]:
-    if path == "-":
-        return nullcontext(sys.stdin)
-    if not Path(path).is_file():
-        raise InputError(f"no such file: {path}")
-    return open(path, encoding="utf-8")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=16,
+        help="answers scored at once (the judge cap still bounds requests)",
+    )
+    add_judge_arguments(parser)
 
 
 def _records(stream: IO[str], fmt: str) -> Iterator[tuple[int, AnswerRecord | CitemonError]]:
@@ -137,7 +91,7 @@ async def _run(args: argparse.Namespace) -> int:
     scores: list[AnswerScore] = []
     progress = Progress()
     try:
-        with _open(args.input) as stream:
+        with open_input(args.input) as stream:
             stream_scores = score_stream(
                 scorer,
                 _records(stream, args.input_format),

@@ -10,7 +10,7 @@ import argparse
 import asyncio
 import sys
 
-from monitor.commands.score import _open
+from monitor.commands._options import open_input
 from monitor.judges import add_judge_arguments, judge_options, load_judge
 from monitor.records import AnswerRecord
 from monitor.report import read_jsonl
@@ -37,7 +37,7 @@ def _pct(value: float | None) -> str:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    with _open(args.input) as stream:
+    with open_input(args.input) as stream:
         records = [r for _, r in read_jsonl(stream) if isinstance(r, AnswerRecord)]
     result = await run_canary(
         Scorer(load_judge(args.judge, judge_options(args))), records, seed=args.seed
