@@ -11,7 +11,8 @@
     │   ├── JudgeRateLimited  (429; ``retry_after_s`` when the server said)
     │   ├── JudgeHTTPError    (5xx, connection errors)
     │   └── JudgeInvalidReply (the reply was not the JSON object the contract asks for)
-    └── ConfigError           settings that cannot work together
+    ├── ConfigError           settings that cannot work together
+    └── KafkaUnavailable      the brokers could not be reached at start-up
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ __all__ = [
     "JudgeInvalidReply",
     "JudgeRateLimited",
     "JudgeTimeout",
+    "KafkaUnavailable",
 ]
 
 
@@ -82,3 +84,7 @@ class JudgeInvalidReply(JudgeError):
 
 class ConfigError(CitemonError):
     """Settings that cannot work (bad judge spec, unreadable calibration file, …)."""
+
+
+class KafkaUnavailable(CitemonError):
+    """The brokers did not answer at start-up (wrong address, broker down, TLS/SASL mismatch)."""

@@ -56,11 +56,11 @@ from dataclasses import asdict, dataclass
 from typing import Any, Final
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
-from aiokafka.errors import KafkaError, ProducerFenced
+from aiokafka.errors import KafkaConnectionError, KafkaError, ProducerFenced
 
 from monitor.canary import canary_selected, cited_counts, shuffled_check
 from monitor.consumer import Entry, KafkaDelivery, OffsetTracker, OutMessage, Ready
-from monitor.errors import DecodeError, JudgeError
+from monitor.errors import DecodeError, JudgeError, KafkaUnavailable
 from monitor.metrics import Metrics
 from monitor.records import AnswerRecord, AnswerScore
 from monitor.sampling import Sampler
@@ -382,6 +382,10 @@ class Pipeline:
             consumer.subscribe([s.topic], listener=_Listener(self))
             await consumer.start()
             await delivery.start()
+        except KafkaConnectionError as exc:
+            await delivery.stop()
+            await consumer.stop()
+            raise KafkaUnavailable(f"cannot reach Kafka at {s.bootstrap_servers}: {exc}") from exc
         except BaseException:
             await delivery.stop()
             await consumer.stop()

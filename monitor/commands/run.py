@@ -30,7 +30,7 @@ from monitor.commands._options import add_scoring_arguments, scoring_options
 from monitor.judges import add_judge_arguments, judge_options, load_judge
 from monitor.metrics import Metrics, MetricsServer
 from monitor.pipeline import GateObserver, JudgeGate, Pipeline, PipelineStats
-from monitor.scoring import Scorer
+from monitor.scoring import Scorer, ScoringOptions
 from monitor.settings import Settings, add_settings_arguments, settings_from_args
 
 __all__ = ["add_arguments", "main", "serve"]
@@ -51,6 +51,7 @@ async def serve(
     stop: asyncio.Event,
     registry: CollectorRegistry | None = None,
     on_ready: Any = None,
+    scoring: ScoringOptions | None = None,
 ) -> PipelineStats:
     """Run the pipeline and its metrics server until ``stop`` is set; the demo calls this too.
 
@@ -73,7 +74,7 @@ async def serve(
     judge = load_judge(args.judge, options, observer=GateObserver(metrics.judge, gate))
     if args.judge == "http":
         metrics.judge.set_limit(options.concurrency)
-    pipeline = Pipeline(settings, Scorer(judge, scoring_options(args)), metrics, gate=gate)
+    pipeline = Pipeline(settings, Scorer(judge, scoring or ScoringOptions()), metrics, gate=gate)
     log.info("settings: %s", settings.describe())
     server = MetricsServer(
         registry,
@@ -119,7 +120,7 @@ async def _main(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, _on_signal, stop, sig)
     try:
-        stats = await serve(settings, args, stop=stop)
+        stats = await serve(settings, args, stop=stop, scoring=scoring_options(args))
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(Exception):
