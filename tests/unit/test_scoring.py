@@ -173,3 +173,34 @@ async def test_many_answers_concurrently_keep_their_order() -> None:
     judge = OracleJudge({})
     scores = await Scorer(judge).score_many(records, max_concurrent_answers=4)
     assert [s.id for s in scores] == [r.id for r in records]
+
+
+class SplittingOracle(OracleJudge):
+    """An oracle that also decomposes sentences on ' and ' (what --decompose llm asks for)."""
+
+    async def decompose(self, sentence: str) -> list[str]:
+        if "fail" in sentence:
+            from monitor.errors import JudgeInvalidReply
+
+            raise JudgeInvalidReply("no JSON")
+        head, _, tail = sentence.rstrip(".").partition(" and ")
+        return [f"{head}.", f"{tail}."] if tail else [sentence]
+
+
+async def test_llm_decomposition_keeps_citations_and_sentence_index() -> None:
+    rec = _record("Alpha and Beta [p1]. Gamma fail [p2].")
+    judge = SplittingOracle({"Alpha.": {"p1"}, "Beta.": {"p2"}, "Gamma fail.": {"p2"}})
+    score = await Scorer(judge, ScoringOptions(decompose="llm")).score(rec)
+    got = [(c.sentence, c.text, c.cited_ids, c.verdict) for c in score.claims]
+    assert got == [
+        (0, "Alpha.", ["p1"], "correct"),
+        (0, "Beta.", ["p1"], "misattributed"),
+        (1, "Gamma fail.", ["p2"], "correct"),  # decomposition failed: the sentence stands
+    ]
+
+
+def test_llm_decomposition_needs_a_judge_that_decomposes() -> None:
+    from monitor.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="decompose"):
+        Scorer(OracleJudge({}), ScoringOptions(decompose="llm"))
