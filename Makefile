@@ -32,15 +32,15 @@ demo: install kafka-up
 	$(BIN)/citemon demo
 
 test: install tools kafka-up
-	$(BIN)/ruff check monitor instrumentation tests bench
+	$(BIN)/ruff check monitor instrumentation tests bench scripts deploy
 	$(BIN)/python -m pytest -q -m "not slow"
 
 unit: install
 	$(BIN)/python -m pytest -q tests/unit
 
 lint: install
-	$(BIN)/ruff check monitor instrumentation tests bench
-	$(BIN)/ruff format --check monitor instrumentation tests bench
+	$(BIN)/ruff check monitor instrumentation tests bench scripts deploy
+	$(BIN)/ruff format --check monitor instrumentation tests bench scripts deploy
 	$(BIN)/mypy
 
 bench: install kafka-up
