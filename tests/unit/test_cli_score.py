@@ -180,3 +180,13 @@ def test_scores_a_collector_file_exporter_dump(
     monkeypatch.setattr("sys.stdin", io.StringIO(line + "\n"))
     assert main([*argv[:1], "-", "--input-format", "otlp-json", *argv[2:]]) == 0
     assert json.loads(capsys.readouterr().out)["summary"]["faithfulness"] == 1.0
+
+
+def test_the_example_files_are_the_bundled_sample() -> None:
+    # examples/ is what the README scores; it must not drift from monitor.sample.
+    from tests.conftest import REPO
+
+    lines = (REPO / "examples" / "sample.jsonl").read_text(encoding="utf-8").splitlines()
+    assert lines == [r.model_dump_json(exclude_none=True) for r in sample_records()]
+    spec = (REPO / "examples" / "specimen.jsonl").read_text(encoding="utf-8").strip()
+    assert spec == specimen().model_dump_json(exclude_none=True)
