@@ -756,10 +756,11 @@ class TraceAssembler:
     ``LLM``/``CHAIN`` span) into records, holding at most ``max_traces`` traces and about
     ``max_bytes`` of text, each for at most ``window_s`` seconds.
 
-    A trace is complete when its root span arrives (spans end, and are exported, children
-    first). A trace whose root never comes (it lives in another service) is *settled* when its
-    window ends or memory runs short: scored if it has documents and an answer, otherwise
-    dropped and counted. The answer is taken from the outermost answer-bearing span that ends
+    A trace is complete when its root span has arrived and it holds documents and an answer
+    (spans end, and are exported, children first; a root that comes first waits for the rest).
+    A trace whose root never comes (it lives in another service) is *settled* when its window
+    ends or memory runs short: scored if it has documents and an answer, otherwise dropped and
+    counted. The answer is taken from the outermost answer-bearing span that ends
     after retrieval (the chain's final output, not a question-rewriting step before it).
 
     Counters: ``completed``, ``settled``, ``dropped_incomplete``, ``evicted`` (settled or dropped
@@ -812,9 +813,7 @@ class TraceAssembler:
                 if pending is not None:
                     self.nbytes -= pending.nbytes
                     self.superseded += 1
-                self._answered[tid] = None
-                if len(self._answered) > self.max_traces:
-                    self._answered.popitem(last=False)
+                self._remember(tid)
                 continue
             if tid in self._answered:
                 continue
@@ -831,15 +830,18 @@ class TraceAssembler:
             touched.append(tid)
         for tid in dict.fromkeys(touched):
             pending = self._traces.get(tid)
-            if pending is not None and pending.root_seen:
-                del self._traces[tid]
-                self.nbytes -= pending.nbytes
-                record = self._assemble(pending)
-                if record is None:
-                    self.dropped_incomplete += 1
-                else:
-                    self.completed += 1
-                    out.append(record)
+            if pending is None or not pending.root_seen:
+                continue
+            record = self._assemble(pending)
+            if record is None:
+                # The root came first (another exporter's batch, a reordering collector): keep
+                # the trace until its other parts arrive or its window settles it.
+                continue
+            del self._traces[tid]
+            self.nbytes -= pending.nbytes
+            self.completed += 1
+            self._remember(tid)  # parts still in flight (root came first) are ignored
+            out.append(record)
         while self._traces and (
             len(self._traces) > self.max_traces or self.nbytes > self.max_bytes
         ):
@@ -847,6 +849,12 @@ class TraceAssembler:
             self._settle(self._traces.popitem(last=False)[1], out)
         self._sweep(now, out)
         return out
+
+    def _remember(self, tid: str) -> None:
+        """Traces already answered, so late parts are not held or scored again (bounded)."""
+        self._answered[tid] = None
+        if len(self._answered) > self.max_traces:
+            self._answered.popitem(last=False)
 
     def expire(self) -> int:
         """Settle traces older than the window; return how many were dropped incomplete.

@@ -306,14 +306,16 @@ def test_trace_split_across_messages_in_any_order(
 ) -> None:
     provider, exporter = otel
     oi_trace(provider, condense=True)
-    spans = exporter.get_finished_spans()
-    assembler = TraceAssembler()
-    out: list[AnswerRecord] = []
-    for s in (spans[2], spans[0], spans[1], spans[3]):  # synthesize, condense, retrieve, root
-        out += assembler.add(decode_otlp_proto(proto([s])).spans)
-    (record,) = out
-    assert record.answer == "Kept 90 days [n-1]"
-    assert len(record.passages) == 2
+    spans = exporter.get_finished_spans()  # condense, retrieve, synthesize, root
+    for order in ((2, 0, 1, 3), (3, 0, 1, 2), (1, 3, 2, 0), (3, 2, 1, 0)):
+        assembler = TraceAssembler()
+        out: list[AnswerRecord] = []
+        for i in order:
+            out += assembler.add(decode_otlp_proto(proto([spans[i]])).spans)
+        (record,) = out
+        assert record.answer == "Kept 90 days [n-1]", order
+        assert len(record.passages) == 2
+        assert len(assembler) == 0 and assembler.completed == 1
 
 
 def test_rootless_trace_is_settled_by_the_window_and_answer_follows_retrieval(
