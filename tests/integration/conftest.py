@@ -8,12 +8,15 @@ elsewhere (``need_server``): a green CI must mean the broker was really there.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import subprocess
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -21,7 +24,7 @@ from aiokafka.errors import for_code
 
 from tests.conftest import REPO, need_server
 
-__all__ = ["TopicFactory"]
+__all__ = ["SecuredKafka", "TopicFactory"]
 
 INTEGRATION_DIR = Path(__file__).resolve().parent
 KAFKA_SCRIPT = REPO / "deploy" / "kafka.sh"
@@ -52,9 +55,13 @@ def bootstrap_address() -> str:
     return os.environ.get(ENV_BOOTSTRAP) or f"127.0.0.1:{os.environ.get(ENV_PORT, '9092')}"
 
 
-async def _probe(bootstrap: str) -> str | None:
-    """``None`` when the broker serves metadata listing at least one broker, else why not."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
+async def _probe(bootstrap: str, **client_options: Any) -> str | None:
+    """``None`` when the broker serves metadata listing at least one broker, else why not.
+
+    ``client_options`` are extra aiokafka arguments (security protocol, SASL, TLS)."""
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=bootstrap, request_timeout_ms=5000, **client_options
+    )
     try:
         async with asyncio.timeout(PROBE_TIMEOUT_S):
             await admin.start()
@@ -66,7 +73,7 @@ async def _probe(bootstrap: str) -> str | None:
     return None if cluster.get("brokers") else "metadata lists no brokers"
 
 
-def _start_broker() -> str:
+def _start_broker(env: dict[str, str] | None = None) -> str:
     """Run ``deploy/kafka.sh up`` once; returns its output for the skip/fail message."""
     try:
         done = subprocess.run(
@@ -75,6 +82,7 @@ def _start_broker() -> str:
             text=True,
             timeout=START_TIMEOUT_S,
             check=False,
+            env={**os.environ, **(env or {})},
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"deploy/kafka.sh up did not finish: {exc}"
@@ -118,13 +126,11 @@ async def _wait_for_leaders(admin: AIOKafkaAdminClient, topic: str, partitions: 
             await asyncio.sleep(0.1)
 
 
-@pytest.fixture
-async def kafka_topic(
-    kafka_bootstrap: str, request: pytest.FixtureRequest
+@contextlib.asynccontextmanager
+async def _topic_factory(
+    admin: AIOKafkaAdminClient, request: pytest.FixtureRequest
 ) -> AsyncIterator[TopicFactory]:
-    """Factory for uniquely named topics on the real broker; deletes them after the test."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap, request_timeout_ms=10000)
-    await admin.start()
+    """Create topics with ``admin`` (started; closed here) and delete them on exit."""
     created: list[str] = []
 
     async def create(partitions: int = 3, *, configs: dict[str, str] | None = None) -> str:
@@ -149,3 +155,125 @@ async def kafka_topic(
                 await admin.delete_topics(created, timeout_ms=10000)
         finally:
             await admin.close()
+
+
+@pytest.fixture
+async def kafka_topic(
+    kafka_bootstrap: str, request: pytest.FixtureRequest
+) -> AsyncIterator[TopicFactory]:
+    """Factory for uniquely named topics on the real broker; deletes them after the test."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap, request_timeout_ms=10000)
+    await admin.start()
+    async with _topic_factory(admin, request) as create:
+        yield create
+
+
+# -- the secured broker (CITEMON_KAFKA_SECURITY=sasl deploy/kafka.sh up) ----------------------
+
+#: What selects ``deploy/kafka.sh``'s second, SASL/SCRAM + TLS broker (ports 9096/9098).
+SASL_ENV = {"CITEMON_KAFKA_SECURITY": "sasl"}
+
+
+@dataclass(frozen=True)
+class SecuredKafka:
+    """The secured test broker: where it listens and where its credentials are.
+
+    The password is only ever in ``password_file`` (written by ``kafka.sh`` at first start,
+    mode 600), so tests pass it the way an operator would: by file, or by reading it into env.
+    """
+
+    bootstrap: str
+    """``SASL_PLAINTEXT`` listener (SCRAM-SHA-256 and -512)."""
+    ssl_bootstrap: str
+    """``SASL_SSL`` listener: the same users over TLS, verified with ``ssl_cafile``."""
+    username: str
+    password_file: Path
+    ssl_cafile: Path
+
+    def client_options(
+        self, protocol: str = "SASL_PLAINTEXT", mechanism: str = "SCRAM-SHA-256"
+    ) -> dict[str, Any]:
+        """aiokafka arguments for a test's own clients (producers, admin) on this broker."""
+        from aiokafka.helpers import create_ssl_context
+
+        options: dict[str, Any] = {
+            "bootstrap_servers": self.bootstrap
+            if protocol == "SASL_PLAINTEXT"
+            else self.ssl_bootstrap,
+            "security_protocol": protocol,
+            "sasl_mechanism": mechanism,
+            "sasl_plain_username": self.username,
+            "sasl_plain_password": self.password_file.read_text().strip(),
+        }
+        if protocol == "SASL_SSL":
+            options["ssl_context"] = create_ssl_context(cafile=str(self.ssl_cafile))
+        return options
+
+
+def _secured_info() -> SecuredKafka | str:
+    """``kafka.sh info`` for the secured broker (starts nothing), or why it failed."""
+    try:
+        done = subprocess.run(
+            ["bash", str(KAFKA_SCRIPT), "info"],
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+            check=False,
+            env={**os.environ, **SASL_ENV},
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"deploy/kafka.sh info did not finish: {exc}"
+    if done.returncode != 0:
+        return f"deploy/kafka.sh info exited {done.returncode}: {done.stderr.strip()}"
+    info = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    return SecuredKafka(
+        bootstrap=info["bootstrap"],
+        ssl_bootstrap=info["ssl_bootstrap"],
+        username=info["username"],
+        password_file=Path(info["password_file"]),
+        ssl_cafile=Path(info["ssl_cafile"]),
+    )
+
+
+async def _probe_secured(kafka: SecuredKafka) -> str | None:
+    """``None`` when both listeners authenticate the test user and serve metadata."""
+    if not kafka.password_file.is_file():
+        return f"{kafka.password_file} does not exist (the broker was never started)"
+    for protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+        options = kafka.client_options(protocol)
+        why = await _probe(options.pop("bootstrap_servers"), **options)
+        if why is not None:
+            return f"{protocol}: {why}"
+    return None
+
+
+@pytest.fixture(scope="session")
+def kafka_sasl() -> SecuredKafka:
+    """The SASL/SCRAM + TLS broker, started with ``CITEMON_KAFKA_SECURITY=sasl deploy/kafka.sh
+    up`` when it does not answer (a clean clone starts it here: jars, CA, SCRAM users)."""
+    kafka = _secured_info()
+    if isinstance(kafka, str):
+        need_server("secured Apache Kafka", kafka)
+        raise AssertionError("unreachable")  # need_server skips or fails
+    why = asyncio.run(_probe_secured(kafka))
+    if why is None:
+        return kafka
+    started = _start_broker(SASL_ENV)
+    why_after = asyncio.run(_probe_secured(kafka))
+    if why_after is not None:
+        need_server(
+            "secured Apache Kafka",
+            f"{kafka.bootstrap}: {why}; tried to start it: {started}; then: {why_after}",
+        )
+    return kafka
+
+
+@pytest.fixture
+async def kafka_sasl_topic(
+    kafka_sasl: SecuredKafka, request: pytest.FixtureRequest
+) -> AsyncIterator[TopicFactory]:
+    """Like ``kafka_topic``, on the secured broker (created and deleted over SASL)."""
+    admin = AIOKafkaAdminClient(request_timeout_ms=10000, **kafka_sasl.client_options())
+    await admin.start()
+    async with _topic_factory(admin, request) as create:
+        yield create
