@@ -385,7 +385,11 @@ class Pipeline:
         except KafkaConnectionError as exc:
             await delivery.stop()
             await consumer.stop()
-            raise KafkaUnavailable(f"cannot reach Kafka at {s.bootstrap_servers}: {exc}") from exc
+            # aiokafka reports a refused login as a failed bootstrap too (its own log says which).
+            raise KafkaUnavailable(
+                f"cannot connect to Kafka at {s.bootstrap_servers} (unreachable, or TLS/SASL "
+                f"rejected the client): {exc}"
+            ) from exc
         except BaseException:
             await delivery.stop()
             await consumer.stop()

@@ -225,7 +225,7 @@ async def test_cli_with_a_wrong_password_exits_2_naming_the_broker(
     assert code == 2, out[-3000:]
     assert took_s < FAIL_FAST_S
     last = out.strip().splitlines()[-1]
-    assert last.startswith("citemon: error: cannot reach Kafka at 127.0.0.1:"), last
+    assert last.startswith("citemon: error: cannot connect to Kafka at 127.0.0.1:"), last
     assert kafka_sasl.bootstrap in last
     # Why it could not: the broker's verdict, as the Kafka client logged it.
     assert "SaslAuthenticationFailed" in out

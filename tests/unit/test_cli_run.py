@@ -18,7 +18,7 @@ def test_unreachable_kafka_is_a_clear_error(capsys: pytest.CaptureFixture[str]) 
     argv = ["run", "--bootstrap-servers", f"127.0.0.1:{closed_port()}", "--metrics-port", "0",
             "--metrics-host", "127.0.0.1", "--policy", "single"]  # fmt: skip
     assert main(argv) == 2
-    assert "cannot reach Kafka at 127.0.0.1:" in capsys.readouterr().err
+    assert "cannot connect to Kafka at 127.0.0.1:" in capsys.readouterr().err
 
 
 def test_bad_settings_are_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
