@@ -33,6 +33,7 @@ demo: install kafka-up
 
 test: install tools kafka-up
 	$(BIN)/ruff check monitor instrumentation tests bench scripts deploy
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -m "not slow"
 
 unit: install
