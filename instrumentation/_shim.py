@@ -366,6 +366,7 @@ class AnswerSpan:
         self.span.set_attributes(attrs)
 
     def _finish(self) -> None:
+        """Count the answer, mark truncation and end the span; never raises."""
         try:
             if self.span.is_recording():
                 stats = self._stats
@@ -375,6 +376,10 @@ class AnswerSpan:
                         stats.truncated += 1
                 if self._truncated:
                     self.span.set_attribute(A.CITEMON_TRUNCATED, True)
+        except Exception as exc:
+            self._stats._error("shim", exc)
+        try:
+            self.span.end()
         except Exception as exc:
             self._stats._error("shim", exc)
 
@@ -454,10 +459,6 @@ def answer_span(
             raise
         finally:
             handle._finish()
-            try:
-                handle.span.end()
-            except Exception as exc:
-                st._error("shim", exc)
 
 
 def record_answer(
@@ -486,7 +487,3 @@ def record_answer(
     handle.set_passages(passages)
     handle.set_answer(answer)
     handle._finish()
-    try:
-        handle.span.end()
-    except Exception as exc:
-        st._error("shim", exc)
