@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 
 from monitor.judges.base import JudgeObserver
-from monitor.metrics import JUDGE_OUTCOMES, Metrics, MetricsServer
+from monitor.metrics import JUDGE_OUTCOMES, SPAN_OUTCOMES, Metrics, MetricsServer
 from monitor.records import AnswerScore, ClaimResult, VerdictName
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -183,6 +183,8 @@ def test_spans_dead_letters_lag_and_settable_gauges() -> None:
     assert value(reg, "citemon_spans_total", outcome="answer") == 1
     assert value(reg, "citemon_spans_total", outcome="sampled_out") == 4
     assert value(reg, "citemon_spans_total", outcome="invalid") == 0
+    assert value(reg, "citemon_spans_total", outcome="skipped") == 0
+    assert SPAN_OUTCOMES == ("answer", "sampled_out", "skipped", "invalid")  # DESIGN.md's
     assert value(reg, "citemon_dead_letters_total", reason="not_protobuf") == 1
     assert value(reg, "citemon_consumer_lag", topic="otlp_spans", partition="0") == 120
     assert value(reg, "citemon_consumer_lag", topic="otlp_spans", partition="1") == 0
@@ -214,8 +216,10 @@ def test_judge_observer() -> None:
     assert value(reg, "citemon_judge_inflight_limit") == 8
     assert value(reg, "citemon_judge_requests_total", outcome="ok") == 1
     assert value(reg, "citemon_judge_requests_total", outcome="timeout") == 1
-    for outcome in JUDGE_OUTCOMES:
-        assert value(reg, "citemon_judge_requests_total", outcome=outcome) is not None
+    # DESIGN.md's outcomes, each series present from the start (0 until it happens).
+    assert JUDGE_OUTCOMES == ("ok", "error", "timeout", "rate_limited", "invalid")
+    for outcome in ("error", "rate_limited", "invalid"):
+        assert value(reg, "citemon_judge_requests_total", outcome=outcome) == 0
     assert value(reg, "citemon_judge_request_seconds_count") == 2
     assert value(reg, "citemon_judge_request_seconds_bucket", le="0.5") == 1
     assert value(reg, "citemon_judge_request_seconds_bucket", le="15.0") == 2
