@@ -151,6 +151,19 @@ def test_every_alert_exists_is_guarded_annotated_and_tested() -> None:
         expr = alerts[name]["expr"]
         assert "and on (service, version, environment)" in expr, name  # the sample guard
         assert re.search(r">= 30\b", expr), name
+    # The judge alert is guarded by a minimum number of requests, not only an error ratio.
+    judge = alerts["CitationJudgeFailing"]["expr"]
+    assert re.search(
+        r"\band on \(job, namespace\)\s+citemon_job:judge_requests:\S+ \* 300 >= 20\b", judge
+    )
+
+
+def test_alert_names_are_design_mds() -> None:
+    """ALERTS above is DESIGN.md's list, not a copy that drifted from it."""
+    from tests.unit.test_deploy import design_section
+
+    sentence = design_section("Metrics").split("Alerts:", 1)[1].split("—", 1)[0]
+    assert tuple(re.findall(r"`(\w+)`", sentence)) == ALERTS
 
 
 def test_dashboard_shape() -> None:

@@ -204,3 +204,20 @@ def test_llm_decomposition_needs_a_judge_that_decomposes() -> None:
 
     with pytest.raises(ConfigError, match="decompose"):
         Scorer(OracleJudge({}), ScoringOptions(decompose="llm"))
+
+
+def test_verdict_names_are_design_mds() -> None:
+    """The seven verdicts, in DESIGN.md's order, everywhere a verdict is named."""
+    import re
+    import typing
+
+    from monitor.records import VERDICTS, VerdictName
+    from tests.unit.test_deploy import design_section
+
+    design = ("correct", "misattributed", "multi_hop", "unsupported", "dangling", "unjudged",
+              "uncited")  # fmt: skip
+    assert design == VERDICTS
+    assert typing.get_args(VerdictName) == design
+    assert tuple(summarize([]).as_dict()["verdicts"]) == design
+    table = re.findall(r"^\| `(\w+)` \|", design_section("Verdicts"), re.M)
+    assert tuple(table) == design
