@@ -109,7 +109,7 @@ class Settings(BaseSettings):
     # -- metrics -----------------------------------------------------------------------------
     metrics_host: str = "0.0.0.0"
     metrics_port: int = Field(default=9464, ge=0, le=65535)
-    window: float = 900.0
+    window: float = Field(default=900.0, gt=0)
     """``CITEMON_WINDOW``: the windowed gauges' span (``15m``, ``900s``…), in seconds here."""
     max_versions: int = Field(default=20, ge=1)
 
