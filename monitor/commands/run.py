@@ -27,6 +27,7 @@ from prometheus_client import CollectorRegistry
 
 from monitor.calibration import Calibration
 from monitor.commands._options import add_scoring_arguments, scoring_options
+from monitor.errors import ConfigError
 from monitor.judges import add_judge_arguments, judge_options, load_judge
 from monitor.metrics import Metrics, MetricsServer
 from monitor.pipeline import GateObserver, JudgeGate, Pipeline, PipelineStats
@@ -84,7 +85,14 @@ async def serve(
         live=lambda: pipeline.live,
     )
     try:
-        async with server:
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                await stack.enter_async_context(server)
+            except OSError as exc:  # port taken, address not local: say so, not a traceback
+                raise ConfigError(
+                    f"cannot serve metrics on {settings.metrics_host}:{settings.metrics_port}: "
+                    f"{exc.strerror or exc} (--metrics-port / --metrics-host)"
+                ) from None
             if on_ready is not None:
                 on_ready(pipeline, server)
             return await pipeline.run(stop)
