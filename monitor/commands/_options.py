@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import IO
 
 from monitor.claims import DEFAULT_MARKER_PATTERN, CitationSyntax
-from monitor.errors import InputError
+from monitor.errors import ConfigError, InputError
 from monitor.scoring import ScoringOptions
 
 __all__ = ["add_scoring_arguments", "open_input", "scoring_options"]
@@ -44,11 +45,23 @@ def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def scoring_options(args: argparse.Namespace) -> ScoringOptions:
+    """The scoring flags, checked now: a bad ``--marker-pattern`` would otherwise surface as a
+    traceback on the first answer, and ``--overlap-tokens`` below 1 flags every pair."""
+    if args.overlap_tokens < 1:
+        raise ConfigError(f"--overlap-tokens must be at least 1, not {args.overlap_tokens}")
+    syntax = CitationSyntax(args.marker_pattern)
+    try:
+        groups = syntax.regex.groups
+        syntax.leading  # noqa: B018 - compiled here so that it fails here
+    except re.error as exc:
+        raise ConfigError(f"--marker-pattern is not a valid regex: {exc}") from None
+    if groups < 1:
+        raise ConfigError("--marker-pattern needs a capturing group: group 1 holds the IDs")
     return ScoringOptions(
         policy=args.policy,
         decompose=args.decompose,
         overlap_tokens=args.overlap_tokens,
-        syntax=CitationSyntax(args.marker_pattern),
+        syntax=syntax,
     )
 
 
