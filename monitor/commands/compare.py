@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+
+from pydantic import ValidationError
 
 from monitor.compare import compare, counts_from_prometheus, load_scores
-from monitor.errors import ConfigError
+from monitor.errors import ConfigError, InputError
 
 __all__ = ["add_arguments", "main"]
 
@@ -50,13 +53,35 @@ def _fmt(x: float | None) -> str:
 def main(args: argparse.Namespace) -> int:
     if not 0 < args.alpha < 1:
         raise ConfigError("--alpha must be between 0 and 1")
+    if args.min_effect < 0:
+        raise ConfigError(f"--min-effect must be 0 or more, not {args.min_effect}")
+    if args.min_claims < 1:  # 0 would let two versions with no data at all pass the gate
+        raise ConfigError(f"--min-claims must be at least 1, not {args.min_claims}")
     if args.prometheus:
         counts = counts_from_prometheus(
             args.prometheus, [args.baseline, args.candidate],
             window=args.window, service=args.service,
         )  # fmt: skip
+        source = f"Prometheus over {args.window}"
     else:
-        counts = load_scores(args.scores, service=args.service)
+        try:
+            counts = load_scores(args.scores, service=args.service)
+        except ValidationError as exc:  # uncaught it exits 1, which here means "regressed"
+            first = exc.errors(include_input=False)[0]
+            where = ".".join(str(p) for p in first["loc"]) or "record"
+            raise InputError(
+                f"{args.scores} does not hold per-answer scores ({where}: {first['msg']}); "
+                "give `citemon score --format json` output or the results topic's JSON lines"
+            ) from None
+        source = args.scores
+    found = sorted(v for v, c in counts.items() if c.judged)
+    for version in dict.fromkeys((args.baseline, args.candidate)):
+        if version not in found:  # a typo or the wrong file: say so, not just "not enough data"
+            print(
+                f"citemon: no judged claims of version {version!r} in {source}"
+                f" (versions with claims: {', '.join(found) or 'none'})",
+                file=sys.stderr,
+            )
     result = compare(
         counts, args.baseline, args.candidate,
         alpha=args.alpha, min_effect=args.min_effect, min_claims=args.min_claims,

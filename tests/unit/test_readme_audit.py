@@ -63,3 +63,55 @@ def test_run_checks_the_marker_pattern_before_contacting_kafka(
             "--bootstrap-servers", "127.0.0.1:1"]  # fmt: skip
     assert main(argv) == 2
     assert "--marker-pattern is not a valid regex" in capsys.readouterr().err
+
+
+def test_compare_on_a_file_that_is_not_scores_is_an_error_not_a_regression(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Was a pydantic traceback with exit status 1, which `compare` documents as "regressed".
+    scores = tmp_path / "scores.jsonl"
+    scores.write_text("[1, 2]\n", encoding="utf-8")
+    assert main(["compare", "--scores", str(scores), "--baseline", "v1", "--candidate", "v2"]) == 2
+    err = capsys.readouterr().err
+    assert "does not hold per-answer scores" in err and "Traceback" not in err
+
+
+def test_compare_names_a_version_the_scores_do_not_have(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scores = tmp_path / "scores.json"
+    assert main(["score", str(EXAMPLES / "sample.jsonl"), "--format", "json"]) == 0
+    scores.write_text(capsys.readouterr().out, encoding="utf-8")
+    # A typo'd version: still "not enough data" (3), but no longer without a word why.
+    argv = [
+        "compare",
+        "--scores",
+        str(scores),
+        "--baseline",
+        "2026.11.3",
+        "--candidate",
+        "2026.11.4",
+    ]
+    assert main(argv) == 3
+    err = capsys.readouterr().err
+    assert "no judged claims of version '2026.11.4'" in err
+    assert "(versions with claims: 2026.11.3)" in err
+    assert "'2026.11.3'" not in err  # the baseline is there: no note about it
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--min-claims", "0"], "--min-claims must be at least 1"),
+        (["--min-effect", "-0.1"], "--min-effect must be 0 or more"),
+    ],
+)
+def test_compare_rejects_thresholds_that_would_pass_on_no_data(
+    flags: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # With --min-claims 0 two versions with no claims at all came out "no evidence", exit 0.
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("", encoding="utf-8")
+    argv = ["compare", "--scores", str(empty), "--baseline", "a", "--candidate", "b", *flags]
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
