@@ -11,6 +11,7 @@ import asyncio
 import sys
 
 from monitor.commands._options import open_input
+from monitor.errors import InputError
 from monitor.judges import add_judge_arguments, judge_options, load_judge
 from monitor.records import AnswerRecord
 from monitor.report import read_jsonl
@@ -37,13 +38,32 @@ def _pct(value: float | None) -> str:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    records: list[AnswerRecord] = []
+    bad = 0
     with open_input(args.input) as stream:
-        records = [r for _, r in read_jsonl(stream) if isinstance(r, AnswerRecord)]
-    result = await run_canary(
-        Scorer(load_judge(args.judge, judge_options(args))), records, seed=args.seed
-    )
+        for _, item in read_jsonl(stream):
+            if isinstance(item, AnswerRecord):
+                records.append(item)
+                continue
+            bad += 1  # reported, never dropped in silence
+            print(f"citemon: skipped {item}", file=sys.stderr)  # "line N: why"
+    if bad:
+        print(f"citemon: {bad} bad input line(s) skipped", file=sys.stderr)
+    judge = load_judge(args.judge, judge_options(args))
+    try:
+        result = await run_canary(Scorer(judge), records, seed=args.seed)
+    finally:
+        aclose = getattr(judge, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    if not result.original.answers:
+        # Nothing to shuffle says nothing about the judge: not exit 1 ("the judge is blind").
+        raise InputError(
+            f"{len(records)} answer(s) read, none with two or more differently cited "
+            "sentences: nothing to shuffle"
+        )
     o, s = result.original.as_dict(), result.shuffled.as_dict()
-    print(f"answers shuffled {result.original.answers}")
+    print(f"answers read {len(records)}, shuffled {result.original.answers}")
     print(
         f"citation accuracy  {_pct(o['citation_accuracy'])} -> {_pct(s['citation_accuracy'])}"
         f"  (drop {_pct(result.accuracy_drop)}, sensitivity {_pct(result.sensitivity)})"

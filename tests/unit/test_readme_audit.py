@@ -115,3 +115,29 @@ def test_compare_rejects_thresholds_that_would_pass_on_no_data(
     argv = ["compare", "--scores", str(empty), "--baseline", "a", "--candidate", "b", *flags]
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+def test_selftest_reports_bad_lines_and_does_not_call_no_data_a_blind_judge(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Was: bad lines dropped without a word, then "FAIL: the judge does not tell the cited
+    # passage from the others" with exit 1 — the verdict for a blind judge — on no data at all.
+    src = tmp_path / "in.jsonl"
+    good = '{"answer": "Kept 90 days. [p-1]", "passages": [{"id": "p-1", "text": "Kept 90 days."}]}'
+    src.write_text(f'{good}\nnot json\n{{"answer": "x"}}\n', encoding="utf-8")
+    assert main(["selftest", str(src)]) == 2
+    err = capsys.readouterr().err
+    assert "skipped line 2: not valid JSON" in err
+    assert "skipped line 3: passages: Field required" in err
+    assert "2 bad input line(s) skipped" in err
+    assert "1 answer(s) read, none with two or more differently cited sentences" in err
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("", encoding="utf-8")
+    assert main(["selftest", str(empty)]) == 2
+
+
+def test_selftest_still_passes_and_fails_on_the_sample(capsys: pytest.CaptureFixture[str]) -> None:
+    sample = str(EXAMPLES / "sample.jsonl")
+    assert main(["selftest", sample]) == 0
+    assert "answers read 49, shuffled 49" in capsys.readouterr().out
+    assert main(["selftest", sample, "--judge", "tests.oracles:yes_judge"]) == 1
