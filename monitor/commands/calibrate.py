@@ -25,6 +25,7 @@ from monitor.calibration import (
     pairs_from_rows,
     read_label_rows,
 )
+from monitor.errors import ConfigError
 from monitor.judges import add_judge_arguments, judge_options, load_judge
 
 __all__ = ["add_arguments", "main", "render_table"]
@@ -106,10 +107,26 @@ async def _run(args: argparse.Namespace) -> CalibrationReport:
     )
 
 
+def _check_args(args: argparse.Namespace) -> None:
+    """Fail before judging (minutes with an HTTP judge), not after it."""
+    if args.limit is not None and args.limit < 1:
+        raise ConfigError(f"--limit must be at least 1, not {args.limit}")
+    if args.disagreements < 0:
+        raise ConfigError(f"--disagreements must be 0 or more, not {args.disagreements}")
+    if args.output is not None and (
+        args.output.is_dir() or not args.output.resolve().parent.is_dir()
+    ):
+        raise ConfigError(f"--output {args.output}: not a file in an existing directory")
+
+
 def main(args: argparse.Namespace) -> int:
+    _check_args(args)
     report = asyncio.run(_run(args))
     if args.output is not None:
-        report.calibration().save(args.output)
+        try:
+            report.calibration().save(args.output)
+        except OSError as exc:
+            raise ConfigError(f"cannot write --output {args.output}: {exc.strerror}") from None
     if args.format == "json":
         print(json.dumps(report.model_dump(mode="json"), indent=2))
     else:

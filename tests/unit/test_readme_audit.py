@@ -141,3 +141,35 @@ def test_selftest_still_passes_and_fails_on_the_sample(capsys: pytest.CaptureFix
     assert main(["selftest", sample]) == 0
     assert "answers read 49, shuffled 49" in capsys.readouterr().out
     assert main(["selftest", sample, "--judge", "tests.oracles:yes_judge"]) == 1
+
+
+def _labels(tmp_path: Path) -> Path:
+    labels = tmp_path / "labels.jsonl"
+    row = '{"claim": "Kept 90 days.", "passage": "Logs are kept 90 days.", "label": "supported"}'
+    labels.write_text(row + "\n", encoding="utf-8")
+    return labels
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--output", "/nonexistent-dir/calib.json"], "not a file in an existing directory"),
+        (["--output", "."], "not a file in an existing directory"),
+        (["--limit", "-3"], "--limit must be at least 1"),
+        (["--disagreements", "-1"], "--disagreements must be 0 or more"),
+    ],
+)
+def test_calibrate_checks_its_flags_before_judging(
+    flags: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --output into a missing directory was a FileNotFoundError traceback (exit 1) after the
+    # whole labels file had been judged; --limit -3 silently used no pairs.
+    assert main(["calibrate", "--labels", str(_labels(tmp_path)), *flags]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_calibrate_still_writes_its_output(tmp_path: Path) -> None:
+    out = tmp_path / "calib.json"
+    assert main(["calibrate", "--labels", str(_labels(tmp_path)), "--output", str(out)]) == 0
+    assert '"sensitivity"' in out.read_text(encoding="utf-8")
