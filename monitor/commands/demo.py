@@ -192,6 +192,21 @@ def _serve_answers(
         stop.wait(max(0.0, start + n / rate - time.monotonic()))
 
 
+def _check_timing(args: argparse.Namespace, *, deploy_at_s: float, traffic_s: float) -> None:
+    """Refuse what would make a demo without its point: no traffic pacing (a zero rate divided
+    by, a negative one flooding), a busy table loop, or a deploy after the traffic has ended."""
+    if not args.rate > 0:
+        raise ConfigError(f"--rate must be above 0 answers/s, not {args.rate:g}")
+    if not args.interval > 0:
+        raise ConfigError(f"--interval must be above 0 s, not {args.interval:g}")
+    if not 0 <= deploy_at_s < traffic_s:
+        raise ConfigError(
+            f"v2 would never ship: --deploy-at {deploy_at_s:g}s is not within the traffic's "
+            f"0–{traffic_s:g}s (traffic stops 5 s before --duration ends); "
+            "use a longer --duration or an earlier --deploy-at"
+        )
+
+
 async def _live(args: argparse.Namespace) -> int:
     from monitor.commands.run import serve
     from monitor.demo_service import FakeRAGService
@@ -203,6 +218,7 @@ async def _live(args: argparse.Namespace) -> int:
     deploy_at = args.deploy_at if args.deploy_at is not None else 0.4 * duration
     # The monitor gets most of the run; the last few seconds let it catch up before the end.
     traffic_s = max(2.0, duration - 5.0)
+    _check_timing(args, deploy_at_s=deploy_at, traffic_s=traffic_s)
     await _create_topics(args.bootstrap_servers, topics, partitions=3)
     settings = Settings(
         bootstrap_servers=args.bootstrap_servers,

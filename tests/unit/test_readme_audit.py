@@ -173,3 +173,24 @@ def test_calibrate_still_writes_its_output(tmp_path: Path) -> None:
     out = tmp_path / "calib.json"
     assert main(["calibrate", "--labels", str(_labels(tmp_path)), "--output", str(out)]) == 0
     assert '"sensitivity"' in out.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--rate", "0"], "--rate must be above 0"),
+        (["--rate", "-5"], "--rate must be above 0"),
+        (["--interval", "0"], "--interval must be above 0"),
+        (["--duration", "6"], "v2 would never ship"),  # default deploy at 2.4 s, traffic 0-2 s
+        (["--deploy-at", "-1"], "v2 would never ship"),
+    ],
+)
+def test_demo_refuses_settings_that_break_it_before_touching_kafka(
+    flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Were: --rate 0 killed the traffic thread with ZeroDivisionError in silence (1 answer sent,
+    # exit 0); --rate -5 sent unpaced; --duration 6 ended without v2 ever shipping, exit 0.
+    argv = ["demo", "--bootstrap-servers", "127.0.0.1:1", "--metrics-port", "0", *flags]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "cannot reach Kafka" not in err
