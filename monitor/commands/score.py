@@ -116,10 +116,20 @@ async def _run(args: argparse.Namespace) -> int:
                 scores, summary, args.policy, explain=args.explain, calibration=calibration
             )
         )
+    claims = [c for s in scores for c in s.claims]
+    failed = [c for c in claims if (c.reason or "").startswith("judge failed")]
+    if failed:  # the table shows why only with --explain; a dead judge must not pass quietly
+        print(
+            f"citemon: the judge failed on {len(failed)} of {len(claims)} claim(s), so they have "
+            f"no verdict (first: {failed[0].reason})",
+            file=sys.stderr,
+        )
+    no_verdict = bool(claims) and all(c.faithful is None for c in claims)
+    if no_verdict:
+        print("citemon: no claim got a verdict", file=sys.stderr)
     if errors:
         print(f"citemon: {len(errors)} bad input line(s) skipped", file=sys.stderr)
-        return 1
-    return 0
+    return 1 if errors or no_verdict else 0
 
 
 def main(args: argparse.Namespace) -> int:

@@ -194,3 +194,28 @@ def test_demo_refuses_settings_that_break_it_before_touching_kafka(
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and "cannot reach Kafka" not in err
+
+
+def test_score_with_a_judge_that_never_answers_says_so_and_exits_1(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Was: every claim unjudged, accuracy "n/a", nothing on stderr and exit status 0 — a CI
+    # step running `citemon score` passed with the judge down.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again below: connection refused
+    argv = ["score", str(EXAMPLES / "specimen.jsonl"), "--judge", "http", "--judge-retries", "0",
+            "--judge-base-url", f"http://127.0.0.1:{port}/v1"]  # fmt: skip
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    assert "unjudged 3" in captured.out
+    assert "the judge failed on 3 of 3 claim(s)" in captured.err
+    assert f"127.0.0.1:{port}/v1/chat/completions" in captured.err
+    assert "no claim got a verdict" in captured.err
+
+
+def test_score_exit_status_is_unchanged_when_the_judge_answers(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["score", str(EXAMPLES / "sample.jsonl")]) == 0
+    assert capsys.readouterr().err == ""
