@@ -129,7 +129,9 @@ async def _run(args: argparse.Namespace) -> int:
         print("citemon: no claim got a verdict", file=sys.stderr)
     if errors:
         print(f"citemon: {len(errors)} bad input line(s) skipped", file=sys.stderr)
-    return 1 if errors or no_verdict else 0
+    elif not scores:  # an empty file or pipe is more likely a mistake than a result
+        print(f"citemon: no answers in {args.input}", file=sys.stderr)
+    return 1 if errors or no_verdict or not scores else 0
 
 
 def main(args: argparse.Namespace) -> int:

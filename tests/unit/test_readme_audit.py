@@ -219,3 +219,15 @@ def test_score_exit_status_is_unchanged_when_the_judge_answers(
 ) -> None:
     assert main(["score", str(EXAMPLES / "sample.jsonl")]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_score_of_an_empty_input_says_so_and_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Was: an all-"n/a" summary and exit status 0.
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n", encoding="utf-8")
+    assert main(["score", str(empty)]) == 1
+    captured = capsys.readouterr()
+    assert "answers 0" in captured.out
+    assert f"citemon: no answers in {empty}" in captured.err
