@@ -265,11 +265,15 @@ async def test_retry_after_is_capped_by_backoff_max(server: JudgeServer) -> None
 async def test_retry_after_holds_back_every_caller(server: JudgeServer) -> None:
     server.latency_s = 0.01
     server.script(Fault.status(429, retry_after="0.5"), match="first")
-    async with HTTPJudge(server.base_url, "m", retries=1, backoff_max_s=5.0) as judge:
+    observer = RecordingObserver()
+    async with HTTPJudge(
+        server.base_url, "m", retries=1, backoff_max_s=5.0, observer=observer
+    ) as judge:
         first = asyncio.ensure_future(judge.entails("first claim", {"p": "first claim"}))
-        while server.attempts() == 0:  # noqa: ASYNC110 - polling the server under test
-            await asyncio.sleep(0.005)
-        await asyncio.sleep(0.05)  # the judge has read the 429 by now
+        # Until the judge has read the 429 (its observer says so), not a guessed sleep.
+        while observer.outcomes != ["rate_limited"]:
+            assert not first.done()
+            await asyncio.sleep(0.002)
         second = await judge.entails("second claim", {"p": "second claim"})
         assert second.entailed and (await first).entailed
     received = {(r.text, i): r.received_at for i, r in enumerate(server.requests)}
@@ -322,7 +326,9 @@ async def test_identical_concurrent_requests_share_one_call(server: JudgeServer)
         # One waiter giving up does not cancel the call the other is waiting on.
         a = asyncio.ensure_future(judge.entails("Plans differ.", {"p": "Plans differ."}))
         b = asyncio.ensure_future(judge.entails("Plans differ.", {"p": "Plans differ."}))
-        await asyncio.sleep(0.03)
+        while server.attempts() < 2:  # noqa: ASYNC110 - the shared call reached the server
+            await asyncio.sleep(0.002)
+        assert not b.done()  # both are waiting on it (the server takes 0.1 s to answer)
         a.cancel()
         assert (await b).entailed
         assert a.cancelled() and server.attempts() == 2
