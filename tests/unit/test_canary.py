@@ -136,8 +136,14 @@ async def test_shuffled_check_on_the_specimen() -> None:
     record = specimen().model_copy(update={"trace_id": "4bf92f3577b34da6a3ce929d0e0e4736"})
     scorer = Scorer(OracleJudge(SPECIMEN_TRUTH))
     # Cited [p-3310, p-3310, p-3312]; a rotation gives each claim another's citation set.
-    got = await shuffled_check(scorer, record)
-    assert got is not None and got.cited == 3
+    # This trace ID's seed picks [p-3310, p-3312, p-3310]: C0 still right (p-3310 says it), C1
+    # now right by luck (p-3312 says it), C2 wrong (only p-3311 says it) → 2 of 3.
+    moved = rotate_citations(
+        await scorer.claims(record), random.Random(_digest(record.trace_id or ""))
+    )
+    assert moved is not None
+    assert [c.cited_ids for c in moved] == [["p-3310"], ["p-3312"], ["p-3310"]]
+    assert await shuffled_check(scorer, record) == CitedCounts(2, 3)
     assert cited_counts(await scorer.score(record)) == CitedCounts(1, 3)
     assert await shuffled_check(Scorer(YesJudge()), record) == CitedCounts(3, 3)
     # Nothing to rotate (one citation set), or a truncated answer: no canary.

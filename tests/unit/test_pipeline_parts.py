@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from aiokafka import TopicPartition
 
 from monitor.consumer import OffsetTracker
@@ -40,12 +41,12 @@ def test_commits_only_the_finished_prefix_with_gaps_in_offsets() -> None:
 def test_out_of_order_add_is_refused() -> None:
     tracker: OffsetTracker[TopicPartition] = OffsetTracker()
     tracker.add(TP0, 3)
-    try:
-        tracker.add(TP0, 3)
-    except ValueError:
-        pass
-    else:
-        raise AssertionError("a repeated offset must be refused")
+    with pytest.raises(ValueError, match="not in order"):
+        tracker.add(TP0, 3)  # repeated
+    with pytest.raises(ValueError, match="not in order"):
+        tracker.add(TP0, 2)  # earlier
+    assert tracker.add(TP1, 2).offset == 2  # another partition keeps its own order
+    assert tracker.add(TP0, 4).offset == 4
 
 
 def test_dedupe_window_is_bounded_lru() -> None:
