@@ -4,6 +4,7 @@ shared labelled data."""
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -37,8 +38,13 @@ def test_hand_case_metrics() -> None:
     assert lo < 0.7 < hi and lo > 0.4 and hi < 0.95
     klo, khi = kappa_ci(HAND)  # type: ignore[misc]
     assert klo < 0.4 < khi and klo > -0.3 and khi < 0.9
-    # Fixed seed: the same interval every time.
-    assert balanced_accuracy_ci(HAND) == balanced_accuracy_ci(HAND)
+    # Fixed seed: the same interval every time, whatever the global random state; the
+    # bootstrap really draws (another seed moves it), so the equality is not trivially true.
+    first = balanced_accuracy_ci(HAND)
+    random.seed(12345)
+    random.random()
+    assert balanced_accuracy_ci(HAND) == first
+    assert balanced_accuracy_ci(HAND, seed=1) != first
 
 
 def test_degenerate_cases() -> None:
