@@ -70,6 +70,21 @@ async def test_failure_taxonomy() -> None:
     assert s["faithfulness"] == round(5 / 6, 4)
 
 
+async def test_dangling_only_when_the_valid_cited_ids_fail() -> None:
+    # DESIGN.md: dangling = cites an ID not retrieved, and its valid cited IDs (if any) fail.
+    rec = _record("Alpha [p1][p9]. Beta [p1][p9]. Gamma [p9].")
+    judge = OracleJudge({"Alpha.": {"p1"}, "Beta.": {"p2"}, "Gamma.": {"p2"}})
+    score = await Scorer(judge).score(rec)
+    got = [(c.text, c.cited_ids, c.verdict, c.faithful) for c in score.claims]
+    assert got == [
+        ("Alpha.", ["p1", "p9"], "correct", True),  # the valid ID entails: not dangling
+        ("Beta.", ["p1", "p9"], "dangling", True),  # p2 says it, but an ID was made up
+        ("Gamma.", ["p9"], "dangling", True),
+    ]
+    s = summarize([score]).as_dict()
+    assert s["citation_accuracy"] == 0.3333 and s["verdicts"]["dangling"] == 2
+
+
 async def test_unsupported_claim_skips_the_per_passage_search() -> None:
     judge = OracleJudge({})
     await Scorer(judge).score(_record("Made up [p1]."))
