@@ -142,7 +142,10 @@ def _ids_test(b: VersionCounts, c: VersionCounts) -> Test:
     )
     if b.cited and c.cited:
         # Excess IDs over one per claim, with a 0.5 continuity correction so zeros are defined.
-        e1, e2 = b.cited_ids - b.cited + 0.5, c.cited_ids - c.cited + 0.5
+        # Never below zero: Prometheus extrapolates and we round each counter's increase() on
+        # its own, so a window of single-ID claims can read back one ID short.
+        e1 = max(b.cited_ids - b.cited, 0) + 0.5
+        e2 = max(c.cited_ids - c.cited, 0) + 0.5
         z = (math.log(e2 / c.cited) - math.log(e1 / b.cited)) / math.sqrt(1 / e1 + 1 / e2)
         test.p_value = 2 * (1 - normal_cdf(abs(z)))
     return test

@@ -67,13 +67,6 @@ def test_missing_scores_file_is_a_clear_error(capsys: pytest.CaptureFixture[str]
     assert "no such file: /nope" in capsys.readouterr().err
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason="BUG monitor/compare.py _ids_test: log() of a negative excess (cited_ids - cited "
-    "+ 0.5 < 0) when Prometheus increase() gives fewer IDs than cited claims; "
-    "`citemon compare --prometheus` dies with 'math domain error' (seen in test_alert_e2e)",
-)
 def test_prometheus_counts_with_fewer_ids_than_cited_claims() -> None:
     # Counts read back from a real Prometheus in test_alert_e2e: each counter's increase() is
     # extrapolated and rounded on its own, so v2's 294 single-ID claims came back with 293 IDs.
