@@ -287,7 +287,10 @@ def read_label_rows(path: str | Path) -> list[dict[str, Any]]:
         with Path(path).open(encoding="utf-8") as fh:
             for number, line in enumerate(fh, 1):
                 if line.strip():
-                    row = json.loads(line)
+                    try:
+                        row = json.loads(line)
+                    except ValueError as exc:
+                        raise ValueError(f"line {number}: {exc}") from exc
                     if not isinstance(row, dict):
                         raise ValueError(f"line {number} is not a JSON object")
                     row.setdefault("_line", number)

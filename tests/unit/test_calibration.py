@@ -194,3 +194,12 @@ def test_calibrate_expertqa(shared_data: Path, capsys: pytest.CaptureFixture[str
     # ExpertQA is hard for any lexical judge; the measured floor is modest but above chance.
     assert learned["balanced_accuracy"] > 0.55
     assert learned["kappa"] > 0.05
+
+
+def test_bad_json_in_labels_names_its_file_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text('{"claim": "a", "passage": "a", "label": "supported"}\n\n{oops\n')
+    assert main(["calibrate", "--labels", str(labels)]) == 2
+    assert "line 3:" in capsys.readouterr().err
