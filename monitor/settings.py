@@ -7,7 +7,8 @@ start-up) leaves them out, and the plaintext is only ever handed to the Kafka cl
 :meth:`Settings.kafka_options`.
 
 The judge's flags and env vars (``--judge``, ``CITEMON_JUDGE_*``) are shared with ``citemon
-score`` and live in :mod:`monitor.judges`; the scoring options use their defaults.
+score`` and live in :mod:`monitor.judges`; the scoring flags (``--policy``,
+``--marker-pattern``, ``--overlap-tokens``) are shared too, from :mod:`monitor.commands._options`.
 """
 
 from __future__ import annotations
