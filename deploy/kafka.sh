@@ -232,6 +232,23 @@ format_storage() {
 }
 
 # Ready = the port answers and the broker serves metadata with itself in it.
+# Wait until the broker in $PIDFILE serves metadata; fail if it exits or takes too long.
+wait_ready() {
+    local deadline=$((SECONDS + START_TIMEOUT_S))
+    until [[ -s "$PIDFILE" ]] && broker_ready; do
+        if [[ -s "$PIDFILE" ]] && ! kill -0 "$(<"$PIDFILE")" 2>/dev/null; then
+            tail -n 20 "$LOGS/stdout.log" "$LOGS/server.log" 2>/dev/null >&2 || true
+            rm -f "$PIDFILE"
+            die "the broker exited during start-up (logs above; full log in $LOGS)"
+        fi
+        if ((SECONDS >= deadline)); then
+            tail -n 20 "$LOGS/server.log" 2>/dev/null >&2 || true
+            die "the broker did not serve metadata on $BOOTSTRAP within ${START_TIMEOUT_S}s (still running as pid $(<"$PIDFILE"); stop it with: $0 down)"
+        fi
+        sleep 0.5
+    done
+}
+
 broker_ready() {
     port_open "$PORT" || return 1
     local py="$REPO/.venv/bin/python"
@@ -280,6 +297,8 @@ up() {
         die "Kafka $KAFKA_VERSION needs Java 17 or newer; 'java' on PATH is Java $java_major"
     local pid
     if pid="$(our_pid)"; then
+        # Perhaps still starting (another `up` a moment ago): ready means serving metadata.
+        wait_ready
         log "already running (pid $pid) on $BOOTSTRAP; logs in $LOGS/server.log"
         return 0
     fi
@@ -307,19 +326,7 @@ stop it, or pick other ports (see the environment variables at the top of $0)"
         -cp "$LIBS/*" kafka.Kafka "$CONFIG" \
         </dev/null >"$LOGS/stdout.log" 2>&1 &
 
-    local deadline=$((SECONDS + START_TIMEOUT_S))
-    until [[ -s "$PIDFILE" ]] && broker_ready; do
-        if [[ -s "$PIDFILE" ]] && ! kill -0 "$(<"$PIDFILE")" 2>/dev/null; then
-            tail -n 20 "$LOGS/stdout.log" "$LOGS/server.log" 2>/dev/null >&2 || true
-            rm -f "$PIDFILE"
-            die "the broker exited during start-up (logs above; full log in $LOGS)"
-        fi
-        if ((SECONDS >= deadline)); then
-            tail -n 20 "$LOGS/server.log" 2>/dev/null >&2 || true
-            die "the broker did not serve metadata on $BOOTSTRAP within ${START_TIMEOUT_S}s (still running as pid $(<"$PIDFILE"); stop it with: $0 down)"
-        fi
-        sleep 0.5
-    done
+    wait_ready
     log "Kafka $KAFKA_VERSION up on $BOOTSTRAP (pid $(<"$PIDFILE"), ready in $((SECONDS - started)) s)"
     [[ "$SECURITY" == plaintext ]] ||
         log "SASL_PLAINTEXT $BOOTSTRAP, SASL_SSL 127.0.0.1:$SSL_PORT (SCRAM user $SASL_USER, password in $PASSWORD_FILE, CA $TLS/ca.pem)"
