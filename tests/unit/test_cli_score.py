@@ -190,3 +190,18 @@ def test_the_example_files_are_the_bundled_sample() -> None:
     assert lines == [r.model_dump_json(exclude_none=True) for r in sample_records()]
     spec = (REPO / "examples" / "specimen.jsonl").read_text(encoding="utf-8").strip()
     assert spec == specimen().model_dump_json(exclude_none=True)
+
+
+def test_specimen_with_the_default_lexical_judge_is_as_the_readme_says(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # README: the heuristic misses the third claim's paraphrase ("not possible" vs "cannot be
+    # configured"), so it is unsupported; the second is still found misattributed.
+    src = write(tmp_path / "in.jsonl", [specimen().model_dump_json()])
+    assert main(["score", str(src), "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    claims = out["answers"][0]["claims"]
+    assert [c["verdict"] for c in claims] == ["correct", "misattributed", "unsupported"]
+    assert claims[1]["supported_by"] == ["p-3312"]
+    assert out["summary"]["citation_accuracy"] == 0.3333
+    assert out["summary"]["faithfulness"] == 0.6667
