@@ -19,7 +19,11 @@ What the judge promises its callers (the scorer, the monitor's pipeline):
   is raised (the scorer turns it into ``unjudged``) — never a guessed verdict;
 * verdicts (not errors) are cached in an LRU keyed by a hash of model, prompt version, claim and
   the sorted passages; identical concurrent requests share one call;
-* the API key never appears in logs, reprs, error messages or metrics.
+* the API key never appears in logs, reprs, error messages or metrics; nor do credentials in
+  the base URL (``http://user:key@host/v1`` is sent as HTTP Basic auth and shown without them),
+  nor an ``Authorization`` value a server echoes back in an error body;
+* a reply with a repeated JSON key (``{"entailed": false, "entailed": true}``) is invalid, not
+  read as whichever copy the JSON parser keeps.
 
 httpx errors are mapped to citemon's in one place, :meth:`HTTPJudge._attempt`.
 
@@ -40,6 +44,7 @@ the claim and the sorted passages), so only claims not cached are sent.
 from __future__ import annotations
 
 import asyncio
+import base64
 import email.utils
 import hashlib
 import json
@@ -107,11 +112,23 @@ _T = TypeVar("_T")
 _V = TypeVar("_V", CitedVerdict, SupportVerdict)
 _FENCE = re.compile(r"\A```[A-Za-z]*[ \t]*\n?(.*?)\n?[ \t]*```\Z", re.DOTALL)
 _SNIPPET_CHARS = 200
+# A credential a server echoes back ("authorization": "Bearer sk-…"), whatever key it holds.
+_AUTH_VALUE = re.compile(r"(?i)\b(bearer|basic|token)(\s+)[^\s\"',;}]+")
 
 
 def _snippet(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= _SNIPPET_CHARS else text[:_SNIPPET_CHARS] + "…"
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            # Two values for one key: which one the model meant is a guess, so neither is used.
+            raise JudgeInvalidReply(f"reply repeats the key {_snippet(key)!r}")
+        seen.add(key)
+    return dict(pairs)
 
 
 def _json_object(content: str) -> dict[str, Any]:
@@ -120,8 +137,8 @@ def _json_object(content: str) -> dict[str, Any]:
     if fenced:
         text = fenced.group(1).strip()
     try:
-        value = json.loads(text)
-    except ValueError as exc:
+        value = json.loads(text, object_pairs_hook=_unique_keys)
+    except (ValueError, RecursionError) as exc:
         raise JudgeInvalidReply(f"reply is not JSON: {_snippet(content)!r}") from exc
     if not isinstance(value, dict):
         raise JudgeInvalidReply(f"reply is not a JSON object: {_snippet(content)!r}")
@@ -338,8 +355,36 @@ class HTTPJudge:
             raise ConfigError(f"cache_size must be 0 or more, not {cache_size}")
         if not base_url.strip() or not model.strip():
             raise ConfigError("the HTTP judge needs a base URL and a model name")
-        self._base_url = base_url.rstrip("/")
-        self._url = f"{self._base_url}/chat/completions"
+        try:
+            parsed = httpx.URL(base_url.strip().rstrip("/"))
+        except httpx.InvalidURL:
+            raise ConfigError("the judge base URL is not a valid URL") from None  # may hold a key
+        key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
+        # A key read from a file often ends in a newline; inside, only visible ASCII can be sent
+        # (anything else makes httpx raise with the header, key included, in its message).
+        self._api_key = (key or "").strip() or None
+        if self._api_key and not all("!" <= ch <= "~" for ch in self._api_key):
+            raise ConfigError(
+                f"the judge API key ({API_KEY_ENV}) holds a space, control or non-ASCII "
+                "character, which an HTTP header cannot carry (the key is not shown)"
+            )
+        # Credentials in the URL become Basic auth; the URL kept and shown is without them.
+        self._auth: httpx.BasicAuth | None = None
+        secrets = [self._api_key or ""]
+        if parsed.userinfo:
+            user, password = parsed.username, parsed.password
+            self._auth = httpx.BasicAuth(user, password)
+            token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+            raw_password = parsed.userinfo.decode("ascii").partition(":")[2]
+            secrets += [password, raw_password, token]
+            parsed = parsed.copy_with(username=None, password=None)
+        self._secrets = tuple(sorted({x for x in secrets if x}, key=len, reverse=True))
+        self._base_url = str(parsed)
+        # The path gets the endpoint; a query string (`?api-version=…`) stays after it.
+        self._url = str(parsed.copy_with(path=parsed.path.rstrip("/") + "/chat/completions"))
+        # What messages and logs show: no credentials, no query string (`?api-key=…`).
+        self._shown_base = str(parsed.copy_with(query=None, fragment=None))
+        self._shown_url = f"{self._shown_base}/chat/completions"
         self._model = model
         self._max_inflight = max_inflight
         self._timeout_s = timeout_s
@@ -347,8 +392,6 @@ class HTTPJudge:
         self._backoff_base_s = backoff_base_s
         self._backoff_max_s = backoff_max_s
         self._cache_size = cache_size
-        key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
-        self._api_key = key or None
         self._headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         self._observer = observer
         self._rng = rng or random.Random()
@@ -380,7 +423,7 @@ class HTTPJudge:
 
     def __repr__(self) -> str:
         return (
-            f"{type(self).__name__}(base_url={self._base_url!r}, model={self._model!r}, "
+            f"{type(self).__name__}(base_url={self._shown_base!r}, model={self._model!r}, "
             f"max_inflight={self._max_inflight}, timeout_s={self._timeout_s:g}, "
             f"retries={self._retries}, protocol={self.protocol!r}, "
             f"api_key={'***' if self._api_key else None!r})"
@@ -517,6 +560,7 @@ class HTTPJudge:
 
     async def _attempt(self, body: dict[str, Any], parse: Callable[[str], _T]) -> _T:
         """One HTTP request under the in-flight cap: the single httpx → citemon error boundary."""
+        auth: dict[str, Any] = {} if self._auth is None else {"auth": self._auth}
         async with self._semaphore:
             self._observe_inflight(+1)
             started = time.perf_counter()
@@ -525,15 +569,15 @@ class HTTPJudge:
                 try:
                     async with asyncio.timeout(self._timeout_s):
                         response = await self._client.post(
-                            self._url, json=body, headers=self._headers
+                            self._url, json=body, headers=self._headers, **auth
                         )
                 except (TimeoutError, httpx.TimeoutException) as exc:
                     raise JudgeTimeout(
-                        f"judge at {self._url} did not answer within {self._timeout_s:g}s"
+                        f"judge at {self._shown_url} did not answer within {self._timeout_s:g}s"
                     ) from exc
                 except httpx.TransportError as exc:
                     raise JudgeHTTPError(
-                        f"judge at {self._url} failed: {type(exc).__name__}: "
+                        f"judge at {self._shown_url} failed: {type(exc).__name__}: "
                         f"{self._redact(str(exc))}"
                     ) from exc
                 result = self._read(response, parse)
@@ -553,13 +597,13 @@ class HTTPJudge:
         if status == 429:
             retry_after = parse_retry_after(response.headers.get("retry-after"))
             raise JudgeRateLimited(
-                f"judge at {self._url} is rate limiting (HTTP 429, Retry-After "
+                f"judge at {self._shown_url} is rate limiting (HTTP 429, Retry-After "
                 f"{'unset' if retry_after is None else f'{retry_after:g}s'})",
                 retry_after_s=retry_after,
             )
         if not 200 <= status < 300:
             raise JudgeHTTPError(
-                f"judge at {self._url} returned HTTP {status}: "
+                f"judge at {self._shown_url} returned HTTP {status}: "
                 f"{_snippet(self._redact(response.text))!r}",
                 status=status,
             )
@@ -567,16 +611,19 @@ class HTTPJudge:
             content = response.json()["choices"][0]["message"]["content"]
         except (ValueError, LookupError, TypeError) as exc:
             raise JudgeInvalidReply(
-                f"judge at {self._url} sent no chat completion: "
+                f"judge at {self._shown_url} sent no chat completion: "
                 f"{_snippet(self._redact(response.text))!r}"
             ) from exc
         if not isinstance(content, str):
-            raise JudgeInvalidReply(f"judge at {self._url} sent no message content")
+            raise JudgeInvalidReply(f"judge at {self._shown_url} sent no message content")
         return parse(content)
 
     def _redact(self, text: str) -> str:
-        # A misbehaving server may echo request headers back in an error body.
-        return text.replace(self._api_key, "***") if self._api_key else text
+        # A misbehaving server may echo request headers back in an error body, and a transport
+        # error may quote the URL: take out every form of the credentials this judge sends.
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return _AUTH_VALUE.sub(r"\1\2***", text)
 
     def _observe_inflight(self, delta: int) -> None:
         if self._observer is not None:
