@@ -181,7 +181,10 @@ class Settings(BaseSettings):
 
             try:
                 options["ssl_context"] = create_ssl_context(
-                    cafile=self.ssl_cafile, certfile=self.ssl_certfile, keyfile=self.ssl_keyfile
+                    cafile=self.ssl_cafile,
+                    certfile=self.ssl_certfile,
+                    keyfile=self.ssl_keyfile,
+                    password=_encrypted_key,
                 )
             except OSError as exc:
                 raise ConfigError(f"cannot load TLS files: {exc}") from None
@@ -197,6 +200,15 @@ class Settings(BaseSettings):
         out = self.model_dump(mode="json", exclude={"kafka_password"})
         out["kafka_password"] = "set" if self.kafka_password is not None else None
         return out
+
+
+def _encrypted_key() -> str:
+    # Without a password callback OpenSSL prompts on the terminal: a service would hang there
+    # (or, with no terminal, fail with "Invalid argument"). Say what is wrong instead.
+    raise ConfigError(
+        "--ssl-keyfile is encrypted; citemon needs an unencrypted client key "
+        "(protect it with file permissions or a mounted secret)"
+    )
 
 
 # -- CLI -------------------------------------------------------------------------------------
