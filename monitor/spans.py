@@ -20,7 +20,8 @@ header and the ``citemon_dead_letters_total{reason}`` label):
 ``bad_id``            a trace/span ID of the wrong length or not hex
 ``bad_attribute``     a missing or mistyped attribute the answer needs
 ``too_many_passages`` more than ``max_passages`` documents on one answer
-``answer_too_large``  an answer over ``max_answer_bytes``
+``answer_too_large``  an answer or question over ``max_answer_bytes``, or passages over
+                      ``max_context_bytes`` together (what the judge would have to read)
 ``no_answer_spans``   valid traces without any answer span: not poison, count it as skipped
 ====================  ==========================================================================
 
@@ -60,6 +61,7 @@ from monitor.records import AnswerRecord, Passage
 __all__ = [
     "DEFAULT_MAX_ANSWER_BYTES",
     "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_CONTEXT_BYTES",
     "DEFAULT_MAX_PASSAGES",
     "DEFAULT_MAX_TRACES",
     "DEFAULT_WINDOW_S",
@@ -77,7 +79,11 @@ __all__ = [
 DEFAULT_MAX_PASSAGES: Final = 1000
 """Documents per answer; more is ``too_many_passages`` (the shim records at most this many)."""
 DEFAULT_MAX_ANSWER_BYTES: Final = 1_000_000
-"""UTF-8 bytes per answer; more is ``answer_too_large``."""
+"""UTF-8 bytes per answer (and per question); more is ``answer_too_large``."""
+DEFAULT_MAX_CONTEXT_BYTES: Final = 2_000_000
+"""UTF-8 bytes of passage text per answer, all passages together; more is ``answer_too_large``.
+Every judge reads them all (an LLM judge's context is far smaller; the lexical judge takes about
+1.7 s per MB, blocking its event loop), so one hostile span must not carry 50 MB of them."""
 DEFAULT_WINDOW_S: Final = 30.0
 """How long the assembler waits for the rest of an OpenInference trace, in seconds."""
 DEFAULT_MAX_TRACES: Final = 10_000
@@ -247,10 +253,11 @@ def decode_otlp_proto(
     *,
     max_passages: int = DEFAULT_MAX_PASSAGES,
     max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
+    max_context_bytes: int = DEFAULT_MAX_CONTEXT_BYTES,
 ) -> DecodedBatch:
     """Decode one OTLP ``ExportTraceServiceRequest`` (a Kafka message value, ``otlp_proto``)."""
     req = _parse_proto(payload)
-    return _decode(_proto_spans(req), max_passages, max_answer_bytes)
+    return _decode(_proto_spans(req), max_passages, max_answer_bytes, max_context_bytes)
 
 
 # -- JSON ---------------------------------------------------------------------------------------
@@ -345,6 +352,7 @@ def decode_otlp_json(
     *,
     max_passages: int = DEFAULT_MAX_PASSAGES,
     max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
+    max_context_bytes: int = DEFAULT_MAX_CONTEXT_BYTES,
 ) -> DecodedBatch:
     """Decode one OTLP JSON ``ExportTraceServiceRequest`` (hex IDs), as one line of the
     Collector's file exporter or a Kafka value with ``encoding: otlp_json``."""
@@ -368,7 +376,7 @@ def decode_otlp_json(
             "wrong_message", f"JSON without resourceSpans{f' (has {what})' if what else ''}"
         )
     try:
-        return _decode(_json_spans(obj), max_passages, max_answer_bytes)
+        return _decode(_json_spans(obj), max_passages, max_answer_bytes, max_context_bytes)
     except (TypeError, AttributeError) as exc:
         raise DecodeError("wrong_message", f"not an OTLP trace request: {exc}") from exc
 
@@ -379,6 +387,7 @@ def decode_otlp(
     encoding: str | None = None,
     max_passages: int = DEFAULT_MAX_PASSAGES,
     max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
+    max_context_bytes: int = DEFAULT_MAX_CONTEXT_BYTES,
 ) -> DecodedBatch:
     """``otlp_proto`` or ``otlp_json`` by ``encoding``, or sniffed (OTLP protobuf never starts
     with ``{``)."""
@@ -386,9 +395,17 @@ def decode_otlp(
         encoding = "otlp_json" if bytes(payload[:64]).lstrip()[:1] == b"{" else "otlp_proto"
     if encoding == "otlp_json":
         return decode_otlp_json(
-            payload, max_passages=max_passages, max_answer_bytes=max_answer_bytes
+            payload,
+            max_passages=max_passages,
+            max_answer_bytes=max_answer_bytes,
+            max_context_bytes=max_context_bytes,
         )
-    return decode_otlp_proto(payload, max_passages=max_passages, max_answer_bytes=max_answer_bytes)
+    return decode_otlp_proto(
+        payload,
+        max_passages=max_passages,
+        max_answer_bytes=max_answer_bytes,
+        max_context_bytes=max_context_bytes,
+    )
 
 
 # -- spans → records ----------------------------------------------------------------------------
@@ -418,6 +435,15 @@ def _check_text(value: str, what: str, limit: int | None = None) -> None:
         raise DecodeError("invalid_utf8", f"{what} is not valid UTF-8 text") from exc
     if limit is not None and n > limit:
         raise DecodeError("answer_too_large", f"{what} over {limit} bytes ({n})")
+
+
+def _check_context(passages: list[Passage], limit: int) -> None:
+    chars = sum(len(p.text) for p in passages)
+    if chars > limit:  # chars ≤ bytes: too large without encoding 50 MB to find out
+        raise DecodeError("answer_too_large", f"passages over {limit} bytes ({chars} chars)")
+    n = sum(len(p.text.encode("utf-8", "surrogatepass")) for p in passages)
+    if n > limit:
+        raise DecodeError("answer_too_large", f"passages over {limit} bytes ({n})")
 
 
 def _metadata(value: Any) -> dict[str, Any] | None:
@@ -597,7 +623,7 @@ def _plain(attrs: Mapping[str, Any], key: str, mime_key: str) -> str | None:
 
 
 def _classify(
-    res: ResourceInfo, raw: _Raw, max_passages: int, max_answer_bytes: int
+    res: ResourceInfo, raw: _Raw, max_passages: int, max_answer_bytes: int, max_context_bytes: int
 ) -> AnswerRecord | TraceSpan | None:
     attrs = raw.attrs
     kind_v = attrs.get(A.SPAN_KIND)
@@ -609,7 +635,7 @@ def _classify(
         has_docs and kind != "RETRIEVER" and A.OUTPUT_VALUE in attrs
     )
     if is_answer:
-        return _record(res, raw, max_passages, max_answer_bytes)
+        return _record(res, raw, max_passages, max_answer_bytes, max_context_bytes)
     base = TraceSpan(
         trace_id=raw.trace_id,
         span_id=raw.span_id,
@@ -622,10 +648,13 @@ def _classify(
     )
     if kind == "RETRIEVER" and has_docs:
         docs, missing = _documents(attrs, max_passages)
+        _check_context(docs, max_context_bytes)
         _ids_from_output(attrs, docs)
         base.documents = docs
         base.truncated |= missing
         base.question = _plain(attrs, A.INPUT_VALUE, "input.mime_type")
+        if base.question is not None:
+            _check_text(base.question, "question", max_answer_bytes)
         base.nbytes += sum(len(d.text) for d in docs)
         return base
     if kind in _ANSWER_KINDS:
@@ -634,6 +663,8 @@ def _classify(
             _check_text(answer, "answer", max_answer_bytes)
             base.answer = answer
             base.question = _plain(attrs, A.INPUT_VALUE, "input.mime_type")
+            if base.question is not None:
+                _check_text(base.question, "question", max_answer_bytes)
             base.nbytes += len(answer) + len(base.question or "")
             return base
     if not raw.parent_span_id:
@@ -642,7 +673,7 @@ def _classify(
 
 
 def _record(
-    res: ResourceInfo, raw: _Raw, max_passages: int, max_answer_bytes: int
+    res: ResourceInfo, raw: _Raw, max_passages: int, max_answer_bytes: int, max_context_bytes: int
 ) -> AnswerRecord | None:
     attrs = raw.attrs
     answer = attrs.get(A.OUTPUT_VALUE)
@@ -660,8 +691,9 @@ def _record(
             "bad_attribute", f"{A.INPUT_VALUE} is {type(question).__name__}, not a string"
         )
     _check_text(answer, "answer", max_answer_bytes)
-    _check_text(question, "question")
+    _check_text(question, "question", max_answer_bytes)
     passages, missing = _documents(attrs, max_passages)
+    _check_context(passages, max_context_bytes)
     for i, p in enumerate(passages):
         _check_text(p.text, "document")
         if not p.id:
@@ -691,6 +723,7 @@ def _decode(
     spans: Iterable[tuple[ResourceInfo, _Raw | DecodeError]],
     max_passages: int,
     max_answer_bytes: int,
+    max_context_bytes: int,
 ) -> DecodedBatch:
     batch = DecodedBatch()
     answered: set[str] = set()
@@ -700,7 +733,7 @@ def _decode(
             batch.errors.append(raw)
             continue
         try:
-            out = _classify(res, raw, max_passages, max_answer_bytes)
+            out = _classify(res, raw, max_passages, max_answer_bytes, max_context_bytes)
         except DecodeError as exc:
             batch.errors.append(exc)
             continue
@@ -774,12 +807,14 @@ class TraceAssembler:
         max_traces: int = DEFAULT_MAX_TRACES,
         max_bytes: int = DEFAULT_MAX_BYTES,
         max_passages: int = DEFAULT_MAX_PASSAGES,
+        max_context_bytes: int = DEFAULT_MAX_CONTEXT_BYTES,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.window_s = window_s
         self.max_traces = max_traces
         self.max_bytes = max_bytes
         self.max_passages = max_passages
+        self.max_context_bytes = max_context_bytes
         self._clock = clock
         self._traces: OrderedDict[str, _Pending] = OrderedDict()
         self._answered: OrderedDict[str, None] = OrderedDict()
@@ -911,6 +946,13 @@ class TraceAssembler:
                 passages.append(d if d.id else d.model_copy(update={"id": str(pos)}))
         if len(passages) > self.max_passages:
             passages, truncated = passages[: self.max_passages], True
+        # Each retriever span is within the context limit; several together may not be.
+        budget = self.max_context_bytes
+        for n, p in enumerate(passages):
+            budget -= len(p.text.encode("utf-8", "surrogatepass"))
+            if budget < 0:
+                passages, truncated = passages[:n], True
+                break
         question = best.question or next((r.question for r in retrievers if r.question), None) or ""
         res = best.resource
         return AnswerRecord(
@@ -947,6 +989,7 @@ def iter_otlp_json_lines(
     *,
     max_passages: int = DEFAULT_MAX_PASSAGES,
     max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
+    max_context_bytes: int = DEFAULT_MAX_CONTEXT_BYTES,
 ) -> Iterator[tuple[int, AnswerRecord | DecodeError]]:
     """Records from a Collector file-exporter dump: ``(line number, record or error)``.
 
@@ -956,7 +999,12 @@ def iter_otlp_json_lines(
     yields its :class:`DecodeError`. OpenInference traces are joined across lines; any left
     incomplete at the end of the file are settled then (numbered with the last line).
     """
-    assembler = TraceAssembler(window_s=math.inf, max_passages=max_passages, clock=lambda: 0.0)
+    assembler = TraceAssembler(
+        window_s=math.inf,
+        max_passages=max_passages,
+        max_context_bytes=max_context_bytes,
+        clock=lambda: 0.0,
+    )
     lineno = 0
     with ExitStack() as stack:
         lines = (
@@ -969,7 +1017,10 @@ def iter_otlp_json_lines(
                 continue
             try:
                 batch = decode_otlp_json(
-                    raw, max_passages=max_passages, max_answer_bytes=max_answer_bytes
+                    raw,
+                    max_passages=max_passages,
+                    max_answer_bytes=max_answer_bytes,
+                    max_context_bytes=max_context_bytes,
                 )
             except DecodeError as exc:
                 if exc.reason != "no_answer_spans":
