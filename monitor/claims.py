@@ -1,7 +1,9 @@
 """Sentence splitting and citation extraction: pure functions, no I/O.
 
-pysbd does the sentence boundaries, one paragraph at a time (it is quadratic in the length of
-the text it is given). Two of its habits are wrong for cited answers and are repaired here:
+pysbd does the sentence boundaries, one paragraph at a time, and a paragraph longer than
+``PYSBD_CHUNK_CHARS`` in windows that end on a sentence pysbd itself found: pysbd is quadratic
+in the text it is given (a 128 KB paragraph took 20 s, 1 MB about 20 minutes, all on the event
+loop); windows make it linear. Two of its habits are wrong for cited answers and are repaired here:
 
 * a marker after a sentence's final punctuation (``… plan. [p-3310] Next …``) is attached to the
   *next* sentence, and a marker at the very end becomes a "sentence" of its own; both belong to
@@ -22,6 +24,7 @@ from monitor.records import AnswerRecord, Claim
 
 __all__ = [
     "DEFAULT_MARKER_PATTERN",
+    "PYSBD_CHUNK_CHARS",
     "CitationSyntax",
     "extract_claims",
     "split_sentences",
@@ -31,6 +34,9 @@ __all__ = [
 _TOKEN = r"[A-Za-z][A-Za-z_]*-?\d[\w.-]*|\d+"
 DEFAULT_MARKER_PATTERN = rf"\[\s*((?:{_TOKEN})(?:\s*[,;]\s*(?:{_TOKEN}))*)\s*\]"
 """``[p-3310]``, ``[1]``, ``[1, 2]``, ``[doc3]``; ``[1][2]`` is two markers. Group 1: the IDs."""
+
+PYSBD_CHUNK_CHARS = 2000
+"""Longest text handed to pysbd at once; a longer paragraph goes in windows (see the module)."""
 
 _PARAGRAPH = re.compile(r"\n\s*\n")
 _ID_SPLIT = re.compile(r"\s*[,;]\s*")
@@ -71,14 +77,19 @@ def _segmenter() -> pysbd.Segmenter:
     return pysbd.Segmenter(language="en", clean=False)
 
 
+@lru_cache(maxsize=1)
+def _span_segmenter() -> pysbd.Segmenter:
+    return pysbd.Segmenter(language="en", clean=False, char_span=True)
+
+
 def split_sentences(text: str, syntax: CitationSyntax = CitationSyntax()) -> list[str]:
     """Split an answer into sentences, each keeping the markers that belong to it."""
     sentences: list[str] = []
     for paragraph in _PARAGRAPH.split(text):
         if not paragraph.strip():
             continue
-        pieces: list[str] = []
-        for raw in _segmenter().segment(paragraph):
+        pieces: list[str] = []  # shared across chunks, so the repairs below span their seams
+        for raw in _segments(paragraph):
             piece = raw.strip()
             if not piece:
                 continue
@@ -95,6 +106,26 @@ def split_sentences(text: str, syntax: CitationSyntax = CitationSyntax()) -> lis
                 pieces.append(piece)
         sentences.extend(pieces)
     return sentences
+
+
+def _segments(paragraph: str, limit: int = PYSBD_CHUNK_CHARS) -> list[str]:
+    """pysbd's sentences of ``paragraph``, at most ``limit`` characters at a time: each window
+    keeps every sentence but its last (which the window may have cut short), and the next window
+    starts where that sentence starts. A sentence longer than a window is cut at a space."""
+    out: list[str] = []
+    start = 0
+    while len(paragraph) - start > limit:
+        window = paragraph[start : start + limit]
+        spans = _span_segmenter().segment(window)
+        if len(spans) > 1:
+            out.extend(span.sent for span in spans[:-1])
+            start += spans[-1].start
+        else:
+            cut = window.rfind(" ") + 1 or limit
+            out.append(window[:cut])
+            start += cut
+    out.extend(_segmenter().segment(paragraph[start:]))
+    return out
 
 
 def _continues(previous: str, piece: str) -> bool:
