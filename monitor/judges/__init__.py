@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +42,22 @@ class JudgeOptions:
 _DEFAULTS = JudgeOptions()
 
 
+def _number(kind: type[int] | type[float], env_var: str) -> Callable[[str], int | float]:
+    """An argparse ``type`` whose error names the env var too: argparse also converts a string
+    default, so a bad ``CITEMON_JUDGE_*`` value is a usage error (exit 2), not a traceback."""
+
+    def convert(value: str) -> int | float:
+        try:
+            return kind(value)
+        except ValueError:
+            what = "a whole number" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(
+                f"{value!r} is not {what} (from the flag or {env_var})"
+            ) from None
+
+    return convert
+
+
 def add_judge_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``--judge*`` flags shared by ``score``, ``run``, ``selftest`` and ``calibrate``."""
     env = os.environ.get
@@ -58,20 +75,20 @@ def add_judge_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--judge-model", default=env("CITEMON_JUDGE_MODEL", _DEFAULTS.model))
     group.add_argument(
         "--judge-concurrency",
-        type=int,
-        default=int(env("CITEMON_JUDGE_CONCURRENCY", _DEFAULTS.concurrency)),
+        type=_number(int, "CITEMON_JUDGE_CONCURRENCY"),
+        default=env("CITEMON_JUDGE_CONCURRENCY", str(_DEFAULTS.concurrency)),
         help="hard cap on judge requests in flight (default 8)",
     )
     group.add_argument(
         "--judge-timeout",
-        type=float,
-        default=float(env("CITEMON_JUDGE_TIMEOUT", _DEFAULTS.timeout_s)),
+        type=_number(float, "CITEMON_JUDGE_TIMEOUT"),
+        default=env("CITEMON_JUDGE_TIMEOUT", str(_DEFAULTS.timeout_s)),
         help="seconds per judge request (default 30)",
     )
     group.add_argument(
         "--judge-retries",
-        type=int,
-        default=int(env("CITEMON_JUDGE_RETRIES", _DEFAULTS.retries)),
+        type=_number(int, "CITEMON_JUDGE_RETRIES"),
+        default=env("CITEMON_JUDGE_RETRIES", str(_DEFAULTS.retries)),
         help="retries after a failed judge request (default 3)",
     )
     group.add_argument(

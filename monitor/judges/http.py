@@ -359,6 +359,11 @@ class HTTPJudge:
             parsed = httpx.URL(base_url.strip().rstrip("/"))
         except httpx.InvalidURL:
             raise ConfigError("the judge base URL is not a valid URL") from None  # may hold a key
+        if parsed.scheme not in ("http", "https") or not parsed.host:
+            raise ConfigError(
+                "the judge base URL must be absolute, http:// or https:// with a host "
+                "(e.g. http://127.0.0.1:8000/v1)"
+            )
         key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
         # A key read from a file often ends in a newline; inside, only visible ASCII can be sent
         # (anything else makes httpx raise with the header, key included, in its message).

@@ -231,3 +231,42 @@ def test_score_of_an_empty_input_says_so_and_exits_1(
     captured = capsys.readouterr()
     assert "answers 0" in captured.out
     assert f"citemon: no answers in {empty}" in captured.err
+
+
+@pytest.mark.parametrize(
+    ("env_var", "value", "flag"),
+    [
+        ("CITEMON_JUDGE_CONCURRENCY", "abc", "--judge-concurrency"),
+        ("CITEMON_JUDGE_TIMEOUT", "30s", "--judge-timeout"),
+        ("CITEMON_JUDGE_RETRIES", "1.5", "--judge-retries"),
+    ],
+)
+def test_a_garbage_judge_env_var_is_a_usage_error(
+    env_var: str, value: str, flag: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Was a ValueError traceback while the parser was built, for every command.
+    monkeypatch.setenv(env_var, value)
+    with pytest.raises(SystemExit) as exited:
+        main(["score", str(EXAMPLES / "specimen.jsonl")])
+    assert exited.value.code == 2
+
+
+def test_a_garbage_judge_env_var_message_names_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("CITEMON_JUDGE_CONCURRENCY", "abc")
+    with pytest.raises(SystemExit):
+        main(["score", str(EXAMPLES / "specimen.jsonl")])
+    err = capsys.readouterr().err
+    assert "--judge-concurrency: 'abc' is not a whole number" in err
+    assert "CITEMON_JUDGE_CONCURRENCY" in err
+
+
+@pytest.mark.parametrize("url", ["not-a-url", "ftp://judge/v1", "http:///v1"])
+def test_a_judge_base_url_that_is_not_absolute_http_is_refused_up_front(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Was accepted; every claim then failed at request time and came out unjudged.
+    argv = ["score", str(EXAMPLES / "specimen.jsonl"), "--judge", "http", "--judge-base-url", url]
+    assert main(argv) == 2
+    assert "must be absolute, http:// or https://" in capsys.readouterr().err
