@@ -1,0 +1,293 @@
+"""``citemon run`` across a Kafka broker restart (a rolling upgrade's one-node case).
+
+The monitor runs as a real process against a broker of its own (``deploy/kafka.sh`` on other
+ports, so the shared broker on 9092 is never touched). Mid-stream the broker is stopped —
+gracefully (SIGTERM, a controlled shutdown) or with ``kill -9`` — and started again; more
+answers follow. The monitor must ride it out: same process, every answer in the results topic
+exactly once (``read_committed``), ``citemon_answers_total`` equal to the answers sent, no dead
+letters. While the broker is away, commits fail and are retried; answers scored meanwhile wait
+in the tracker and go out with the first commit that succeeds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from tests.conftest import need_server
+from tests.integration.conftest import KAFKA_SCRIPT, _probe
+from tests.integration.monitor_support import (
+    expected_verdicts,
+    publish,
+    read_topic,
+    scrape,
+    start_process,
+    wait_for,
+)
+
+#: Ports of this test's own broker (the shared one is 9092/9093; the SASL one 9096-9098).
+PORT = int(os.environ.get("CITEMON_TEST_RESTART_KAFKA_PORT", "19292"))
+CONTROLLER_PORT = PORT + 1
+BROKER_ENV = {
+    "CITEMON_KAFKA_PORT": str(PORT),
+    "CITEMON_KAFKA_CONTROLLER_PORT": str(CONTROLLER_PORT),
+    "CITEMON_KAFKA_SECURITY": "plaintext",
+}
+SCRIPT_TIMEOUT_S = 100.0
+#: How long the broker stays away (seconds; the env var is for longer soaks by hand).
+DOWN_S = float(os.environ.get("CITEMON_TEST_BROKER_DOWN_S", "3"))
+BEFORE, AFTER = 80, 40
+#: The monitor's group session: the broker restart must not cost the member its partitions
+#: for longer than this, and a lost member is noticed this fast.
+ENV = {"CITEMON_SESSION_TIMEOUT_MS": "10000", "CITEMON_TEST_JUDGE_DELAY_S": "0.05"}
+
+
+@dataclass(frozen=True)
+class OwnBroker:
+    bootstrap: str
+    pidfile: Path
+
+    def script(self, command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", str(KAFKA_SCRIPT), command],
+            capture_output=True,
+            text=True,
+            timeout=SCRIPT_TIMEOUT_S,
+            check=False,
+            env={**os.environ, **BROKER_ENV},
+        )
+
+    def up(self) -> float:
+        started = time.monotonic()
+        done = self.script("up")
+        assert done.returncode == 0, done.stdout + done.stderr
+        return time.monotonic() - started
+
+    def down(self) -> float:
+        started = time.monotonic()
+        done = self.script("down")
+        assert done.returncode == 0, done.stdout + done.stderr
+        return time.monotonic() - started
+
+    def kill_9(self) -> None:
+        pid = int(self.pidfile.read_text())
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    """Running, and not yet a zombie (the broker's parent shell is gone: init reaps it)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.fixture(scope="module")
+def own_broker() -> Iterator[OwnBroker]:
+    """A broker on ``PORT`` for this module alone; always stopped at the end."""
+    broker = OwnBroker(f"127.0.0.1:{PORT}", Path())
+    try:
+        info = broker.script("info")
+        run_dir = Path(dict(line.split("=", 1) for line in info.stdout.splitlines())["run_dir"])
+        broker = OwnBroker(broker.bootstrap, run_dir / "kafka.pid")
+        done = broker.script("up")
+    except (OSError, subprocess.TimeoutExpired, KeyError) as exc:
+        broker.script("down")
+        need_server("a second Apache Kafka broker", f"deploy/kafka.sh: {exc}")
+        raise AssertionError("unreachable") from None
+    try:
+        if done.returncode != 0 or asyncio.run(_probe(broker.bootstrap)) is not None:
+            need_server(
+                "a second Apache Kafka broker",
+                f"deploy/kafka.sh up on {PORT} exited {done.returncode}: "
+                f"{(done.stdout + done.stderr).strip()[-1500:]}",
+            )
+        yield broker
+    finally:
+        broker.script("down")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _ready(port: int) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=0.5).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _status(port: int, path: str) -> int:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}{path}", timeout=0.5).status_code
+    except httpx.HTTPError:
+        return -1
+
+
+def _answers(port: int) -> float:
+    return (scrape(port, 0.5) or {}).get("citemon_answers_total", -1.0)
+
+
+async def _create_topics(bootstrap: str, names: dict[str, int]) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+    await admin.start()
+    try:
+        await admin.create_topics(
+            [NewTopic(n, num_partitions=p, replication_factor=1) for n, p in names.items()],
+            timeout_ms=10000,
+        )
+        async with asyncio.timeout(15):
+            while True:
+                metas = await admin.describe_topics(list(names))
+                if all(
+                    m["error_code"] == 0
+                    and len([p for p in m["partitions"] if p["leader"] >= 0]) == names[m["topic"]]
+                    for m in metas
+                ):
+                    return
+                await asyncio.sleep(0.1)
+    finally:
+        await admin.close()
+
+
+async def _delete_topics(bootstrap: str, names: list[str]) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
+    try:
+        await admin.start()
+        await admin.delete_topics(names, timeout_ms=10000)
+    except Exception:  # cleanup on a broker that may be down after a failure: best effort
+        pass
+    finally:
+        await admin.close()
+
+
+async def _committed(bootstrap: str, group: str, topic: str, partitions: int) -> int:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group)
+    await consumer.start()
+    try:
+        offsets = [await consumer.committed(TopicPartition(topic, p)) for p in range(partitions)]
+    finally:
+        await consumer.stop()
+    return sum(o or 0 for o in offsets)
+
+
+# kill -9 costs ~10 s more: the restarted broker waits out its dead incarnation's session
+# (broker.session.timeout.ms, 9 s) before the controller unfences it. The slow soak runs it.
+@pytest.mark.parametrize("how", ["graceful", pytest.param("kill_9", marks=pytest.mark.slow)])
+async def test_broker_restart_mid_stream_loses_nothing_and_results_are_exactly_once(
+    own_broker: OwnBroker, tmp_path: Path, how: str
+) -> None:
+    stamp = f"{how}.{os.getpid()}.{time.monotonic_ns()}"
+    topic, results, dlq = f"restart.{stamp}", f"restart.{stamp}.scores", f"restart.{stamp}.dlq"
+    await _create_topics(own_broker.bootstrap, {topic: 3, results: 1, dlq: 1})
+    try:
+        await _restart_scenario(own_broker, tmp_path, how, topic, results, dlq)
+    finally:
+        await _delete_topics(own_broker.bootstrap, [topic, results, dlq])
+
+
+async def _restart_scenario(
+    own_broker: OwnBroker, tmp_path: Path, how: str, topic: str, results: str, dlq: str
+) -> None:
+    bootstrap = own_broker.bootstrap
+    port = _free_port()
+    log = tmp_path / "run.log"
+    flags = [
+        "--bootstrap-servers", bootstrap, "--topic", topic, "--group", f"g.{topic}",
+        "--dlq-topic", dlq, "--results-topic", results, "--transactional-id", f"tx.{topic}",
+        "--metrics-port", str(port), "--metrics-host", "127.0.0.1",
+        "--commit-interval", "0.2", "--budget-per-minute", "0",
+        "--judge", "tests.integration.slow_judge:factory", "--max-inflight-answers", "8",
+    ]  # fmt: skip
+    n = BEFORE + AFTER
+    t0 = time.monotonic()
+    proc = start_process(flags, env=ENV, log_path=log)
+    timings: dict[str, float] = {}
+    try:
+        await wait_for(lambda: _ready(port), 30, "the monitor to be ready")
+        timings["monitor ready"] = time.monotonic() - t0
+        first = await asyncio.to_thread(publish, bootstrap, topic, [("v1", BEFORE, False)], seed=3)
+        await wait_for(lambda: _answers(port) >= 10, 30, "some answers scored")
+        t_stop = time.monotonic()
+        scored_before_stop = _answers(port)
+        if how == "graceful":
+            timings["broker down (graceful)"] = await asyncio.to_thread(own_broker.down)
+        else:
+            await asyncio.to_thread(own_broker.kill_9)
+            timings["broker kill -9"] = time.monotonic() - t_stop
+        scored_at_stop = _answers(port)
+        assert scored_at_stop < BEFORE, "the broker stopped after the first batch was done"
+        await asyncio.sleep(DOWN_S)
+        assert proc.poll() is None, "the monitor exited while the broker was down"
+        # A liveness probe that failed now would have Kubernetes restart every replica.
+        assert _status(port, "/healthz") == 200
+        timings["broker up again"] = await asyncio.to_thread(own_broker.up)
+        t_back = time.monotonic()
+        second = await asyncio.to_thread(publish, bootstrap, topic, [("v2", AFTER, True)], seed=4)
+        timings["second batch published"] = time.monotonic() - t_back
+        await wait_for(lambda: _answers(port) >= n, 60, f"all {n} answers counted")
+        timings["all counted after broker back"] = time.monotonic() - t_back
+        await asyncio.sleep(1.0)  # anything counted twice would show up by now
+        sums = scrape(port) or {}
+        assert proc.poll() is None, "the monitor exited"
+        assert _ready(port), "not ready again after the broker came back"
+        assert await _committed(bootstrap, f"g.{topic}", topic, 3) == n
+    finally:
+        code = await asyncio.to_thread(_stop, proc)
+    text = log.read_text()
+    assert code == 0, text[-3000:]
+    assert sums.get("citemon_answers_total") == n, sums
+    assert sums.get("citemon_dead_letters_total", 0.0) == 0.0
+    committed = await read_topic(bootstrap, results)
+    bodies = [json.loads(r.value) for r in committed]
+    keys = Counter((b["trace_id"], b["span_id"]) for b in bodies)
+    assert len(bodies) == n, f"{len(bodies)} results for {n} answers"
+    assert len(keys) == n and max(keys.values()) == 1
+    per_version: dict[str, Counter[str]] = {}
+    for b in bodies:
+        per_version.setdefault(b["version"], Counter()).update(c["verdict"] for c in b["claims"])
+    assert per_version == await expected_verdicts(first + second)
+    assert await read_topic(bootstrap, dlq, idle_s=0.5) == []
+    everything = await read_topic(bootstrap, results, committed_only=False)
+    failures = text.count("commit failed, will retry")
+    print(
+        f"\nbroker restart ({how}, away {DOWN_S:.0f} s): {scored_before_stop:.0f} of {BEFORE} "
+        f"counted when it was told to stop, {scored_at_stop:.0f} once it had stopped; "
+        + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items())
+        + f"; commit failures logged {failures}; results {len(bodies)} exactly once "
+        f"({len(everything) - n} more in aborted transactions); total {time.monotonic() - t0:.1f} s"
+    )
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> int | None:
+    """SIGTERM and wait; a monitor that does not exit in time is killed (and None returned)."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(40)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+        return None
