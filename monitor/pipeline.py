@@ -40,7 +40,8 @@ Guarantees, and how each is kept:
 * **Rebalances and shutdown.** On revoke: stop taking records of those partitions, wait up to
   ``revoke_timeout_s`` for their answers, commit what is finished, cancel the rest (the next
   owner redoes it). On stop (SIGTERM): stop intake, drain up to ``drain_timeout_s``, commit, log
-  the counts.
+  the counts. The commit and closing the clients get ``close_timeout_s`` more: with the broker
+  away they would wait for it, so past that the process exits uncommitted, as after a kill.
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ _MAX_ERROR_MESSAGE_BYTES: Final = 512
 _JUDGE_FAILED: Final = "judge failed"
 _RESUME_FRACTION: Final = 0.75  # resume partitions when work falls below this share of a cap
 _POLL_MS: Final = 200
+_CLOSE_GRACE_S: Final = 1.0  # per client, once the close deadline has passed
 
 Key = tuple[str | None, str | None]
 
@@ -306,6 +308,7 @@ class Pipeline:
         gate: JudgeGate | None = None,
         clock: Callable[[], float] = time.monotonic,
         max_inflight_canaries: int | None = None,
+        close_timeout_s: float = 10.0,
     ) -> None:
         self.settings = settings
         self.scorer = scorer
@@ -340,6 +343,10 @@ class Pipeline:
         self._started = False
         self._max_inflight_canaries = max_inflight_canaries or settings.max_inflight_answers
         self._canaries: set[asyncio.Task[None]] = set()
+        # After the drain: the last commit and closing the clients. aiokafka retries both for
+        # as long as the broker is away, so without a deadline a SIGTERM during a broker
+        # restart waited for the broker (drain 30 s + this 10 s stays inside Kubernetes' 45 s).
+        self._close_timeout_s = close_timeout_s
 
     # -- probes --------------------------------------------------------------------------------
 
@@ -415,14 +422,41 @@ class Pipeline:
             await self._stop_canaries()
             for task in background:
                 task.cancel()
-            await asyncio.gather(*background, return_exceptions=True)
-            await self._final_commit()
-            await delivery.stop()
-            await consumer.stop()
+            await self._close(background, delivery, consumer)
             log.info("citemon run stopped: %s; %r", asdict(self.stats), self.sampler)
         if self._fatal is not None:
             raise self._fatal
         return self.stats
+
+    async def _close(
+        self, background: list[asyncio.Task[None]], delivery: KafkaDelivery, consumer: Any
+    ) -> None:
+        """The final commit within ``close_timeout_s``, then close the clients.
+
+        Past the deadline (the broker is away) nothing more is committed and each client gets
+        ``_CLOSE_GRACE_S`` to close before it is abandoned: as after a ``kill -9``, the next
+        owner scores the uncommitted answers, and its transactional ID fences ours, aborting
+        the transaction left open.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._close_timeout_s
+        try:
+            async with asyncio.timeout_at(deadline):
+                await asyncio.gather(*background, return_exceptions=True)
+                await self._final_commit()
+        except TimeoutError:
+            log.error(
+                "Kafka did not answer within %.0f s of shutdown: stopping without the final "
+                "commit (%d fetched records uncommitted; the next owner scores them)",
+                self._close_timeout_s,
+                len(self._tracker),
+            )
+        for name, stop in (("producer", delivery.stop), ("consumer", consumer.stop)):
+            try:
+                async with asyncio.timeout_at(max(deadline, loop.time() + _CLOSE_GRACE_S)):
+                    await stop()
+            except TimeoutError:
+                log.warning("closing the Kafka %s timed out; abandoning it", name)
 
     async def _drain(self) -> None:
         if self._consumer is not None and self._assigned:
