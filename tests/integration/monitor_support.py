@@ -203,6 +203,14 @@ def start_process(
     )
 
 
+def ready(port: int) -> bool:
+    """Whether the ``citemon run`` on ``port`` answers ``/readyz`` with 200."""
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=0.5).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 def scrape(port: int, timeout_s: float = 1.0) -> dict[str, float] | None:
     """Sums of each sample name on ``/metrics`` (None when the process does not answer)."""
     try:

@@ -15,7 +15,6 @@ import asyncio
 import json
 import logging
 import signal
-import socket
 import subprocess
 import time
 from collections import Counter
@@ -41,6 +40,7 @@ from tests.integration.monitor_support import (
     verdicts_by_version,
     wait_for,
 )
+from tests.integration.prometheus_support import free_port
 
 #: A wrong password's start-up failure must come quickly, not after retrying for minutes.
 FAIL_FAST_S = 20.0
@@ -84,13 +84,6 @@ async def _produce(
     finally:
         await producer.stop()
     return trace_ids
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _claims(metrics_text: str) -> dict[str, Counter[str]]:
@@ -168,7 +161,7 @@ async def test_cli_over_sasl_scram_with_password_file_scores_every_answer_exactl
     password_file.write_text(password + "\n")
     password_file.chmod(0o600)
 
-    port = _free_port()
+    port = free_port()
     log_path = tmp_path / "run.log"
     flags = _sasl_flags(kafka_sasl, topic, port, password_file)
     flags += ["--results-topic", results, "--transactional-id", f"tx.{topic}"]
@@ -214,7 +207,7 @@ async def test_cli_with_a_wrong_password_exits_2_naming_the_broker(
 
     log_path = tmp_path / "run.log"
     started = time.monotonic()
-    proc = _citemon(_sasl_flags(kafka_sasl, topic, _free_port(), password_file), log_path)
+    proc = _citemon(_sasl_flags(kafka_sasl, topic, free_port(), password_file), log_path)
     try:
         code = await asyncio.to_thread(proc.wait, FAIL_FAST_S)
     finally:

@@ -16,7 +16,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
 from collections import Counter
@@ -35,10 +34,12 @@ from tests.integration.monitor_support import (
     expected_verdicts,
     publish,
     read_topic,
+    ready,
     scrape,
     start_process,
     wait_for,
 )
+from tests.integration.prometheus_support import free_port
 
 #: Ports of this test's own broker (the shared one is 9092/9093; the SASL one 9096-9098).
 PORT = int(os.environ.get("CITEMON_TEST_RESTART_KAFKA_PORT", "19292"))
@@ -133,20 +134,6 @@ def own_broker(_module_broker: OwnBroker) -> OwnBroker:
     return _module_broker
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _ready(port: int) -> bool:
-    try:
-        return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=0.5).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
 def _status(port: int, path: str) -> int:
     try:
         return httpx.get(f"http://127.0.0.1:{port}{path}", timeout=0.5).status_code
@@ -222,7 +209,7 @@ async def _restart_scenario(
 ) -> None:
     """One monitor process rides out the restart (see the module docstring)."""
     bootstrap = own_broker.bootstrap
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "run.log"
     flags = _flags(bootstrap, topic, port)
     n = BEFORE + AFTER
@@ -230,7 +217,7 @@ async def _restart_scenario(
     proc = start_process(flags, env=ENV, log_path=log)
     timings: dict[str, float] = {}
     try:
-        await wait_for(lambda: _ready(port), 30, "the monitor to be ready")
+        await wait_for(lambda: ready(port), 30, "the monitor to be ready")
         timings["monitor ready"] = time.monotonic() - t0
         first = await asyncio.to_thread(publish, bootstrap, topic, [("v1", BEFORE, False)], seed=3)
         await wait_for(lambda: _answers(port) >= 10, 30, "some answers scored")
@@ -256,7 +243,7 @@ async def _restart_scenario(
         await asyncio.sleep(1.0)  # anything counted twice would show up by now
         sums = scrape(port) or {}
         assert proc.poll() is None, "the monitor exited"
-        assert _ready(port), "not ready again after the broker came back"
+        assert ready(port), "not ready again after the broker came back"
         assert await _committed(bootstrap, f"g.{topic}", topic, 3) == n
     finally:
         code = await asyncio.to_thread(_stop, proc)
@@ -322,7 +309,7 @@ async def test_sigterm_while_the_broker_is_down_exits_by_the_close_deadline(
     topic = f"restart.sigterm.{os.getpid()}.{time.monotonic_ns()}"
     results, dlq = f"{topic}.scores", f"{topic}.dlq"
     await _create_topics(bootstrap, {topic: 3, results: 1, dlq: 1})
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "run.log"
     flags = _flags(bootstrap, topic, port, "--drain-timeout", "5")
     # The dead process could not leave the group: the next one waits out its session, so
@@ -331,7 +318,7 @@ async def test_sigterm_while_the_broker_is_down_exits_by_the_close_deadline(
     try:
         proc = start_process(flags, env=env, log_path=log)
         try:
-            await wait_for(lambda: _ready(port), 30, "the monitor to be ready")
+            await wait_for(lambda: ready(port), 30, "the monitor to be ready")
             await asyncio.to_thread(publish, bootstrap, topic, [("v1", BEFORE, False)], seed=5)
             await wait_for(lambda: _answers(port) >= 10, 30, "some answers scored")
             await asyncio.to_thread(own_broker.down)

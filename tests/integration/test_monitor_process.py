@@ -13,12 +13,10 @@ import json
 import random
 import re
 import signal
-import socket
 import time
 from collections import Counter
 from pathlib import Path
 
-import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
@@ -27,27 +25,15 @@ from tests.integration.monitor_support import (
     expected_verdicts,
     publish,
     read_topic,
+    ready,
     scrape,
     start_process,
     wait_for,
 )
+from tests.integration.prometheus_support import free_port
 
 #: The group notices a killed member after this long (the broker's minimum).
 ENV = {"CITEMON_SESSION_TIMEOUT_MS": "6000", "CITEMON_TEST_JUDGE_DELAY_S": "0.05"}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _ready(port: int) -> bool:
-    try:
-        return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=0.5).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def _flags(bootstrap: str, topic: str, port: int, *extra: str) -> list[str]:
@@ -88,7 +74,7 @@ async def test_kill_9_at_random_points_loses_nothing_and_results_are_exactly_onc
     n = len(sent)
     expected = await expected_verdicts(sent)
     rng = random.Random()
-    port = _free_port()
+    port = free_port()
     flags = _flags(
         kafka_bootstrap,
         topic,
@@ -102,7 +88,7 @@ async def test_kill_9_at_random_points_loses_nothing_and_results_are_exactly_onc
     for _ in range(kills):
         proc = start_process(flags, env=ENV, log_path=tmp_path / "run.log")
         try:
-            await wait_for(lambda: _ready(port), 30, "the monitor to be ready")
+            await wait_for(lambda: ready(port), 30, "the monitor to be ready")
             deadline = time.monotonic() + rng.uniform(0.5, 2.0)
             last = 0.0
             while time.monotonic() < deadline:
@@ -117,7 +103,7 @@ async def test_kill_9_at_random_points_loses_nothing_and_results_are_exactly_onc
     done_before = await _committed(kafka_bootstrap, topic, 3)
     final = start_process(flags, env=ENV, log_path=tmp_path / "run.log")
     try:
-        await wait_for(lambda: _ready(port), 30, "the last monitor to be ready")
+        await wait_for(lambda: ready(port), 30, "the last monitor to be ready")
         deadline = time.monotonic() + 60
         while await _committed(kafka_bootstrap, topic, 3) < n:
             assert time.monotonic() < deadline, "not every answer was committed"
@@ -157,7 +143,7 @@ async def test_sigterm_mid_stream_drains_commits_and_exits_0(
 ) -> None:
     topic = await kafka_topic(partitions=2)
     sent = await asyncio.to_thread(publish, kafka_bootstrap, topic, [("v1", 60, False)])
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "run.log"
     env = {**ENV, "CITEMON_TEST_JUDGE_DELAY_S": "0.2"}
     flags = _flags(kafka_bootstrap, topic, port, "--drain-timeout", "25")
