@@ -99,6 +99,8 @@ __all__ = [
 ]
 
 API_KEY_ENV: Final = "CITEMON_JUDGE_API_KEY"
+DEFAULT_MAX_REPLY_BYTES: Final = 4 * 1024 * 1024
+"""A chat completion carrying verdicts is a few kB; past this a reply is read no further."""
 """Environment variable holding the judge's API key (default: unset, no ``Authorization``)."""
 
 logger = logging.getLogger(__name__)
@@ -337,6 +339,7 @@ class HTTPJudge:
         backoff_base_s: float = 0.5,
         backoff_max_s: float = 30.0,
         cache_size: int = 10_000,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
         api_key: str | None = None,
         observer: JudgeObserver | None = None,
         client: httpx.AsyncClient | None = None,
@@ -345,6 +348,9 @@ class HTTPJudge:
     ) -> None:
         if max_inflight < 1:
             raise ConfigError(f"max_inflight must be at least 1, not {max_inflight}")
+        if max_reply_bytes < 1:
+            raise ConfigError(f"max_reply_bytes must be at least 1, not {max_reply_bytes}")
+        self._max_reply_bytes = max_reply_bytes
         if not timeout_s > 0:
             raise ConfigError(f"timeout_s must be positive, not {timeout_s}")
         if retries < 0:
@@ -573,9 +579,7 @@ class HTTPJudge:
             try:
                 try:
                     async with asyncio.timeout(self._timeout_s):
-                        response = await self._client.post(
-                            self._url, json=body, headers=self._headers, **auth
-                        )
+                        response = await self._post(body, auth)
                 except (TimeoutError, httpx.TimeoutException) as exc:
                     raise JudgeTimeout(
                         f"judge at {self._shown_url} did not answer within {self._timeout_s:g}s"
@@ -596,6 +600,33 @@ class HTTPJudge:
                 self._observe_inflight(-1)
                 if self._observer is not None:
                     self._observer.request_done(outcome, time.perf_counter() - started)
+
+    async def _post(self, body: dict[str, Any], auth: dict[str, Any]) -> httpx.Response:
+        """POST ``body`` and read the reply, at most ``max_reply_bytes`` of it: a broken proxy
+        or a runaway model must not make one request hold gigabytes in a long-lived monitor."""
+        request = self._client.build_request("POST", self._url, json=body, headers=self._headers)
+        response = await self._client.send(request, stream=True, **auth)
+        try:
+            data = bytearray()
+            async for chunk in response.aiter_bytes():
+                data += chunk
+                if len(data) > self._max_reply_bytes:
+                    raise JudgeInvalidReply(
+                        f"judge at {self._shown_url} sent a reply over "
+                        f"{self._max_reply_bytes} bytes (HTTP {response.status_code}); "
+                        "read no further"
+                    )
+        finally:
+            await response.aclose()
+        # The bytes are decoded already: drop the headers that would have httpx decode again.
+        headers = [
+            (k, v)
+            for k, v in response.headers.multi_items()
+            if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+        ]
+        return httpx.Response(
+            response.status_code, headers=headers, content=bytes(data), request=request
+        )
 
     def _read(self, response: httpx.Response, parse: Callable[[str], _T]) -> _T:
         status = response.status_code

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import gzip
+import http.server
+import json
 import logging
+import threading
 import time
 import traceback
 from collections import Counter
@@ -430,3 +434,51 @@ def test_thread_mode_serves_code_that_runs_its_own_loop() -> None:
         verdicts = asyncio.run(run(server.base_url))
     assert [v.entailed for v in verdicts] == [claim_case(i)[2] for i in range(9)]
     assert server.max_concurrent == 3
+
+
+async def test_a_reply_over_max_reply_bytes_is_read_no_further(server: JudgeServer) -> None:
+    server.script(Fault.content("x" * 50_000), forever=True)
+    observer = RecordingObserver()
+    async with HTTPJudge(
+        server.base_url, "m", retries=1, max_reply_bytes=10_000, observer=observer, **FAST
+    ) as judge:
+        with pytest.raises(JudgeInvalidReply) as caught:
+            await judge.entails("Logs are kept 90 days.", {"p-1": "Logs are kept 90 days."})
+        assert "over 10000 bytes" in str(caught.value)
+        assert observer.outcomes == ["invalid", "invalid"]
+        server.reset()  # an ordinary reply under the cap still reads
+        verdict = await judge.entails("Logs are kept 90 days.", {"p-1": "Logs are kept 90 days."})
+        assert verdict.entailed is True
+
+
+def test_a_gzip_encoded_reply_is_read() -> None:
+    # Proxies compress; the capped read decodes once and must not decode the bytes again.
+    reply = {"choices": [{"message": {"content": '{"entailed": true, "reason": "says so"}'}}]}
+    body = gzip.compress(json.dumps(reply).encode())
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["content-length"]))
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-encoding", "gzip")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler) as httpd:
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        try:
+
+            async def ask() -> Verdict:
+                url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+                async with HTTPJudge(url, "m", **FAST) as judge:
+                    return await judge.entails("c", {"p": "t"})
+
+            verdict = asyncio.run(ask())
+        finally:
+            httpd.shutdown()
+    assert verdict.entailed is True and verdict.reason == "says so"
