@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 import time
 import weakref
@@ -127,6 +128,20 @@ STATS: Final = ShimStats()
 
 _Passage = tuple[str, str, float | None, str | None]  # id, text, score, metadata (JSON text)
 
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def _utf8(text: str) -> str:
+    """``text`` with lone surrogates replaced by U+FFFD.
+
+    Python strings may hold them (``surrogateescape``-decoded bytes, JSON ``"\\ud800"``); UTF-8
+    cannot. The OTLP encoder drops such an attribute at export, logging a traceback each time,
+    and an answer that loses its ``output.value`` is not scored at all. ``isascii`` is O(1).
+    """
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    return _SURROGATE.sub("\ufffd", text)
+
 
 def _field(obj: Any, *names: str) -> Any:
     if isinstance(obj, Mapping):
@@ -166,10 +181,10 @@ def _normalize(p: PassageLike, index: int) -> _Passage:
         md: dict[str, Any] = dict(meta) if isinstance(meta, Mapping) else {}
         if source is not None:
             md["source"] = source
-        metadata = json.dumps(md, default=str, ensure_ascii=False) if md else None
+        metadata = _utf8(json.dumps(md, default=str, ensure_ascii=False)) if md else None
     return (
-        pid if type(pid) is str else (str(pid) if pid is not None else str(index + 1)),
-        text if type(text) is str else ("" if text is None else str(text)),
+        _utf8(pid if type(pid) is str else (str(pid) if pid is not None else str(index + 1))),
+        _utf8(text if type(text) is str else ("" if text is None else str(text))),
         float(score) if type(score) is float or type(score) is int else None,
         metadata,
     )
@@ -263,25 +278,44 @@ class AnswerSpan:
                 return
             if self._passages_set:
                 raise RuntimeError("set_passages called twice on one answer span")
-            self._passages_set = True
-            self._set_passages(passages)
         except Exception as exc:
             self._stats._error("shim", exc)
+            return
+        self._passages_set = True
+        try:
+            self._set_passages(passages)
+        except Exception as exc:
+            # Some or all passages went unrecorded: the monitor must say `unjudged`, not blame
+            # the answer's citations for passages it never saw.
+            self._truncated = True
+            self._stats._error("shim", exc)
 
-    def set_answer(self, answer: str) -> None:
-        """Record the generated answer, citation markers included."""
+    def set_answer(self, answer: str | None) -> None:
+        """Record the generated answer, citation markers included.
+
+        ``None`` (nothing was generated) is recorded as the empty answer: no claims to score.
+        """
         try:
             if not self.span.is_recording():
                 return
             if self._answer_set:
                 raise RuntimeError("set_answer called twice on one answer span")
-            self._answer_set = True
+        except Exception as exc:
+            self._stats._error("shim", exc)
+            return
+        self._answer_set = True
+        if answer is None:
+            answer = ""  # the service answered nothing; never the text "None"
+        try:
             a = self._clean(answer if type(answer) is str else str(answer))
             # An answer whose redaction failed is recorded empty and truncated: never raw.
+            if a is not None and not a.isascii():
+                a = _utf8(a)
             self.span.set_attribute(A.OUTPUT_VALUE, "" if a is None else a)
             if a is None or self._too_long(a):
                 self._truncated = True  # written by _finish, when the span ends
         except Exception as exc:
+            self._truncated = True
             self._stats._error("shim", exc)
 
     def _set_passages(self, passages: Iterable[PassageLike]) -> None:
@@ -325,13 +359,15 @@ class AnswerSpan:
                     or (score is not None and type(score) is not float)
                 ):
                     pid, text, score, metadata = _normalize(raw, i)
+                elif not (text.isascii() and pid.isascii()):
+                    pid, text = _utf8(pid), _utf8(text)
             else:
                 pid, text, score, metadata = _normalize(raw, i)
             need = 2 + (score is not None) + (metadata is not None)
             if budget is not None and used_budget + need > budget:
                 break
             if redact is not None:
-                text = self._clean(text) or ""
+                text = _utf8(self._clean(text) or "")
             k_id, k_content, k_score, k_metadata = keys(i)
             attrs[k_id] = pid
             attrs[k_content] = text
@@ -358,6 +394,7 @@ class AnswerSpan:
                     ],
                     ensure_ascii=False,
                 )
+                packed = _utf8(packed)  # the redact hook's output
                 if self._too_long(packed):
                     self._truncated = True
                 else:
@@ -395,7 +432,9 @@ def _start(
     stats: ShimStats,
 ) -> AnswerSpan:
     try:
-        q = question if type(question) is str else str(question)
+        q = question if type(question) is str else ("" if question is None else str(question))
+        if not q.isascii():
+            q = _utf8(q)
         start_attrs: dict[str, Any] = {A.SPAN_KIND: "CHAIN"}
         if redact is None:
             start_attrs[A.INPUT_VALUE] = q  # no hook to run: set it with the span, one lock less
@@ -407,8 +446,8 @@ def _start(
             if redact is not None:
                 cleaned = handle._clean(q)
                 if cleaned is not None:
-                    span.set_attribute(A.INPUT_VALUE, cleaned)
-                    q = cleaned
+                    q = _utf8(cleaned)
+                    span.set_attribute(A.INPUT_VALUE, q)
             if handle._too_long(q):
                 handle._truncated = True
         return handle
@@ -450,12 +489,18 @@ def answer_span(
         try:
             yield handle
         except Exception as exc:  # the host's error: record it on the span, then re-raise it
-            try:
-                if handle.span.is_recording():
+            if handle.span.is_recording():
+                # The status first, with a description that cannot fail: an exception whose
+                # str() raises still ends the span in error (record_exception calls str() too).
+                try:
+                    described = f"{type(exc).__name__}: {exc}"
+                except Exception:
+                    described = type(exc).__name__
+                try:
+                    handle.span.set_status(StatusCode.ERROR, described)
                     handle.span.record_exception(exc)
-                    handle.span.set_status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}")
-            except Exception as inner:
-                st._error("shim", inner)
+                except Exception as inner:
+                    st._error("shim", inner)
             raise
         finally:
             handle._finish()
