@@ -39,6 +39,7 @@ inside the ``BatchSpanProcessor``'s 30 s export timeout (which the SDK does not 
 DEFAULT_MAX_MESSAGE_BYTES: Final = 1_000_000
 """Kafka's default ``message.max.bytes`` (and the Collector's ``producer.max_message_bytes``)."""
 _GRACE_S: Final = 1.0  # waiting on the loop thread beyond the coroutine's own deadline
+_CANCEL_WAIT_S: Final = 0.5  # shutdown: how long cancelled exports get to unwind
 
 _Message = tuple[bytes, bytes, int]  # key, value, span count
 
@@ -93,6 +94,7 @@ class KafkaSpanExporter(SpanExporter):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._producer: Any = None  # aiokafka.AIOKafkaProducer, created on the loop thread
+        self._start_lock: asyncio.Lock | None = None  # one producer start at a time (loop thread)
         self._shutdown = False
         self.exported_spans = 0
         self.failed_spans = 0
@@ -140,6 +142,8 @@ class KafkaSpanExporter(SpanExporter):
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
+            if self._shutdown:  # an export that raced shutdown must not start a new loop
+                raise RuntimeError("exporter is shut down")
             if self._loop is None:
                 loop = asyncio.new_event_loop()
                 thread = threading.Thread(
@@ -150,6 +154,15 @@ class KafkaSpanExporter(SpanExporter):
             return self._loop
 
     async def _start_producer(self, deadline: float) -> Any:
+
+        if self._start_lock is None:
+            self._start_lock = asyncio.Lock()
+        # Concurrent exports (several threads, one loop) wait for one start instead of each
+        # starting a producer of its own and leaking all but the last.
+        async with self._start_lock:
+            return await self._start_producer_locked(deadline)
+
+    async def _start_producer_locked(self, deadline: float) -> Any:
         from aiokafka import AIOKafkaProducer
         from aiokafka.errors import KafkaError
 
@@ -184,6 +197,10 @@ class KafkaSpanExporter(SpanExporter):
         while pending:
             producer = await self._start_producer(deadline)
             futures = [await producer.send(self.topic, value=v, key=k) for k, v, _ in pending]
+            for fut in futures:
+                # Once this coroutine is cancelled (deadline, shutdown) nobody awaits these:
+                # retrieve their errors so asyncio logs no "exception was never retrieved".
+                fut.add_done_callback(_retrieve)
             failed: list[_Message] = []
             for msg, fut in zip(pending, futures, strict=True):
                 try:
@@ -254,19 +271,30 @@ class KafkaSpanExporter(SpanExporter):
             await self._producer.flush()
 
     def shutdown(self, timeout_millis: int = 30000) -> None:
-        """Stop the producer (flushing it) and the loop thread, within ``timeout_millis``."""
-        if self._shutdown:
-            return
-        self._shutdown = True
-        self._run_on_loop(self._stop(), timeout_millis / 1000)
+        """Stop the producer (flushing it) and the loop thread, within ``timeout_millis``.
+
+        Exports still waiting on the broker are cancelled (they return ``FAILURE`` at once, their
+        spans counted failed); a second call does nothing."""
+        with self._lock:
+            if self._shutdown:
+                return
+            self._shutdown = True
+        timeout_s = max(0.0, timeout_millis / 1000)
+        deadline = time.monotonic() + timeout_s
+        self._run_on_loop(self._stop(), timeout_s)
         with self._lock:
             loop, thread = self._loop, self._thread
             self._loop = self._thread = None
-        if loop is not None and thread is not None:
+        if loop is None or thread is None:
+            return
+        if loop.is_running():
+            fut = asyncio.run_coroutine_threadsafe(_cancel_all(_CANCEL_WAIT_S), loop)
+            with contextlib.suppress(Exception):
+                fut.result(timeout=_CANCEL_WAIT_S + _GRACE_S)
             loop.call_soon_threadsafe(loop.stop)
-            thread.join(timeout=max(0.1, timeout_millis / 1000))
-            if not thread.is_alive():
-                loop.close()
+        thread.join(timeout=max(0.1, deadline - time.monotonic()))
+        if not thread.is_alive():
+            loop.close()
 
     async def _stop(self) -> None:
         producer, self._producer = self._producer, None
@@ -285,6 +313,22 @@ class KafkaSpanExporter(SpanExporter):
         except Exception as exc:
             _log.warning("Kafka span exporter flush/stop incomplete: %s", type(exc).__name__)
             return False
+
+
+async def _cancel_all(wait_s: float) -> None:
+    """Cancel every other task on this loop (exports in flight, a producer that would not stop)
+    and give them ``wait_s`` to unwind, so none is destroyed pending when the loop closes."""
+    me = asyncio.current_task()
+    tasks = [t for t in asyncio.all_tasks() if t is not me]
+    for t in tasks:
+        t.cancel()
+    if tasks:
+        await asyncio.wait(tasks, timeout=wait_s)
+
+
+def _retrieve(fut: asyncio.Future[Any]) -> None:
+    if not fut.cancelled():
+        fut.exception()
 
 
 async def _quiet_stop(producer: Any) -> None:
