@@ -113,12 +113,12 @@ class ShimStats:
                 return
             self._last_log[kind] = t
             suppressed, self.suppressed = self.suppressed, 0
+        # The type only: a message may quote the text it failed on (a redact hook's often does).
         _log.warning(
-            "citemon shim %s error (the host is unaffected; %d similar suppressed): %s: %s",
+            "citemon shim %s error (the host is unaffected; %d similar suppressed): %s",
             kind,
             suppressed,
             type(exc).__name__,
-            exc,
         )
 
 

@@ -157,7 +157,7 @@ def test_a_failing_redact_hook_never_reaches_the_host_and_records_nothing_raw(
     stats = ShimStats()
 
     def broken(text: str) -> str:
-        raise RuntimeError("redactor down")
+        raise RuntimeError(f"redactor down on {text!r}")  # quotes the very text it was given
 
     caplog.set_level(logging.WARNING, logger="instrumentation")
     handled = []
@@ -176,6 +176,7 @@ def test_a_failing_redact_hook_never_reaches_the_host_and_records_nothing_raw(
     # Logged once (rate-limited), and never with the text it was redacting.
     lines = [r.getMessage() for r in caplog.records if "redact" in r.getMessage()]
     assert len(lines) == 1 and "secret" not in lines[0]
+    assert "RuntimeError" in lines[0]
     (record,) = _decode(exporter.get_finished_spans())
     assert record.truncated and record.answer == ""
 
