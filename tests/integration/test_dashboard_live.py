@@ -3,8 +3,8 @@
 Grafana cannot run here, so this test does what Grafana does with the dashboard JSON: it
 substitutes the template variables, sends each panel target to Prometheus's HTTP API as a range
 query (time series, stat) or an instant query (``"instant": true`` tables), and reads the
-result. The data is real: the fake RAG service answers as v1 (mostly correct) and then as v2
-(the first-passage bug) through the shim and a real Kafka broker; ``citemon run`` (a subprocess,
+result. The data is real: the fake RAG service serves v1 (mostly correct), then rolls out v2
+(the first-passage bug) beside it, through the shim and a real Kafka broker; ``citemon run`` (a subprocess,
 lexical judge, with a judge calibration and the shuffle canary on) scores the answers; Debian's
 Prometheus scrapes it every second and evaluates the shipped rules with their windows compressed
 (15 m and 5 m → 1 m, so the recorded ratios cover the whole run).
@@ -220,13 +220,15 @@ class Live:
     partitions: int
 
     async def range(self, expr: str) -> list[dict[str, Any]]:
-        return await self._api(
+        result: list[dict[str, Any]] = await self._api(
             "query_range",
             {"query": expr, "start": math.floor(self.started), "end": time.time(), "step": STEP_S},
         )
+        return result
 
-    async def instant(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
-        return await self._api("query", {"query": expr, "time": at or time.time()})
+    async def instant(self, expr: str) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = await self._api("query", {"query": expr})
+        return result
 
     async def label_values(self, match: str, label: str) -> list[str]:
         values: list[str] = await self._api(
