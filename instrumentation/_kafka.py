@@ -154,7 +154,6 @@ class KafkaSpanExporter(SpanExporter):
             return self._loop
 
     async def _start_producer(self, deadline: float) -> Any:
-
         if self._start_lock is None:
             self._start_lock = asyncio.Lock()
         # Concurrent exports (several threads, one loop) wait for one start instead of each
