@@ -242,6 +242,10 @@ _CORRECTED_HELP: Final = (
     "Citation accuracy over the sliding window corrected for the judge's measured sensitivity "
     "and specificity (Rogan-Gladen; needs --calibration)."
 )
+_CALIBRATION_GAUGES: Final = (
+    ("citemon_judge_sensitivity", "The --calibration file's judge sensitivity (point estimate)."),
+    ("citemon_judge_specificity", "The --calibration file's judge specificity (point estimate)."),
+)
 
 
 class _WindowCollector:
@@ -252,7 +256,8 @@ class _WindowCollector:
     estimate of the same window's correct and cited counts, absent where
     :func:`~monitor.calibration.corrected_accuracy` declines (no cited claims, or an
     uninformative judge). Values set by hand (``manual``) show for label sets the window does
-    not cover.
+    not cover. The calibration's own sensitivity and specificity are exported too, so a recording
+    rule can correct the accuracy pooled over all replicas (this gauge sees one replica's share).
     """
 
     _GAUGES: Final = (
@@ -288,9 +293,10 @@ class _WindowCollector:
         self.manual: dict[tuple[str, ...], float] = {}
 
     def describe(self) -> Iterable[Metric]:
+        quality = [*((n, d) for n, d, _, _ in self._GAUGES), (_CORRECTED, _CORRECTED_HELP)]
         return [
-            GaugeMetricFamily(n, d, labels=_QUALITY_LABELS)
-            for n, d in [*((n, d) for n, d, _, _ in self._GAUGES), (_CORRECTED, _CORRECTED_HELP)]
+            *(GaugeMetricFamily(n, d, labels=_QUALITY_LABELS) for n, d in quality),
+            *(GaugeMetricFamily(n, d) for n, d in _CALIBRATION_GAUGES),
         ]
 
     def collect(self) -> Iterable[Metric]:
@@ -312,7 +318,15 @@ class _WindowCollector:
         corrected_family = GaugeMetricFamily(_CORRECTED, _CORRECTED_HELP, labels=_QUALITY_LABELS)
         for key, value in corrected.items():
             corrected_family.add_metric(list(key), value)
-        return [*(family for family, _, _ in families), corrected_family]
+        out: list[Metric] = [*(family for family, _, _ in families), corrected_family]
+        if self._calibration is not None:
+            c = self._calibration.confusion
+            for (name, doc), value in zip(
+                _CALIBRATION_GAUGES, (c.sensitivity, c.specificity), strict=True
+            ):
+                if value is not None:
+                    out.append(GaugeMetricFamily(name, doc, value=value))
+        return out
 
     def _corrected(self, correct: int, cited: int) -> float | None:
         from monitor.calibration import corrected_accuracy

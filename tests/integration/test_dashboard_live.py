@@ -434,12 +434,21 @@ async def test_quality_panels_show_each_version(live: Live) -> None:
     assert last(accuracy["v2"]) < 0.5
 
 
-async def test_corrected_accuracy_is_the_window_gauge(live: Live) -> None:
-    """Panel 2's dashed line: the monitor's windowed gauge, Rogan–Gladen on every answer."""
+async def test_corrected_accuracy_pools_the_recorded_window(live: Live) -> None:
+    """Panel 2's dashed line: Rogan–Gladen on the recorded accuracy (all replicas summed), from
+    the calibration the monitor exports; the monitor's own per-replica gauge is still there."""
     _, tgt = target(2, "B")
-    series = by_version(await live.range(substitute(tgt["expr"], grafana_vars())))
-    assert set(series) == set(VERSIONS)
-    for version, s in series.items():
+    corrected = by_version(await live.range(substitute(tgt["expr"], grafana_vars())))
+    accuracy = by_version(await live.range(substitute(target(2, "A")[1]["expr"], grafana_vars())))
+    sens, spec = CALIB.confusion.sensitivity, CALIB.confusion.specificity
+    assert (sens, spec) == (0.9, 0.75)
+    assert set(corrected) == set(VERSIONS)
+    for version, s in corrected.items():
+        want = min(1.0, max(0.0, (last(accuracy[version]) + spec - 1) / (sens + spec - 1)))
+        assert close(last(s), want, abs_=1e-9), (version, last(s), want)
+    gauge = by_version(await live.range("citemon_citation_accuracy_corrected"))
+    assert set(gauge) == set(VERSIONS)
+    for version, s in gauge.items():
         t = live.expected[version]
         got = corrected_accuracy(t.verdicts["correct"], t.cited, CALIB, draws=1)
         assert got is not None

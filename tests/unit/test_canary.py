@@ -258,6 +258,9 @@ def test_corrected_accuracy_uses_the_accuracy_windows_counts() -> None:
     assert value(reg, "citemon_citation_accuracy_corrected", **SVE) == 0.0
     clock.now += 900
     assert value(reg, "citemon_citation_accuracy_corrected", **SVE) is None  # empty: absent
+    # The calibration itself, for the rule that corrects the accuracy of all replicas pooled.
+    assert value(reg, "citemon_judge_sensitivity") == CALIB.confusion.sensitivity == 0.8
+    assert value(reg, "citemon_judge_specificity") == CALIB.confusion.specificity == 0.7
 
 
 def test_an_uninformative_calibration_exports_no_corrected_value() -> None:
@@ -272,6 +275,8 @@ def test_an_uninformative_calibration_exports_no_corrected_value() -> None:
     m2.record_answer(answer(claim("correct")))
     assert value(reg2, "citemon_citation_accuracy", **SVE) == 1.0
     assert value(reg2, "citemon_citation_accuracy_corrected", **SVE) is None
+    assert value(reg2, "citemon_judge_sensitivity") is None
+    assert value(reg2, "citemon_judge_specificity") is None
 
 
 # -- settings and start-up ---------------------------------------------------------------------

@@ -19,6 +19,7 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 
+from monitor.calibration import Calibration
 from monitor.metrics import Metrics
 from monitor.records import AnswerScore, ClaimResult
 from tests.conftest import REPO, need_server
@@ -92,9 +93,10 @@ def substitute(expr: str) -> str:
 
 
 def exported_names() -> set[str]:
-    """Series names a monitor with one scored answer (and every other method called) exports."""
+    """Series names a monitor with one scored answer (and every other method called, and a
+    judge calibration loaded) exports."""
     reg = CollectorRegistry()
-    m = Metrics(reg)
+    m = Metrics(reg, calibration=Calibration(judge="lexical", tp=9, fn=1, tn=7, fp=3))
     m.record_answer(
         AnswerScore(
             service="s",
