@@ -273,35 +273,20 @@ class AnswerSpan:
 
     def set_passages(self, passages: Iterable[PassageLike]) -> None:
         """Record the retrieved passages, in the order the model saw them."""
-        try:
-            if not self.span.is_recording():
-                return
-            if self._passages_set:
-                raise RuntimeError("set_passages called twice on one answer span")
-        except Exception as exc:
-            self._stats._error("shim", exc)
+        if not self._may_record(self._passages_set, "set_passages"):
             return
         self._passages_set = True
         try:
             self._set_passages(passages)
         except Exception as exc:
-            # Some or all passages went unrecorded: the monitor must say `unjudged`, not blame
-            # the answer's citations for passages it never saw.
-            self._truncated = True
-            self._stats._error("shim", exc)
+            self._lost(exc)
 
     def set_answer(self, answer: str | None) -> None:
         """Record the generated answer, citation markers included.
 
         ``None`` (nothing was generated) is recorded as the empty answer: no claims to score.
         """
-        try:
-            if not self.span.is_recording():
-                return
-            if self._answer_set:
-                raise RuntimeError("set_answer called twice on one answer span")
-        except Exception as exc:
-            self._stats._error("shim", exc)
+        if not self._may_record(self._answer_set, "set_answer"):
             return
         self._answer_set = True
         if answer is None:
@@ -315,8 +300,27 @@ class AnswerSpan:
             if a is None or self._too_long(a):
                 self._truncated = True  # written by _finish, when the span ends
         except Exception as exc:
-            self._truncated = True
+            self._lost(exc)
+
+    def _may_record(self, done: bool, method: str) -> bool:
+        """Whether ``method`` records: the span is recording and this is its first call (a second
+        call is counted and logged as a shim error, never raised into the host)."""
+        try:
+            if not self.span.is_recording():
+                return False
+        except Exception as exc:
             self._stats._error("shim", exc)
+            return False
+        if done:
+            self._stats._error("shim", RuntimeError(f"{method} called twice on one answer span"))
+            return False
+        return True
+
+    def _lost(self, exc: Exception) -> None:
+        # Some or all of it went unrecorded: the monitor must say `unjudged`, not blame the
+        # answer's citations for text it never saw.
+        self._truncated = True
+        self._stats._error("shim", exc)
 
     def _set_passages(self, passages: Iterable[PassageLike]) -> None:
         items = passages if isinstance(passages, list | tuple) else list(passages)
