@@ -12,8 +12,9 @@ import contextlib
 import os
 import re
 import subprocess
+import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,17 +74,93 @@ async def _probe(bootstrap: str, **client_options: Any) -> str | None:
     return None if cluster.get("brokers") else "metadata lists no brokers"
 
 
+def kafka_script(
+    command: str, env: Mapping[str, str] | None = None, *, timeout_s: float = START_TIMEOUT_S
+) -> subprocess.CompletedProcess[str]:
+    """``deploy/kafka.sh COMMAND`` with ``env`` over ours (raises OSError or TimeoutExpired)."""
+    return subprocess.run(
+        ["bash", str(KAFKA_SCRIPT), command],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+
+
+@dataclass(frozen=True)
+class OwnBroker:
+    """A plaintext broker of one test module's own on ``port`` (controller ``port + 1``), for
+    tests that stop, kill or freeze a broker: the shared one on 9092 is never touched."""
+
+    port: int
+    pidfile: Path
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        return int(self.pidfile.read_text())
+
+    def script(self, command: str) -> subprocess.CompletedProcess[str]:
+        env = {
+            "CITEMON_KAFKA_PORT": str(self.port),
+            "CITEMON_KAFKA_CONTROLLER_PORT": str(self.port + 1),
+            "CITEMON_KAFKA_SECURITY": "plaintext",
+        }
+        return kafka_script(command, env)
+
+    def up(self) -> float:
+        """``kafka.sh up`` (returns once it serves metadata); the seconds it took."""
+        return self._timed("up")
+
+    def down(self) -> float:
+        return self._timed("down")
+
+    def _timed(self, command: str) -> float:
+        started = time.monotonic()
+        done = self.script(command)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return time.monotonic() - started
+
+
+@contextlib.contextmanager
+def start_own_broker(port: int) -> Iterator[OwnBroker]:
+    """An :class:`OwnBroker` started on ``port`` and always stopped at the end; one that does
+    not start fails the test under ``CI=true`` and skips it elsewhere."""
+    broker = OwnBroker(port, Path())
+    try:
+        info = broker.script("info")
+        run_dir = dict(line.split("=", 1) for line in info.stdout.splitlines() if "=" in line)
+        broker = OwnBroker(port, Path(run_dir["run_dir"]) / "kafka.pid")
+        done = broker.script("up")
+    except (OSError, subprocess.TimeoutExpired, KeyError) as exc:
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            broker.script("down")
+        need_server("a second Apache Kafka broker", f"deploy/kafka.sh: {exc}")
+        raise AssertionError("unreachable") from None
+    try:
+        if (
+            done.returncode != 0
+            or not broker.pidfile.is_file()
+            or asyncio.run(_probe(broker.bootstrap)) is not None
+        ):
+            need_server(
+                "a second Apache Kafka broker",
+                f"deploy/kafka.sh up on {port} exited {done.returncode}: "
+                f"{(done.stdout + done.stderr).strip()[-1500:]}",
+            )
+        yield broker
+    finally:
+        broker.script("down")
+
+
 def _start_broker(env: dict[str, str] | None = None) -> str:
     """Run ``deploy/kafka.sh up`` once; returns its output for the skip/fail message."""
     try:
-        done = subprocess.run(
-            ["bash", str(KAFKA_SCRIPT), "up"],
-            capture_output=True,
-            text=True,
-            timeout=START_TIMEOUT_S,
-            check=False,
-            env={**os.environ, **(env or {})},
-        )
+        done = kafka_script("up", env)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"deploy/kafka.sh up did not finish: {exc}"
     return f"deploy/kafka.sh up exited {done.returncode}: {(done.stdout + done.stderr).strip()}"
@@ -213,14 +290,7 @@ class SecuredKafka:
 def _secured_info() -> SecuredKafka | str:
     """``kafka.sh info`` for the secured broker (starts nothing), or why it failed."""
     try:
-        done = subprocess.run(
-            ["bash", str(KAFKA_SCRIPT), "info"],
-            capture_output=True,
-            text=True,
-            timeout=PROBE_TIMEOUT_S,
-            check=False,
-            env={**os.environ, **SASL_ENV},
-        )
+        done = kafka_script("info", SASL_ENV, timeout_s=PROBE_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"deploy/kafka.sh info did not finish: {exc}"
     if done.returncode != 0:

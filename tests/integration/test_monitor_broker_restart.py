@@ -20,7 +20,6 @@ import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -28,8 +27,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from tests.conftest import need_server
-from tests.integration.conftest import KAFKA_SCRIPT, _probe
+from tests.integration.conftest import OwnBroker, start_own_broker
 from tests.integration.monitor_support import (
     expected_verdicts,
     publish,
@@ -41,15 +39,8 @@ from tests.integration.monitor_support import (
 )
 from tests.integration.prometheus_support import free_port
 
-#: Ports of this test's own broker (the shared one is 9092/9093; the SASL one 9096-9098).
+#: This test's own broker (the shared one is 9092/9093; the SASL one 9096-9098).
 PORT = int(os.environ.get("CITEMON_TEST_RESTART_KAFKA_PORT", "19292"))
-CONTROLLER_PORT = PORT + 1
-BROKER_ENV = {
-    "CITEMON_KAFKA_PORT": str(PORT),
-    "CITEMON_KAFKA_CONTROLLER_PORT": str(CONTROLLER_PORT),
-    "CITEMON_KAFKA_SECURITY": "plaintext",
-}
-SCRIPT_TIMEOUT_S = 100.0
 #: How long the broker stays away (seconds; the env var is for longer soaks by hand).
 DOWN_S = float(os.environ.get("CITEMON_TEST_BROKER_DOWN_S", "3"))
 BEFORE, AFTER = 80, 40
@@ -58,39 +49,12 @@ BEFORE, AFTER = 80, 40
 ENV = {"CITEMON_SESSION_TIMEOUT_MS": "10000", "CITEMON_TEST_JUDGE_DELAY_S": "0.05"}
 
 
-@dataclass(frozen=True)
-class OwnBroker:
-    bootstrap: str
-    pidfile: Path
-
-    def script(self, command: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            ["bash", str(KAFKA_SCRIPT), command],
-            capture_output=True,
-            text=True,
-            timeout=SCRIPT_TIMEOUT_S,
-            check=False,
-            env={**os.environ, **BROKER_ENV},
-        )
-
-    def up(self) -> float:
-        started = time.monotonic()
-        done = self.script("up")
-        assert done.returncode == 0, done.stdout + done.stderr
-        return time.monotonic() - started
-
-    def down(self) -> float:
-        started = time.monotonic()
-        done = self.script("down")
-        assert done.returncode == 0, done.stdout + done.stderr
-        return time.monotonic() - started
-
-    def kill_9(self) -> None:
-        pid = int(self.pidfile.read_text())
-        os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
+def _kill_9(broker: OwnBroker) -> None:
+    pid = broker.pid
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _alive(pid: int) -> bool:
@@ -105,26 +69,8 @@ def _alive(pid: int) -> bool:
 @pytest.fixture(scope="module")
 def _module_broker() -> Iterator[OwnBroker]:
     """A broker on ``PORT`` for this module alone; always stopped at the end."""
-    broker = OwnBroker(f"127.0.0.1:{PORT}", Path())
-    try:
-        info = broker.script("info")
-        run_dir = Path(dict(line.split("=", 1) for line in info.stdout.splitlines())["run_dir"])
-        broker = OwnBroker(broker.bootstrap, run_dir / "kafka.pid")
-        done = broker.script("up")
-    except (OSError, subprocess.TimeoutExpired, KeyError) as exc:
-        broker.script("down")
-        need_server("a second Apache Kafka broker", f"deploy/kafka.sh: {exc}")
-        raise AssertionError("unreachable") from None
-    try:
-        if done.returncode != 0 or asyncio.run(_probe(broker.bootstrap)) is not None:
-            need_server(
-                "a second Apache Kafka broker",
-                f"deploy/kafka.sh up on {PORT} exited {done.returncode}: "
-                f"{(done.stdout + done.stderr).strip()[-1500:]}",
-            )
+    with start_own_broker(PORT) as broker:
         yield broker
-    finally:
-        broker.script("down")
 
 
 @pytest.fixture
@@ -226,7 +172,7 @@ async def _restart_scenario(
         if how == "graceful":
             timings["broker down (graceful)"] = await asyncio.to_thread(own_broker.down)
         else:
-            await asyncio.to_thread(own_broker.kill_9)
+            await asyncio.to_thread(_kill_9, own_broker)
             timings["broker kill -9"] = time.monotonic() - t_stop
         scored_at_stop = _answers(port)
         assert scored_at_stop < BEFORE, "the broker stopped after the first batch was done"

@@ -19,7 +19,6 @@ import textwrap
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -36,15 +35,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from instrumentation import KafkaSpanExporter, record_answer
 from monitor.spans import decode_otlp_proto
-from tests.conftest import REPO, need_server
-from tests.integration.conftest import KAFKA_SCRIPT, TopicFactory, _probe
+from tests.conftest import REPO
+from tests.integration.conftest import TopicFactory, start_own_broker
 
 PORT = int(os.environ.get("CITEMON_TEST_SHIM_KAFKA_PORT", "19392"))
-BROKER_ENV = {
-    "CITEMON_KAFKA_PORT": str(PORT),
-    "CITEMON_KAFKA_CONTROLLER_PORT": str(PORT + 1),
-    "CITEMON_KAFKA_SECURITY": "plaintext",
-}
 RESOURCE = Resource.create({"service.name": "support-bot", "service.version": "v1"})
 #: Timing slack for a loaded 2-core CI machine, in seconds.
 SLACK_S = 0.25
@@ -115,39 +109,14 @@ class FrozenBroker:
         os.kill(self.pid, signal.SIGCONT)
 
 
-def _script(command: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["bash", str(KAFKA_SCRIPT), command],
-        capture_output=True,
-        text=True,
-        timeout=100,
-        check=False,
-        env={**os.environ, **BROKER_ENV},
-    )
-
-
 @pytest.fixture(scope="module")
 def frozen_broker() -> Iterator[FrozenBroker]:
-    try:
-        info = dict(line.split("=", 1) for line in _script("info").stdout.splitlines())
-        done = _script("up")
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        need_server("a second Apache Kafka broker", f"deploy/kafka.sh: {exc}")
-        raise AssertionError("unreachable") from None
-    bootstrap = f"127.0.0.1:{PORT}"
-    pidfile = Path(info.get("run_dir", "/nonexistent")) / "kafka.pid"
-    if done.returncode != 0 or not pidfile.is_file() or asyncio.run(_probe(bootstrap)):
-        _script("down")
-        need_server(
-            "a second Apache Kafka broker",
-            f"deploy/kafka.sh up on {PORT} exited {done.returncode}: {done.stderr[-1500:]}",
-        )
-    broker = FrozenBroker(bootstrap, int(pidfile.read_text()))
-    try:
-        yield broker
-    finally:
-        broker.thaw()
-        _script("down")
+    with start_own_broker(PORT) as own:
+        broker = FrozenBroker(own.bootstrap, own.pid)
+        try:
+            yield broker
+        finally:
+            broker.thaw()  # a frozen broker would not stop
 
 
 # -- export after shutdown, shutdown itself -------------------------------------------------------
