@@ -6,7 +6,9 @@ The variants were noticed while looking at seed-0 results (stronger L2, a 7-feat
 seed 0 cannot confirm them; this script scores them on fresh grouped 5-fold splits, with the
 IDF table built from each training fold, exactly as ``bench.judge_quality`` does. Gradient-boosted
 trees are added when scikit-learn happens to be installed (it is not a citemon dependency).
-Prints balanced accuracy per seed and the mean, per dataset and variant.
+Prints balanced accuracy per seed and the mean, per dataset and variant. Features are computed
+once per fold and shared by every variant (featurising is the slow part), which is why this does
+not call ``training.cross_validate`` once per variant.
 """
 
 from __future__ import annotations
