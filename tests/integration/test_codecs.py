@@ -15,21 +15,19 @@ from __future__ import annotations
 import asyncio
 import random
 import signal
-import struct
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import httpx
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.client import AIOKafkaClient
-from aiokafka.protocol.fetch import FetchRequest
 from aiokafka.record.memory_records import MemoryRecords
 
-from monitor.batches import CODECS, split_batches
+from monitor.batches import CODECS
 from monitor.demo_service import V1_FAULTS, otlp_template, with_trace_id
 from monitor.records import AnswerRecord
 from monitor.sample import QUESTIONS, answer
+from tests.integration.collector_support import batch_codecs
 from tests.integration.conftest import TopicFactory
 from tests.integration.monitor_support import (
     expected_verdicts,
@@ -88,29 +86,6 @@ async def send_batch(
         await (await producer.send_batch(batch, topic, partition=partition))
     finally:
         await producer.stop()
-
-
-async def batch_codecs(bootstrap: str, tp: TopicPartition) -> list[tuple[int, int, str]]:
-    """``(base offset, record count, codec)`` of each batch in ``tp``, read raw from offset 0."""
-    client = AIOKafkaClient(bootstrap_servers=bootstrap)
-    await client.bootstrap()
-    try:
-        client.add_topic(tp.topic)
-        await client.force_metadata_update()
-        node = client.cluster.leader_for_partition(tp)
-        request = FetchRequest(0, 1, 1 << 20, 0, [(tp.topic, [(tp.partition, 0, 1 << 20)])])
-        response = await client.send(node, request)
-    finally:
-        await client.close()
-    ((_, partitions),) = response.topics
-    ((_, error_code, _, *data),) = partitions
-    assert error_code == 0
-    out = []
-    for chunk in split_batches(bytes(data[-1])):
-        base, _, _, magic, _, attributes, last_delta = struct.unpack_from(">qiibIhi", chunk)
-        assert magic == 2
-        out.append((base, last_delta + 1, CODECS[attributes & 0x07]))
-    return out
 
 
 async def test_every_codec_from_our_producer_is_consumed_and_scored_exactly(
