@@ -608,8 +608,8 @@ class Pipeline:
         scan = await scan_partition(
             self._scan_client, tp, start, max_bytes=self.settings.max_partition_fetch_bytes
         )
-        if scan.bad is None:
-            return 0
+        if scan.bad is None or tp not in self._assigned or tp in self._revoking:
+            return 0  # nothing to skip, or revoked meanwhile: the next owner meets it
         for rec in scan.good:
             self._take(tp, rec)
         self._skip_batch(tp, scan.bad)
