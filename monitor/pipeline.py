@@ -582,7 +582,11 @@ class Pipeline:
                 from aiokafka.client import AIOKafkaClient
 
                 client = AIOKafkaClient(**s.kafka_options(), client_id=f"{s.client_id}-reread")
-                await client.bootstrap()
+                try:
+                    await client.bootstrap()
+                except BaseException:
+                    await client.close()
+                    raise
                 self._scan_client = client
             for tp in sorted(self._assigned - self._revoking, key=lambda t: t.partition):
                 found += await self._reread(consumer, tp)
