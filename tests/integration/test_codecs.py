@@ -6,8 +6,10 @@ the topic is read back raw to prove each batch really carries its codec. The Col
 
 The undecodable batch is real: an lz4 batch the broker accepted, read by a ``citemon run``
 process whose aiokafka is told lz4's library is missing (the documented test-only hook
-``CITEMON_TEST_DISABLE_CODECS``). A hand-corrupted batch cannot be had: the broker checks every
-batch's CRC and decompresses it on produce, and refuses it (``CorruptRecordError``).
+``CITEMON_TEST_DISABLE_CODECS``). A hand-made bad batch cannot be had: Kafka 4.1.1 refuses
+each on produce (checked with raw ``Produce`` requests): a bad CRC with ``CORRUPT_MESSAGE``
+(2), a corrupt lz4 payload under a valid CRC and an unknown codec ID (5) with
+``UNKNOWN_SERVER_ERROR`` (-1). Those cases are covered by tests/unit/test_batches.py.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ import struct
 import aiokafka.codec
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
+from aiokafka.record.util import calc_crc32c
 from aiokafka.structs import TopicPartition
 
 from monitor.batches import CODECS, disable_codecs, split_batches, unpack_batches
@@ -98,3 +99,30 @@ def test_disable_codecs_checks_every_name_before_patching_any(
     assert aiokafka.codec.has_zstd() is False
     monkeypatch.delenv("CITEMON_TEST_DISABLE_CODECS")
     assert disable_codecs() == []
+
+
+def _recrc(raw: bytearray) -> bytes:
+    """Fix the CRC up after an edit, as a broken producer would have written it."""
+    struct.pack_into(">I", raw, 17, calc_crc32c(bytes(raw[21:])))
+    return bytes(raw)
+
+
+def test_an_unknown_codec_id_is_an_unsupported_codec() -> None:
+    raw = bytearray(batch(0, "none", 2))
+    (attributes,) = struct.unpack_from(">h", raw, 21)
+    struct.pack_into(">h", raw, 21, attributes | 5)
+    scan = unpack_batches(TP, _recrc(raw), None, 0)
+    assert scan.bad is not None
+    assert (scan.bad.reason, scan.bad.codec, scan.bad.next_offset) == (
+        "unsupported_codec",
+        "unknown(5)",
+        2,
+    )
+
+
+def test_a_corrupt_payload_under_a_valid_crc_is_a_corrupt_batch() -> None:
+    raw = bytearray(batch(0, "lz4", 3))
+    raw[-3] ^= 0xFF
+    scan = unpack_batches(TP, _recrc(raw), None, 0)
+    assert scan.bad is not None
+    assert (scan.bad.reason, scan.bad.codec, scan.bad.next_offset) == ("corrupt_batch", "lz4", 3)
