@@ -37,10 +37,12 @@ from aiokafka.errors import CorruptRecordException, KafkaError, UnsupportedCodec
 from monitor.consumer import OutMessage
 
 __all__ = [
+    "CODECS",
     "DISABLE_CODECS_ENV",
     "UNDECODABLE",
     "BadBatch",
     "Scan",
+    "describe",
     "disable_codecs",
     "scan_partition",
     "split_batches",
