@@ -62,8 +62,7 @@ def collector_binary() -> Path:
     if out.returncode != 0 or not out.stdout.strip():
         need_server(
             "the OpenTelemetry Collector",
-            f"{out.stderr.strip() or 'deploy/collector.sh path printed nothing'} "
-            "(build it with: make collector)",
+            out.stderr.strip() or "deploy/collector.sh path printed nothing (make collector)",
         )
     return Path(out.stdout.strip())
 
