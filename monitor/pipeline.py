@@ -28,7 +28,11 @@ Guarantees, and how each is kept:
   which are counted.
 * **Poison goes aside.** A payload that does not decode is dead-lettered (original key and
   value, the reason in the ``citemon.error`` header) and counted; its offset commits like any
-  other, so the stream keeps flowing.
+  other, so the stream keeps flowing. A whole record batch the Kafka client cannot decode (a
+  codec it lacks, a bad CRC) makes ``getmany`` raise: the partition is re-read from where the
+  intake stands (:mod:`monitor.batches`), its decodable records are taken, and the bad batch
+  alone is dead-lettered whole (raw bytes, reason ``unsupported_codec`` or ``corrupt_batch``),
+  committed past and counted. Partitions whose records that failed call dropped are rewound.
 * **The shuffle canary stays out of the way.** With ``canary_rate`` > 0, an answer picked by
   its trace ID (:mod:`monitor.canary`) has its rotated citations checked *after* its real
   score is handed to the commit, in a task of its own: at most
@@ -59,6 +63,7 @@ from typing import Any, Final
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.errors import KafkaConnectionError, KafkaError, ProducerFenced
 
+from monitor.batches import UNDECODABLE, BadBatch, disable_codecs, scan_partition
 from monitor.canary import canary_selected, cited_counts, shuffled_check
 from monitor.consumer import Entry, KafkaDelivery, OffsetTracker, OutMessage, Ready
 from monitor.errors import DecodeError, JudgeError, KafkaUnavailable
@@ -91,6 +96,7 @@ _JUDGE_FAILED: Final = "judge failed"
 _RESUME_FRACTION: Final = 0.75  # resume partitions when work falls below this share of a cap
 _POLL_MS: Final = 200
 _CLOSE_GRACE_S: Final = 1.0  # per client, once the close deadline has passed
+_UNLOCATED_BACKOFF_S: Final = 1.0  # an undecodable fetch whose bad batch a re-read did not find
 
 Key = tuple[str | None, str | None]
 
@@ -275,6 +281,8 @@ class PipelineStats:
     cancelled_at_drain: int = 0
     cancelled_at_revoke: int = 0
     rebalances: int = 0
+    undecodable_batches: int = 0
+    rewound_partitions: int = 0
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -339,6 +347,10 @@ class Pipeline:
         self._commit_lock = asyncio.Lock()
         self._consumer: Any = None
         self._delivery: KafkaDelivery | None = None
+        # Per assigned partition: one past the last record taken (where intake stands), and
+        # the client that re-reads a partition after an undecodable batch (made on first use).
+        self._taken_to: dict[Any, int] = {}
+        self._scan_client: Any = None
         self._fatal: BaseException | None = None
         self._started = False
         self._max_inflight_canaries = max_inflight_canaries or settings.max_inflight_answers
@@ -371,6 +383,7 @@ class Pipeline:
     async def run(self, stop: asyncio.Event) -> PipelineStats:
         """Consume until ``stop`` is set (or a fatal Kafka error), then drain and commit."""
         s = self.settings
+        disable_codecs()  # test-only hook; a no-op unless CITEMON_TEST_DISABLE_CODECS is set
         consumer = AIOKafkaConsumer(
             **s.kafka_options(),
             group_id=s.group,
@@ -451,7 +464,10 @@ class Pipeline:
                 self._close_timeout_s,
                 len(self._tracker),
             )
-        for name, stop in (("producer", delivery.stop), ("consumer", consumer.stop)):
+        clients = [("producer", delivery.stop), ("consumer", consumer.stop)]
+        if self._scan_client is not None:
+            clients.append(("batch re-read client", self._scan_client.close))
+        for name, stop in clients:
             try:
                 async with asyncio.timeout_at(max(deadline, loop.time() + _CLOSE_GRACE_S)):
                     await stop()
@@ -527,9 +543,13 @@ class Pipeline:
                 self._set_paused(consumer, False)
             elif self._paused:
                 self._set_paused(consumer, True)
-            batches = await consumer.getmany(
-                timeout_ms=_POLL_MS, max_records=max(1, min(max_poll, free))
-            )
+            try:
+                batches = await consumer.getmany(
+                    timeout_ms=_POLL_MS, max_records=max(1, min(max_poll, free))
+                )
+            except UNDECODABLE as exc:
+                await self._skip_undecodable(consumer, exc)
+                continue
             for tp, records in batches.items():
                 for record in records:
                     self._take(tp, record)
@@ -538,12 +558,91 @@ class Pipeline:
         if tp not in self._assigned or tp in self._revoking:
             return  # fetched before a revoke: the next owner reads it from the committed offset
         self.stats.records += 1
+        self._taken_to[tp] = rec.offset + 1
         entry = self._tracker.add(tp, rec.offset, rec.timestamp)
         try:
             self._decode_into(entry, rec)
         finally:
             self._tracker.release(entry)
             self._work_changed.set()
+
+    async def _skip_undecodable(self, consumer: Any, exc: BaseException) -> None:
+        """``getmany`` raised on a batch it cannot decode: find it, take what precedes it,
+        dead-letter it, seek past it (see :mod:`monitor.batches`).
+
+        aiokafka does not say which partition failed, and the failed call dropped the records
+        it had already drained from other partitions (their positions moved): so every
+        assigned partition is put back where the intake stands and re-read from there.
+        """
+        s = self.settings
+        log.warning("a fetched batch does not decode (%s): locating it", exc)
+        found = 0
+        try:
+            if self._scan_client is None:
+                from aiokafka.client import AIOKafkaClient
+
+                client = AIOKafkaClient(**s.kafka_options(), client_id=f"{s.client_id}-reread")
+                try:
+                    await client.bootstrap()
+                except BaseException:
+                    await client.close()
+                    raise
+                self._scan_client = client
+            for tp in sorted(self._assigned - self._revoking, key=lambda t: t.partition):
+                found += await self._reread(consumer, tp)
+        except (KafkaError, OSError, TimeoutError) as err:
+            log.warning("re-reading after an undecodable batch failed, will retry: %r", err)
+            found = -1
+        if found <= 0:
+            if found == 0:
+                log.warning("no undecodable batch found on re-reading; fetching again")
+            await asyncio.sleep(_UNLOCATED_BACKOFF_S)
+
+    async def _reread(self, consumer: Any, tp: Any) -> int:
+        """Rewind ``tp`` to where intake stands and skip a bad batch there; 1 if one was."""
+        start = self._taken_to.get(tp)
+        if start is None:  # nothing taken since assignment: intake stands at the commit
+            committed = await consumer.committed(tp)
+            if committed is None:  # auto_offset_reset="earliest"
+                committed = (await consumer.beginning_offsets([tp]))[tp]
+            start = committed
+        if await consumer.position(tp) != start:
+            consumer.seek(tp, start)  # records the failed getmany drained and dropped
+            self.stats.rewound_partitions += 1
+        scan = await scan_partition(
+            self._scan_client, tp, start, max_bytes=self.settings.max_partition_fetch_bytes
+        )
+        if scan.bad is None or tp not in self._assigned or tp in self._revoking:
+            return 0  # nothing to skip, or revoked meanwhile: the next owner meets it
+        for rec in scan.good:
+            self._take(tp, rec)
+        self._skip_batch(tp, scan.bad)
+        consumer.seek(tp, scan.bad.next_offset)
+        return 1
+
+    def _skip_batch(self, tp: Any, bad: BadBatch) -> None:
+        """One tracker entry at the batch's last offset carries its dead letter, so the commit
+        moves past the whole batch once everything before it is finished."""
+        log.error(
+            "skipping undecodable batch %s/%d offsets %d-%d (%s, %s): dead-lettered",
+            bad.topic,
+            bad.partition,
+            bad.base_offset,
+            bad.last_offset,
+            bad.codec,
+            bad.error,
+        )
+        self.stats.undecodable_batches += 1
+        self._taken_to[tp] = bad.next_offset
+        entry = self._tracker.add(tp, bad.last_offset, bad.timestamp_ms)
+        headers = [
+            (ERROR_HEADER, bad.reason.encode()),
+            (ERROR_MESSAGE_HEADER, bad.error.encode()[:_MAX_ERROR_MESSAGE_BYTES]),
+        ]
+        entry.messages.append(bad.dead_letter(self.settings.dlq_topic, headers))
+        entry.dead_letters.append(bad.reason)
+        self._tracker.release(entry)
+        self._work_changed.set()
 
     def _decode_into(self, entry: Entry[Any], rec: Any) -> None:
         try:
@@ -871,6 +970,8 @@ class Pipeline:
         log.info("partitions revoked: %s", sorted(tp.partition for tp in gone))
 
     def _on_assigned(self, assigned: list[Any]) -> None:
+        for tp in assigned:  # a new owner's intake starts at the committed offset
+            self._taken_to.pop(tp, None)
         self._assigned |= set(assigned)
         self._revoking -= set(assigned)
         self._tracker.assign(assigned)
