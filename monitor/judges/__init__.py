@@ -175,10 +175,9 @@ def judge_options(
     )
 
 
-def entailment_score(judge: object, verdict: Verdict) -> float | None:
-    """P(entailed) from a verdict, by the judge's declared ``confidence_means``; ``None`` when
-    the judge declares nothing or the verdict carries no confidence."""
-    means = getattr(judge, "confidence_means", None)
+def entailment_score(means: str | None, verdict: Verdict) -> float | None:
+    """P(entailed) from a verdict, given what the judge says its confidence means (its
+    ``confidence_means``); ``None`` when it says nothing or the verdict has no confidence."""
     if verdict.confidence is None:
         return None
     if means == "entailed":
@@ -214,7 +213,7 @@ class ThresholdJudge:
 
     async def entails(self, claim: str, passages: Mapping[str, str]) -> Verdict:
         verdict = await self.judge.entails(claim, passages)
-        p = entailment_score(self.judge, verdict)
+        p = entailment_score(getattr(self.judge, "confidence_means", None), verdict)
         if p is None:
             return verdict
         entailed = p >= self.threshold
