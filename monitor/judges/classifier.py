@@ -33,9 +33,9 @@ log, and sends the same pairs again in smaller requests — no pair is lost or c
 
 Everything else comes from :class:`monitor.judges.http.HTTPJudge`'s transport: the in-flight cap,
 per-attempt timeout, retries with full jitter on 429/5xx/timeouts/dropped connections/invalid
-replies, ``Retry-After`` obeyed by every caller, the reply size bound, the API key from
-``CITEMON_JUDGE_API_KEY`` (sent as ``Authorization: Bearer``, TEI's ``--api-key``), URL
-credentials as Basic auth and redacted everywhere, the observer behind
+replies (and on TEI's 424, a backend failure), ``Retry-After`` obeyed by every caller, the reply
+size bound, the API key from ``CITEMON_JUDGE_API_KEY`` (sent as ``Authorization: Bearer``,
+TEI's ``--api-key``), URL credentials as Basic auth and redacted everywhere, the observer behind
 ``citemon_judge_requests_total{outcome}``, and the LRU cache (keyed by label, window, overlap,
 claim and passages; the threshold is applied after it, so it holds scores, not verdicts).
 """
@@ -216,7 +216,12 @@ class _PredictTransport(HTTPJudge):
                     limit=int(found.group(1)) if found else None,
                 )
         if not 200 <= status < 300:
-            return super()._read(response, parse)  # 429 and the other errors, redacted
+            try:
+                return super()._read(response, parse)  # 429 and the other errors, redacted
+            except JudgeHTTPError as exc:
+                if status == 424:  # TEI's backend error (e.g. out of memory under load)
+                    exc.retriable = True
+                raise
         return parse(response.text)
 
     def key(self, kind: str, claim: str, passages: list[tuple[str, str]]) -> str:

@@ -172,6 +172,23 @@ async def test_503_and_429_are_retried_then_scored() -> None:
     assert observer.current == 0
 
 
+async def test_teis_424_backend_error_is_retried_and_a_422_is_not() -> None:
+    backend = '{"error": "Backend error: out of memory", "error_type": "backend"}'
+    async with TEIServer() as server:
+        server.script(Fault.status(424, body=backend))
+        async with ClassifierJudge(server.base_url, **FAST) as judge:
+            assert (await judge.entails(CLAIM, {"p1": SENTENCE})).entailed
+        assert server.attempts() == 2
+    async with TEIServer(max_input_length=5, auto_truncate=False) as server:
+        server.script(
+            Fault.status(422, body='{"error": "tokenizer error", "error_type": "tokenizer"}')
+        )
+        async with ClassifierJudge(server.base_url, **FAST) as judge:
+            with pytest.raises(JudgeHTTPError, match=r"HTTP 422.*tokenizer error"):
+                await judge.entails(CLAIM, {"p1": SENTENCE})
+        assert server.attempts() == 1
+
+
 async def test_retry_after_on_429_is_obeyed() -> None:
     async with TEIServer() as server:
         server.script(Fault.status(429, body=OVERLOADED, retry_after="0.3"))
