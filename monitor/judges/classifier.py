@@ -405,29 +405,39 @@ class ClassifierJudge:
     async def find_support(
         self, claims: Sequence[str], passages: Mapping[str, str]
     ) -> list[SupportOutcome]:
-        """:class:`~monitor.judges.batch.BatchJudge`: per claim, which single passages entail it
-        and whether all of them jointly do, in one round of requests."""
+        """:class:`~monitor.judges.batch.BatchJudge`: per claim, whether all the passages jointly
+        entail it and, only for those they do, which single passages do: a passage that entails
+        a claim alone makes the whole context entail it too (the scorer's per-claim path makes
+        the same assumption), so a claim the context does not entail costs no per-passage pair.
+        """
         if not passages:
             return [SupportVerdict(supported_by=(), joint=False)] * len(claims)
         shown = tuple(passages.items())
-        questions = [(c, shown) for c in claims]
-        questions += [(c, (item,)) for c in claims for item in shown]
-        got = await self._scores(questions)
+        joint = await self._scores([(c, shown) for c in claims])
+        held = [c for c in dict.fromkeys(claims) if self._yes(joint[self._key((c, shown))])]
+        alone = await self._scores([(c, (item,)) for c in held for item in shown])
         out: list[SupportOutcome] = []
         for claim in claims:
-            joint = got[self._key((claim, shown))]
-            alone = [got[self._key((claim, (item,)))] for item in shown]
-            error = next((p for p in [joint, *alone] if isinstance(p, JudgeError)), None)
-            if error is not None or not isinstance(joint, _Score):
-                out.append(error if error is not None else JudgeInvalidReply("no score"))
+            whole = joint[self._key((claim, shown))]
+            if isinstance(whole, JudgeError):
+                out.append(whole)
+                continue
+            if not self._yes(whole):
+                reason = self._verdict(whole).reason
+                out.append(SupportVerdict(supported_by=(), joint=False, reason=reason))
+                continue
+            singles = [alone[self._key((claim, (item,)))] for item in shown]
+            error = next((p for p in singles if isinstance(p, JudgeError)), None)
+            if error is not None:
+                out.append(error)
                 continue
             out.append(
                 SupportVerdict(
                     supported_by=tuple(
-                        pid for (pid, _), s in zip(shown, alone, strict=True) if self._yes(s)
+                        pid for (pid, _), sc in zip(shown, singles, strict=True) if self._yes(sc)
                     ),
-                    joint=self._yes(joint),
-                    reason=self._verdict(joint).reason,
+                    joint=True,
+                    reason=self._verdict(whole).reason,
                 )
             )
         return out

@@ -268,3 +268,19 @@ async def test_batch_methods_answer_what_entails_answers_in_fewer_requests() -> 
     assert [getattr(c, "entailed", None) for c in cited] == [True, True, True, True]
     first = cited[0]
     assert first.supported_by == () and first.dispensable == ("3",)  # type: ignore[union-attr]
+
+
+async def test_find_support_asks_single_passages_only_when_the_context_entails() -> None:
+    passages = {"1": "Audit logs retention period", "2": "ninety days", "3": "Backups are kept."}
+    claims = [CLAIM, "Audit logs retention", "Snapshots are encrypted."]
+    async with TEIServer() as server:
+        async with ClassifierJudge(server.base_url, threshold=0.99, **FAST) as judge:
+            got = await judge.find_support(claims, passages)
+        # Round 1: the three claims against the context; round 2: the two it entails, alone
+        # against each of the three passages. The third claim costs no per-passage pair.
+        assert server.batch_sizes() == [3, 6]
+    assert [(s.joint, s.supported_by) for s in got] == [  # type: ignore[union-attr]
+        (True, ()),
+        (True, ("1",)),
+        (False, ()),
+    ]
