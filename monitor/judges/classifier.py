@@ -28,8 +28,8 @@ Batching. All pairs one call needs (every chunk, and in the batch methods every 
 passage subset) are sent in requests of at most ``batch_pairs`` pairs, concurrently under the
 in-flight cap. TEI refuses a batch over its ``--max-client-batch-size`` (default 32) with HTTP
 422 ``batch size N > maximum allowed batch size M``, and a body over ``--payload-limit`` with
-HTTP 413: the judge then lowers its own cap (to M, or to half the batch), says so once in the
-log, and sends the same pairs again in smaller requests — no pair is lost or counted twice.
+HTTP 413: the judge then lowers its own cap (to M, or to half the batch), says so in the
+log, and sends the same pairs again in smaller requests: no pair is lost or counted twice.
 
 Everything else comes from :class:`monitor.judges.http.HTTPJudge`'s transport: the in-flight cap,
 per-attempt timeout, retries with full jitter on 429/5xx/timeouts/dropped connections/invalid
