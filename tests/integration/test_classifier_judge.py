@@ -284,3 +284,16 @@ async def test_find_support_asks_single_passages_only_when_the_context_entails()
         (True, ("1",)),
         (False, ()),
     ]
+
+
+async def test_url_credentials_become_basic_auth_and_are_shown_nowhere() -> None:
+    async with TEIServer(api_key="right-key") as server:  # wants Bearer: Basic gets a 401
+        url = server.base_url.replace("http://", "http://tei-user:pw-s3cret@") + "/?x=1"
+        async with ClassifierJudge(url, **FAST) as judge:
+            assert "pw-s3cret" not in repr(judge)
+            with pytest.raises(JudgeHTTPError) as caught:
+                await judge.entails(CLAIM, {"p1": SENTENCE})
+        (request,) = server.requests
+    assert request.path == "/predict?x=1"  # the query string stays after the endpoint
+    assert request.headers["authorization"].startswith("Basic ")
+    assert "pw-s3cret" not in str(caught.value) and "tei-user" not in str(caught.value)
