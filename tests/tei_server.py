@@ -14,6 +14,11 @@ router does (``router/src/http/server.rs`` and ``types.rs``, read for this purpo
   sequence loses tokens from its end (TEI's ``LongestFirst``, direction right).
 * Each prediction list holds every label with its score, sorted by score, highest first.
 * An ``--api-key`` server wants ``Authorization: Bearer <key>`` (401 otherwise).
+* With ``serve_info``, ``GET /info`` answers as TEI's does for a classifier (``model_type``
+  ``{"classifier": {"id2label", "label2id"}}``, ``max_input_length``,
+  ``max_client_batch_size``…), or with ``info_fault``; without it, 404 (a server in the shape
+  that lacks it). ``/info`` requests are kept apart (``info_requests``), take no scripted fault,
+  and so leave ``requests``, ``attempts()`` and the fault script to ``/predict``.
 
 The "model": tokens are whitespace words (so test numbers are exact), and the ``entail_label``
 score of (premise, hypothesis) is the share of the hypothesis' content words found in the
@@ -68,6 +73,7 @@ class TEIServer(JudgeServer):
         auto_truncate: bool = True,
         api_key: str | None = None,
         latency_s: float = 0.0,
+        serve_info: bool = False,
     ) -> None:
         super().__init__(latency_s=latency_s)
         self.labels = list(labels)
@@ -77,6 +83,9 @@ class TEIServer(JudgeServer):
         self.payload_limit = payload_limit
         self.auto_truncate = auto_truncate
         self.api_key = api_key
+        self.serve_info = serve_info
+        self.info_fault: Fault | None = None
+        self.info_requests: list[RecordedRequest] = []
         self.pairs_seen: list[tuple[str, str]] = []  # every pair scored (after truncation)
 
     @property
@@ -92,6 +101,38 @@ class TEIServer(JudgeServer):
                 for r in self.requests
                 if isinstance(r.body, dict) and isinstance(r.body.get("inputs"), list)
             ]
+
+    def _authorized(self, req: RecordedRequest) -> bool:
+        return self.api_key is None or req.headers.get("authorization") == f"Bearer {self.api_key}"
+
+    def _pick_fault(self, text: str) -> Fault | None:
+        # A request without a body is a GET /info: scripted faults are for /predict.
+        return super()._pick_fault(text) if text else None
+
+    def _info(self) -> dict[str, Any]:
+        id2label = {str(i): name for i, name in enumerate(self.labels)}
+        return {
+            "model_id": "test/classifier",
+            "model_sha": None,
+            "model_dtype": "float32",
+            "served_model_name": "test/classifier",
+            "model_type": {
+                "classifier": {
+                    "id2label": id2label,
+                    "label2id": {name: i for i, name in enumerate(self.labels)},
+                }
+            },
+            "max_concurrent_requests": 512,
+            "max_input_length": self.max_input_length,
+            "max_batch_tokens": 16384,
+            "max_batch_requests": None,
+            "max_client_batch_size": self.max_client_batch_size,
+            "auto_truncate": self.auto_truncate,
+            "tokenization_workers": 2,
+            "version": "1.9.0",
+            "sha": None,
+            "docker_label": None,
+        }
 
     def _truncate(self, premise: str, hypothesis: str) -> tuple[str, str]:
         a, b = premise.split(), hypothesis.split()
@@ -133,12 +174,21 @@ class TEIServer(JudgeServer):
             return False
         if fault is not None and fault.kind == "drop":
             return False
+        if req.method == "GET" and req.path.split("?")[0] == "/info":
+            with self._lock:
+                self.requests.remove(req)
+                self.info_requests.append(req)
+            if not self._authorized(req):
+                return await _send(writer, 401, "")
+            if not self.serve_info:
+                return await _send(writer, 404, "")
+            if self.info_fault is not None and self.info_fault.kind == "status":
+                return await _send(writer, self.info_fault.status_code, self.info_fault.body)
+            return await _send(writer, 200, json.dumps(self._info()))
+        if not self._authorized(req):
+            return await _send(writer, 401, "")
         if req.method != "POST" or req.path.split("?")[0] != "/predict":
             return await _send(writer, 404, "")
-        if self.api_key is not None and req.headers.get("authorization") != (
-            f"Bearer {self.api_key}"
-        ):
-            return await _send(writer, 401, "")
         if fault is not None and fault.kind == "status":
             extra = {"Retry-After": fault.retry_after} if fault.retry_after is not None else {}
             return await _send(writer, fault.status_code, fault.body, extra)

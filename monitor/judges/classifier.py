@@ -30,6 +30,9 @@ in-flight cap. TEI refuses a batch over its ``--max-client-batch-size`` (default
 422 ``batch size N > maximum allowed batch size M``, and a body over ``--payload-limit`` with
 HTTP 413: the judge then lowers its own cap (to M, or to half the batch), says so in the
 log, and sends the same pairs again in smaller requests: no pair is lost or counted twice.
+Before its first batch the judge also reads TEI's ``GET /info`` once and, when the server's
+``max_client_batch_size`` is below ``batch_pairs``, starts at that (a server without ``/info``
+is simply learned from).
 
 Everything else comes from :class:`monitor.judges.http.HTTPJudge`'s transport: the in-flight cap,
 per-attempt timeout, retries with full jitter on 429/5xx/timeouts/dropped connections/invalid
@@ -224,6 +227,22 @@ class _PredictTransport(HTTPJudge):
                 raise
         return parse(response.text)
 
+    async def info(self) -> dict[str, Any] | None:
+        """TEI's ``GET /info`` (its limits and labels), or None when the server has none or
+        fails: the judge works without it. One request, outside the cap and the metrics."""
+        parsed = httpx.URL(self._base_url)
+        url = str(parsed.copy_with(path=parsed.path.rstrip("/") + "/info"))
+        auth: dict[str, Any] = {} if self._auth is None else {"auth": self._auth}
+        try:
+            async with asyncio.timeout(self._timeout_s):
+                response = await self._client.get(url, headers=self._headers, **auth)
+            if response.status_code != 200 or len(response.content) > 1_000_000:
+                return None
+            value = response.json()
+        except (TimeoutError, httpx.HTTPError, ValueError):
+            return None
+        return value if isinstance(value, dict) else None
+
     def key(self, kind: str, claim: str, passages: list[tuple[str, str]]) -> str:
         return self._key(kind, claim, passages)
 
@@ -306,6 +325,7 @@ class ClassifierJudge:
         self._overlap = overlap_words
         self._http = _PredictTransport(base_url, model, observer=observer, **http)
         self._kind = f"predict:{self._label.casefold()}:{window_words}:{overlap_words}"
+        self._probe: asyncio.Task[None] | None = None
 
     # -- public surface ------------------------------------------------------------------
 
@@ -443,6 +463,9 @@ class ClassifierJudge:
         return out
 
     async def aclose(self) -> None:
+        if self._probe is not None and not self._probe.done():
+            self._probe.cancel()
+            await asyncio.gather(self._probe, return_exceptions=True)
         await self._http.aclose()
 
     async def __aenter__(self) -> ClassifierJudge:
@@ -523,10 +546,29 @@ class ClassifierJudge:
 
     async def _predict_all(self, pairs: list[list[str]]) -> list[float | JudgeError]:
         """Every pair's score, in requests of at most the batch cap, sent concurrently."""
+        if self._probe is None:
+            self._probe = asyncio.ensure_future(self._read_info())
+        await asyncio.shield(self._probe)
         cap = self._batch_pairs
         batches = [pairs[i : i + cap] for i in range(0, len(pairs), cap)]
         results = await asyncio.gather(*(self._predict(b) for b in batches))
         return [s for r in results for s in r]
+
+    async def _read_info(self) -> None:
+        """Before the first batch: TEI's ``max_client_batch_size`` lowers the cap, so no
+        request is refused for its size (a server without ``/info`` is learned from on 422)."""
+        info = await self._http.info()
+        limit = info.get("max_client_batch_size") if info else None
+        usable = isinstance(limit, int) and not isinstance(limit, bool) and limit >= 1
+        if usable and isinstance(limit, int) and limit < self._batch_pairs:
+            logger.info(
+                "classifier judge at %s accepts at most %d pairs per request (its /info): "
+                "sending at most that (--judge-batch-pairs %d)",
+                self._http.shown_base,
+                limit,
+                self._batch_pairs,
+            )
+            self._batch_pairs = limit
 
     async def _predict(self, pairs: list[list[str]]) -> list[float | JudgeError]:
         if len(pairs) > self._batch_pairs:  # the cap fell while this batch waited

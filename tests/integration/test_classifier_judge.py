@@ -297,3 +297,33 @@ async def test_url_credentials_become_basic_auth_and_are_shown_nowhere() -> None
     assert request.path == "/predict?x=1"  # the query string stays after the endpoint
     assert request.headers["authorization"].startswith("Basic ")
     assert "pw-s3cret" not in str(caught.value) and "tei-user" not in str(caught.value)
+
+
+async def test_teis_info_sets_the_cap_before_the_first_batch(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    passage = " ".join(FILLER[:90])  # 9 chunks of 10 words
+    async with TEIServer(max_client_batch_size=4, serve_info=True) as server:
+        async with ClassifierJudge(
+            server.base_url, window_words=10, overlap_words=0, batch_pairs=16, **FAST
+        ) as judge:
+            with caplog.at_level(logging.INFO, logger="monitor.judges.classifier"):
+                verdicts = await asyncio.gather(
+                    judge.entails(CLAIM + " w85", {"p1": passage}),
+                    judge.entails(CLAIM + " w15", {"p1": passage}),
+                )
+            assert judge.batch_pairs == 4
+        (info,) = server.info_requests  # once, before any batch
+        assert info.received_at < min(r.received_at for r in server.requests)
+        assert sorted(server.batch_sizes()) == [1, 1, 4, 4, 4, 4]  # none refused
+    assert [v.confidence for v in verdicts] == [pytest.approx(1 / 7)] * 2
+    assert any("at most 4 pairs per request (its /info)" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_failing_info_is_ignored() -> None:
+    async with TEIServer(serve_info=True) as server:
+        server.info_fault = Fault.status(500, body="boom")
+        async with ClassifierJudge(server.base_url, batch_pairs=8, **FAST) as judge:
+            assert (await judge.entails(CLAIM, {"p1": SENTENCE})).entailed
+            assert judge.batch_pairs == 8
+        assert len(server.info_requests) == 1 and len(server.requests) == 1
