@@ -557,7 +557,11 @@ class ClassifierJudge:
     async def _read_info(self) -> None:
         """Before the first batch: TEI's ``max_client_batch_size`` lowers the cap, so no
         request is refused for its size (a server without ``/info`` is learned from on 422)."""
-        info = await self._http.info()
+        try:
+            info = await self._http.info()
+        except Exception:  # an optional hint must never stop judging
+            logger.debug("classifier judge: reading /info failed", exc_info=True)
+            return
         limit = info.get("max_client_batch_size") if info else None
         usable = isinstance(limit, int) and not isinstance(limit, bool) and limit >= 1
         if usable and isinstance(limit, int) and limit < self._batch_pairs:
