@@ -327,3 +327,16 @@ async def test_a_failing_info_is_ignored() -> None:
             assert (await judge.entails(CLAIM, {"p1": SENTENCE})).entailed
             assert judge.batch_pairs == 8
         assert len(server.info_requests) == 1 and len(server.requests) == 1
+
+
+async def test_a_slow_or_dropped_reply_is_retried_within_the_timeout() -> None:
+    observer = RecordingObserver()
+    async with TEIServer() as server:
+        server.script(Fault.slow(5.0), Fault.drop(), Fault.truncate())
+        async with ClassifierJudge(
+            server.base_url, timeout_s=0.3, retries=3, observer=observer, **FAST
+        ) as judge:
+            verdict = await judge.entails(CLAIM, {"p1": SENTENCE})
+        assert server.attempts() == 4
+    assert verdict.entailed is True
+    assert observer.outcomes == ["timeout", "error", "error", "ok"]
