@@ -9,8 +9,15 @@ Every citemon number is a judge's verdict. This module says how far to trust it:
 * :func:`evaluate` compares judge and human: confusion matrix, sensitivity (entailed pairs the
   judge accepts), specificity (non-entailed pairs it rejects), balanced accuracy, Cohen's κ, each
   with a 95% interval, plus the worst disagreements for a person to read.
+* For a judge that says what its confidence means (``confidence_means``: the classifier's
+  entailment score, the learned judge's verdict probability), :func:`roc_auc` and
+  :func:`best_threshold` rank the pairs by P(entailed): the area under the ROC curve, and the
+  threshold that maximises balanced accuracy, each with an interval from
+  :func:`threshold_bootstrap` (a stratified bootstrap over the labelled pairs, seeded).
 * :class:`Calibration` is the file ``citemon calibrate --output`` writes and ``--calibration``
-  reads; :func:`corrected_accuracy` applies the Rogan–Gladen correction with it.
+  reads; :func:`corrected_accuracy` applies the Rogan–Gladen correction with it. When a
+  threshold was chosen, the file holds it and the counts *at* it, since ``score`` and ``run``
+  apply it: the correction then uses the error of the rule that produced the verdicts.
 
 Intervals: sensitivity and specificity use Wilson score intervals (:func:`monitor.stats.wilson`).
 Balanced accuracy, κ and the corrected accuracy use a parametric bootstrap with a fixed seed:
@@ -36,6 +43,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from monitor.errors import ConfigError, JudgeError
+from monitor.judges import entailment_score
 from monitor.judges.base import Judge
 from monitor.records import AnswerRecord, Verdict
 from monitor.stats import ratio, wilson
@@ -49,7 +57,9 @@ __all__ = [
     "JudgedPair",
     "LabelledPair",
     "PartialMapping",
+    "ThresholdChoice",
     "balanced_accuracy_ci",
+    "best_threshold",
     "corrected_accuracy",
     "evaluate",
     "judge_pairs",
@@ -57,6 +67,8 @@ __all__ = [
     "kappa_ci",
     "pairs_from_rows",
     "read_label_rows",
+    "roc_auc",
+    "threshold_bootstrap",
 ]
 
 PartialMapping = Literal["entailed", "not_entailed", "exclude"]
@@ -68,6 +80,7 @@ from non-entailed pairs, and a Rogan–Gladen correction would divide by almost 
 
 _DRAWS = 4000
 _SEED = 20240601
+_THRESHOLD_DRAWS = 1000
 _MARKER = re.compile(r"\s*\[\s*[\w\-]+(?:\s*,\s*[\w\-]+)*\s*\]")
 _WICE_LABELS = {"supported": True, "not_supported": False, "partially_supported": None}
 _EXPERTQA_LABELS = {"Complete": True, "Incomplete": False, "Partial": None}
@@ -160,6 +173,97 @@ def kappa_ci(c: Confusion, *, draws: int = _DRAWS, seed: int = _SEED) -> tuple[f
 
 
 # ---------------------------------------------------------------------------------------------
+# Ranking by P(entailed): ROC AUC and the threshold
+
+
+def roc_auc(scored: Sequence[tuple[bool, float]]) -> float | None:
+    """Area under the ROC curve of (human entailed, P(entailed)) pairs: the chance that a random
+    entailed pair scores above a random non-entailed one, ties counting one half (Mann–Whitney
+    U over mid-ranks). ``None`` without both classes."""
+    pos = sum(1 for e, _ in scored if e)
+    neg = len(scored) - pos
+    if not pos or not neg:
+        return None
+    ordered = sorted(scored, key=lambda es: es[1])
+    rank_sum = 0.0
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j < len(ordered) and ordered[j][1] == ordered[i][1]:
+            j += 1
+        mid_rank = (i + 1 + j) / 2  # ranks i+1 … j share their mean
+        rank_sum += mid_rank * sum(1 for e, _ in ordered[i:j] if e)
+        i = j
+    return (rank_sum - pos * (pos + 1) / 2) / (pos * neg)
+
+
+@dataclass(frozen=True)
+class ThresholdChoice:
+    """The rule "entailed iff P(entailed) >= ``threshold``" that maximises balanced accuracy."""
+
+    threshold: float
+    balanced_accuracy: float
+    sensitivity: float
+    specificity: float
+
+
+def best_threshold(scored: Sequence[tuple[bool, float]]) -> ThresholdChoice | None:
+    """The cut that maximises balanced accuracy over (human entailed, P(entailed)) pairs.
+
+    Every distinct score ``s`` is tried as the rule "entailed iff score >= s"; the best (the
+    highest such ``s`` on a tie: the fewer pairs called entailed) is reported as the midpoint
+    between ``s`` and the next lower distinct score (``s`` itself when none is lower), which
+    classifies these pairs identically and sits as far from both as they allow. ``None``
+    without both classes.
+    """
+    pos = sum(1 for e, _ in scored if e)
+    neg = len(scored) - pos
+    if not pos or not neg:
+        return None
+    ordered = sorted(scored, key=lambda es: -es[1])
+    distinct = sorted({sc for _, sc in scored}, reverse=True)
+    best: tuple[float, int, int, int] | None = None  # (ba, index into distinct, tp, tn)
+    tp = fp = 0
+    i = 0
+    for k, cut in enumerate(distinct):
+        while i < len(ordered) and ordered[i][1] >= cut:
+            tp += ordered[i][0]
+            fp += not ordered[i][0]
+            i += 1
+        ba = (tp / pos + (neg - fp) / neg) / 2
+        if best is None or ba > best[0]:
+            best = (ba, k, tp, neg - fp)
+    assert best is not None
+    ba, k, tp_best, tn_best = best
+    cut = distinct[k]
+    threshold = (cut + distinct[k + 1]) / 2 if k + 1 < len(distinct) else cut
+    return ThresholdChoice(threshold, ba, tp_best / pos, tn_best / neg)
+
+
+def threshold_bootstrap(
+    scored: Sequence[tuple[bool, float]], *, draws: int = _THRESHOLD_DRAWS, seed: int = _SEED
+) -> tuple[tuple[float, float], tuple[float, float]] | None:
+    """95% intervals of (ROC AUC, best threshold): a stratified bootstrap over the labelled
+    pairs (each draw resamples the entailed and the non-entailed pairs with replacement, keeping
+    both counts), ``draws`` draws with a fixed ``seed`` so a run is reproducible."""
+    pos = [sc for e, sc in scored if e]
+    neg = [sc for e, sc in scored if not e]
+    if not pos or not neg:
+        return None
+    rng = random.Random(seed)
+    aucs: list[float] = []
+    cuts: list[float] = []
+    for _ in range(draws):
+        sample = [(True, rng.choice(pos)) for _ in pos] + [(False, rng.choice(neg)) for _ in neg]
+        auc = roc_auc(sample)
+        choice = best_threshold(sample)
+        assert auc is not None and choice is not None  # both classes by construction
+        aucs.append(auc)
+        cuts.append(choice.threshold)
+    return _percentiles(aucs), _percentiles(cuts)
+
+
+# ---------------------------------------------------------------------------------------------
 # The calibration file and the Rogan–Gladen correction
 
 
@@ -183,6 +287,15 @@ class Calibration(BaseModel):
     created: str = ""
     data: str = ""
     partial: str = "not_entailed"
+    threshold: float | None = None
+    """Entailed iff P(entailed) >= this; the counts above were measured with it applied."""
+    threshold_ci95: tuple[float, float] | None = None
+    roc_auc: float | None = None
+    roc_auc_ci95: tuple[float, float] | None = None
+
+    def threshold_for(self, judge: str) -> float | None:
+        """The threshold to apply to ``judge``: this file's, if it measured that judge."""
+        return self.threshold if self.judge == judge else None
 
     @classmethod
     def from_confusion(cls, c: Confusion, *, judge: str, data: str, partial: str) -> Calibration:
@@ -462,14 +575,43 @@ class CalibrationReport(BaseModel):
     skipped: dict[str, int]
     intervals: str = (
         "sensitivity/specificity: Wilson; balanced_accuracy/kappa: parametric bootstrap "
-        f"(Jeffreys posteriors, {_DRAWS} draws, fixed seed)"
+        f"(Jeffreys posteriors, {_DRAWS} draws, fixed seed); roc_auc/threshold: stratified "
+        f"bootstrap over the labelled pairs ({_THRESHOLD_DRAWS} draws, fixed seed)"
     )
     disagreements: list[Disagreement] = []
+    confidence_means: str | None = None
+    """What the judge's confidence is ("entailed", "verdict"), or None: no ROC, no threshold."""
+    scored_pairs: int = 0
+    """Pairs whose verdict gave a P(entailed): the ones ROC AUC and the threshold rank."""
+    roc_auc: float | None = None
+    roc_auc_ci95: tuple[float, float] | None = None
+    threshold: float | None = None
+    threshold_ci95: tuple[float, float] | None = None
+    threshold_confusion: Confusion | None = None
+    """Verdicts re-decided at ``threshold`` (a pair without a P keeps the judge's verdict)."""
+    threshold_sensitivity: float | None = None
+    threshold_specificity: float | None = None
+    threshold_balanced_accuracy: float | None = None
 
-    def calibration(self) -> Calibration:
-        return Calibration.from_confusion(
+    def calibration(self, *, with_threshold: bool = True) -> Calibration:
+        """The calibration file's content: at the chosen threshold when there is one (and
+        ``with_threshold``), else at the judge's own verdicts."""
+        if with_threshold and self.threshold is not None and self.threshold_confusion:
+            calib = Calibration.from_confusion(
+                self.threshold_confusion, judge=self.judge, data=self.data, partial=self.partial
+            )
+            return calib.model_copy(
+                update={
+                    "threshold": self.threshold,
+                    "threshold_ci95": self.threshold_ci95,
+                    "roc_auc": self.roc_auc,
+                    "roc_auc_ci95": self.roc_auc_ci95,
+                }
+            )
+        calib = Calibration.from_confusion(
             self.confusion, judge=self.judge, data=self.data, partial=self.partial
         )
+        return calib.model_copy(update={"roc_auc": self.roc_auc, "roc_auc_ci95": self.roc_auc_ci95})
 
 
 def _excerpt(claim: str, passages: Mapping[str, str], limit: int) -> str:
@@ -494,9 +636,15 @@ def evaluate(
     skipped: Mapping[str, int] | None = None,
     max_disagreements: int = 10,
     excerpt_chars: int = 300,
+    confidence_means: str | None = None,
 ) -> CalibrationReport:
     """Compare verdicts with human labels; the worst disagreements come first (the judge's most
-    confident wrong verdicts: those most likely to mislead a reader of the dashboard)."""
+    confident wrong verdicts: those most likely to mislead a reader of the dashboard).
+
+    With ``confidence_means`` (the judge's attribute) the pairs are also ranked by P(entailed):
+    ROC AUC, the balanced-accuracy-maximising threshold, both with intervals, and the
+    confusion matrix at that threshold.
+    """
     skip: Counter[str] = Counter(skipped or {})
     usable = []
     for j in judged:
@@ -507,6 +655,7 @@ def evaluate(
     c = Confusion.from_pairs((p.entailed, v.entailed) for p, v in usable)
     wrong = [(p, v) for p, v in usable if p.entailed != v.entailed]
     wrong.sort(key=lambda pv: -(pv[1].confidence if pv[1].confidence is not None else 0.5))
+    ranked = _ranking(usable, confidence_means)
     return CalibrationReport(
         judge=judge,
         data=data,
@@ -535,4 +684,31 @@ def evaluate(
             )
             for p, v in wrong[:max_disagreements]
         ],
+        confidence_means=confidence_means,
+        **ranked,
     )
+
+
+def _ranking(usable: Sequence[tuple[LabelledPair, Verdict]], means: str | None) -> dict[str, Any]:
+    """The report's ROC and threshold fields (empty when the judge gives no P(entailed))."""
+    probs = [entailment_score(means, v) for _, v in usable]
+    scored = [(p.entailed, x) for (p, _), x in zip(usable, probs, strict=True) if x is not None]
+    choice = best_threshold(scored)
+    if choice is None:
+        return {"scored_pairs": len(scored), "roc_auc": roc_auc(scored)}
+    intervals = threshold_bootstrap(scored)
+    at = Confusion.from_pairs(
+        (p.entailed, v.entailed if x is None else x >= choice.threshold)
+        for (p, v), x in zip(usable, probs, strict=True)
+    )
+    return {
+        "scored_pairs": len(scored),
+        "roc_auc": roc_auc(scored),
+        "roc_auc_ci95": intervals[0] if intervals else None,
+        "threshold": choice.threshold,
+        "threshold_ci95": intervals[1] if intervals else None,
+        "threshold_confusion": at,
+        "threshold_sensitivity": at.sensitivity,
+        "threshold_specificity": at.specificity,
+        "threshold_balanced_accuracy": at.balanced_accuracy,
+    }

@@ -6,7 +6,13 @@ ExpertQA-style `labels` (Complete | Partial | Incomplete | Missing | N/A), whose
 are matched to citemon's own extracted claims and judged on the passages the label cites.
 Reports the confusion matrix, sensitivity, specificity, balanced accuracy and Cohen's kappa with
 95% intervals, what was skipped and why, and the judge's most confident wrong verdicts.
-With --output it writes the calibration file that `score` and `run` accept as --calibration.
+For a judge whose confidence is a P(entailed) (the classifier's entailment score; the learned
+judge's verdict probability) it also reports ROC AUC and the threshold that maximises balanced
+accuracy, with 95% intervals (stratified bootstrap over the labelled pairs, seeded), and the
+confusion matrix at that threshold.
+With --output it writes the calibration file that `score` and `run` accept as --calibration:
+with the chosen threshold and the counts at it (both commands then apply that threshold), or,
+with --no-threshold, the counts of the judge's own verdicts.
 """
 
 from __future__ import annotations
@@ -45,6 +51,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--disagreements", type=int, default=10, help="how many disagreements to show (default 10)"
     )
+    parser.add_argument(
+        "--no-threshold",
+        action="store_true",
+        help="write the judge's own verdicts' counts to --output, not the chosen threshold",
+    )
     add_judge_arguments(parser)
 
 
@@ -71,8 +82,28 @@ def render_table(report: CalibrationReport) -> str:
         f"specificity          {_fmt(report.specificity, report.specificity_ci95)}",
         f"balanced accuracy    {_fmt(report.balanced_accuracy, report.balanced_accuracy_ci95)}",
         f"Cohen's kappa        {_fmt(report.kappa, report.kappa_ci95)}",
-        f"({report.intervals})",
     ]
+    if report.confidence_means is None:
+        lines.append("ROC AUC              n/a (the judge does not say what its confidence means)")
+    else:
+        lines.append(
+            f"ROC AUC              {_fmt(report.roc_auc, report.roc_auc_ci95)}"
+            f"  (P(entailed) of {report.scored_pairs} pairs)"
+        )
+    if report.threshold is not None and report.threshold_confusion is not None:
+        t = report.threshold_confusion
+        lines += [
+            "",
+            f"threshold maximising balanced accuracy: P(entailed) >= "
+            f"{_fmt(report.threshold, report.threshold_ci95)}",
+            f"  at it: sensitivity {_fmt(report.threshold_sensitivity, None)}, specificity "
+            f"{_fmt(report.threshold_specificity, None)}, balanced accuracy "
+            f"{_fmt(report.threshold_balanced_accuracy, None)} (in-sample: chosen on these "
+            "pairs, so optimistic)",
+            f"  judge entailed / not: human entailed {t.tp} / {t.fn}, "
+            f"human not entailed {t.fp} / {t.tn}",
+        ]
+    lines.append(f"({report.intervals})")
     if report.disagreements:
         lines += ["", "worst disagreements (most confident wrong verdicts first):"]
         for d in report.disagreements:
@@ -91,6 +122,7 @@ async def _run(args: argparse.Namespace) -> CalibrationReport:
     rows = read_label_rows(args.labels)
     pairs, skipped = pairs_from_rows(rows, partial=partial, limit=args.limit)
     judge = load_judge(args.judge, judge_options(args))
+    means = getattr(judge, "confidence_means", None)
     try:
         judged = await judge_pairs(judge, pairs, max_inflight=args.judge_concurrency)
     finally:
@@ -104,6 +136,7 @@ async def _run(args: argparse.Namespace) -> CalibrationReport:
         partial=partial,
         skipped=skipped,
         max_disagreements=args.disagreements,
+        confidence_means=means if isinstance(means, str) else None,
     )
 
 
@@ -122,9 +155,10 @@ def _check_args(args: argparse.Namespace) -> None:
 def main(args: argparse.Namespace) -> int:
     _check_args(args)
     report = asyncio.run(_run(args))
+    calibration = report.calibration(with_threshold=not args.no_threshold)
     if args.output is not None:
         try:
-            report.calibration().save(args.output)
+            calibration.save(args.output)
         except OSError as exc:
             raise ConfigError(f"cannot write --output {args.output}: {exc.strerror}") from None
     if args.format == "json":
@@ -132,7 +166,12 @@ def main(args: argparse.Namespace) -> int:
     else:
         print(render_table(report))
         if args.output is not None:
-            print(f"\ncalibration written to {args.output}")
+            applied = (
+                f" with threshold {calibration.threshold:.3f} (score and run apply it)"
+                if calibration.threshold is not None
+                else ""
+            )
+            print(f"\ncalibration written to {args.output}{applied}")
     if report.pairs == 0:
         print("citemon: no usable labelled pairs", file=sys.stderr)
         return 1

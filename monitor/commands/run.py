@@ -71,9 +71,11 @@ async def serve(
         backoff_s=settings.answer_retry_backoff_s,
         backoff_max_s=settings.answer_retry_backoff_max_s,
     )
-    options = judge_options(args)
+    # A calibration that chose a threshold for this judge measured its error *at* it: apply it.
+    calibrated = calibration.threshold_for(args.judge) if calibration else None
+    options = judge_options(args, calibrated_threshold=calibrated)
     judge = load_judge(args.judge, options, observer=GateObserver(metrics.judge, gate))
-    if args.judge == "http":
+    if args.judge in ("http", "classifier"):
         metrics.judge.set_limit(options.concurrency)
     pipeline = Pipeline(settings, Scorer(judge, scoring or ScoringOptions()), metrics, gate=gate)
     log.info("settings: %s", settings.describe())

@@ -85,7 +85,9 @@ async def score_stream(
 
 async def _run(args: argparse.Namespace) -> int:
     calibration = Calibration.load(args.calibration) if args.calibration else None
-    judge = load_judge(args.judge, judge_options(args))
+    # A calibration that chose a threshold for this judge measured its error *at* it: apply it.
+    calibrated = calibration.threshold_for(args.judge) if calibration else None
+    judge = load_judge(args.judge, judge_options(args, calibrated_threshold=calibrated))
     scorer = Scorer(judge, scoring_options(args))
     errors: list[CitemonError] = []
     scores: list[AnswerScore] = []

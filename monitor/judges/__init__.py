@@ -1,8 +1,16 @@
 """Judges: what decides whether passages entail a claim.
 
 ``--judge`` takes ``lexical`` (the offline default), ``learned`` (the offline trained judge),
-``http`` (an OpenAI-compatible endpoint, wire contract v1, or v2 with ``--judge-protocol v2``)
-or ``package.module:factory`` (a zero-argument callable returning a :class:`Judge`).
+``http`` (an OpenAI-compatible endpoint, wire contract v1, or v2 with ``--judge-protocol v2``),
+``classifier`` (a sequence-pair classifier behind TEI's ``POST /predict``,
+:mod:`monitor.judges.classifier`) or ``package.module:factory`` (a zero-argument callable
+returning a :class:`Judge`).
+
+``--judge-threshold`` (or the threshold a calibration file holds) decides a verdict from a
+confidence: for ``classifier`` the entailment score; for any other judge whose
+``confidence_means`` attribute says what its confidence is (``"entailed"``: P(entailed);
+``"verdict"``: the probability of the verdict it gave, as ``learned``) it re-decides each
+verdict through :class:`ThresholdJudge`. A judge that declares neither cannot take one.
 """
 
 from __future__ import annotations
@@ -10,18 +18,21 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from monitor.errors import ConfigError
 from monitor.judges.base import Judge, JudgeObserver
+from monitor.records import Verdict
 
 __all__ = [
     "Judge",
     "JudgeObserver",
     "JudgeOptions",
+    "ThresholdJudge",
     "add_judge_arguments",
+    "entailment_score",
     "judge_options",
     "load_judge",
 ]
@@ -29,7 +40,8 @@ __all__ = [
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class JudgeOptions:
-    """Options of the ``http`` judge; the others ignore them."""
+    """Options of the ``http`` and ``classifier`` judges; the others ignore them (but
+    ``threshold``, which any judge with a declared ``confidence_means`` takes)."""
 
     base_url: str = "http://127.0.0.1:8000/v1"
     model: str = "judge"
@@ -37,6 +49,13 @@ class JudgeOptions:
     timeout_s: float = 30.0
     retries: int = 3
     protocol: str = "v1"
+    # -- classifier (and threshold) ------------------------------------------------------
+    label: str = "entailment"
+    threshold: float | None = None
+    """None: the judge's own rule (the classifier's 0.5)."""
+    batch_pairs: int = 32
+    window_words: int = 300
+    overlap_words: int = 50
 
 
 _DEFAULTS = JudgeOptions()
@@ -65,7 +84,7 @@ def add_judge_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--judge",
         default=env("CITEMON_JUDGE", "lexical"),
-        help="lexical (default), learned, http, or package.module:factory",
+        help="lexical (default), learned, http, classifier, or package.module:factory",
     )
     group.add_argument(
         "--judge-base-url",
@@ -97,9 +116,50 @@ def add_judge_arguments(parser: argparse.ArgumentParser) -> None:
         default=env("CITEMON_JUDGE_PROTOCOL", _DEFAULTS.protocol),
         help="http judge wire contract: v1 (one claim per request, default) or v2 (batched)",
     )
+    group.add_argument(
+        "--judge-label",
+        default=env("CITEMON_JUDGE_LABEL", _DEFAULTS.label),
+        help="classifier: the model's entailment label, case-insensitive (default entailment)",
+    )
+    group.add_argument(
+        "--judge-threshold",
+        type=_optional(_number(float, "CITEMON_JUDGE_THRESHOLD")),
+        default=env("CITEMON_JUDGE_THRESHOLD", ""),
+        help="entailed iff P(entailed) >= this (default: the --calibration file's, else 0.5)",
+    )
+    group.add_argument(
+        "--judge-batch-pairs",
+        type=_number(int, "CITEMON_JUDGE_BATCH_PAIRS"),
+        default=env("CITEMON_JUDGE_BATCH_PAIRS", str(_DEFAULTS.batch_pairs)),
+        help="classifier: most (passage, claim) pairs per request (default 32, TEI's cap)",
+    )
+    group.add_argument(
+        "--judge-window-words",
+        type=_number(int, "CITEMON_JUDGE_WINDOW_WORDS"),
+        default=env("CITEMON_JUDGE_WINDOW_WORDS", str(_DEFAULTS.window_words)),
+        help="classifier: longer passages are scored in chunks of this many words (default 300)",
+    )
+    group.add_argument(
+        "--judge-overlap-words",
+        type=_number(int, "CITEMON_JUDGE_OVERLAP_WORDS"),
+        default=env("CITEMON_JUDGE_OVERLAP_WORDS", str(_DEFAULTS.overlap_words)),
+        help="classifier: words shared by consecutive chunks (default 50)",
+    )
 
 
-def judge_options(args: argparse.Namespace) -> JudgeOptions:
+def _optional(convert: Callable[[str], int | float]) -> Callable[[str], int | float | None]:
+    def optional(value: str) -> int | float | None:
+        return None if not value.strip() else convert(value)
+
+    return optional
+
+
+def judge_options(
+    args: argparse.Namespace, *, calibrated_threshold: float | None = None
+) -> JudgeOptions:
+    """The judge flags; ``calibrated_threshold`` (a calibration file's) applies unless
+    ``--judge-threshold`` was given."""
+    threshold = args.judge_threshold if args.judge_threshold is not None else calibrated_threshold
     return JudgeOptions(
         base_url=args.judge_base_url,
         model=args.judge_model,
@@ -107,7 +167,63 @@ def judge_options(args: argparse.Namespace) -> JudgeOptions:
         timeout_s=args.judge_timeout,
         retries=args.judge_retries,
         protocol=args.judge_protocol,
+        label=args.judge_label,
+        threshold=threshold,
+        batch_pairs=args.judge_batch_pairs,
+        window_words=args.judge_window_words,
+        overlap_words=args.judge_overlap_words,
     )
+
+
+def entailment_score(means: str | None, verdict: Verdict) -> float | None:
+    """P(entailed) from a verdict, given what the judge says its confidence means (its
+    ``confidence_means``); ``None`` when it says nothing or the verdict has no confidence."""
+    if verdict.confidence is None:
+        return None
+    if means == "entailed":
+        return verdict.confidence
+    if means == "verdict":
+        return verdict.confidence if verdict.entailed else 1.0 - verdict.confidence
+    return None
+
+
+class ThresholdJudge:
+    """A judge whose verdicts are re-decided as ``P(entailed) >= threshold`` (P from its
+    declared ``confidence_means``); a verdict without a confidence is kept as it is.
+
+    Only ``entails`` is offered (batch methods would bypass the threshold), and ``confidence``
+    becomes P(entailed), so ``confidence_means`` is ``"entailed"``.
+    """
+
+    confidence_means = "entailed"
+
+    def __init__(self, judge: Judge, threshold: float) -> None:
+        if getattr(judge, "confidence_means", None) not in ("entailed", "verdict"):
+            raise ConfigError(
+                f"{type(judge).__name__} does not say what its confidence means, so a "
+                "threshold cannot be applied to it (--judge-threshold / --calibration)"
+            )
+        if not 0.0 <= threshold <= 1.0:
+            raise ConfigError(f"--judge-threshold must be in [0, 1], not {threshold}")
+        self.judge = judge
+        self.threshold = threshold
+
+    def __repr__(self) -> str:
+        return f"ThresholdJudge({self.judge!r}, threshold={self.threshold:g})"
+
+    async def entails(self, claim: str, passages: Mapping[str, str]) -> Verdict:
+        verdict = await self.judge.entails(claim, passages)
+        p = entailment_score(getattr(self.judge, "confidence_means", None), verdict)
+        if p is None:
+            return verdict
+        entailed = p >= self.threshold
+        reason = f"{verdict.reason or 'P(entailed)'}; P {p:.3f} vs threshold {self.threshold:g}"
+        return Verdict(entailed=entailed, reason=reason, confidence=p)
+
+    async def aclose(self) -> None:
+        aclose = getattr(self.judge, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
 def load_judge(
@@ -115,6 +231,13 @@ def load_judge(
 ) -> Judge:
     """Build the judge named by ``spec``; raises :class:`ConfigError` with the reason."""
     options = options or JudgeOptions()
+    judge = _load(spec, options, observer)
+    if options.threshold is None or spec == "classifier":
+        return judge
+    return ThresholdJudge(judge, options.threshold)
+
+
+def _load(spec: str, options: JudgeOptions, observer: JudgeObserver | None) -> Judge:
     if spec == "lexical":
         from monitor.judges.lexical import LexicalJudge
 
@@ -140,9 +263,30 @@ def load_judge(
             retries=options.retries,
             observer=observer,
         )
+    if spec == "classifier":
+        from monitor.judges.classifier import DEFAULT_THRESHOLD, ClassifierJudge
+
+        if options.concurrency < 1:
+            raise ConfigError("--judge-concurrency must be at least 1")
+        threshold = DEFAULT_THRESHOLD if options.threshold is None else options.threshold
+        return ClassifierJudge(
+            options.base_url,
+            label=options.label,
+            threshold=threshold,
+            batch_pairs=options.batch_pairs,
+            window_words=options.window_words,
+            overlap_words=options.overlap_words,
+            model=options.model,
+            max_inflight=options.concurrency,
+            timeout_s=options.timeout_s,
+            retries=options.retries,
+            observer=observer,
+        )
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
-        raise ConfigError(f"unknown judge {spec!r}: use lexical, learned, http or module:factory")
+        raise ConfigError(
+            f"unknown judge {spec!r}: use lexical, learned, http, classifier or module:factory"
+        )
     try:
         factory = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:

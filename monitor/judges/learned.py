@@ -119,6 +119,10 @@ class LearnedJudge:
     inline rather than in a thread because the scorer's concurrency gains nothing from it.
     """
 
+    confidence_means = "verdict"
+    """For ``citemon calibrate`` and ``--judge-threshold``: P(entailed) is ``confidence`` for an
+    entailed verdict and ``1 - confidence`` otherwise."""
+
     def __init__(self, model: LearnedModel | None = None, *, threshold: float | None = None):
         self.model = model if model is not None else load_model()
         self.threshold = self.model.threshold if threshold is None else threshold
