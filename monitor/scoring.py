@@ -110,7 +110,7 @@ class Scorer:
                 _truncation(result, record)
         else:
             results = await asyncio.gather(*(self._claim(c, passages, record) for c in claims))
-        return AnswerScore(
+        score = AnswerScore(
             id=record.id,
             service=record.service,
             version=record.version,
@@ -118,6 +118,8 @@ class Scorer:
             trace_id=record.trace_id,
             claims=list(results),
         )
+        score._passages = passages  # for the results record's excerpts
+        return score
 
     async def score_many(
         self, records: Iterable[AnswerRecord], *, max_concurrent_answers: int = 16

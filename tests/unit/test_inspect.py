@@ -1,0 +1,426 @@
+"""``citemon inspect`` on scores files: worst-first order, every filter, the JSON and table
+shapes, bad input and bad flags; and the results record's capped ``excerpts``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from monitor.cli import main
+from monitor.inspection import (
+    Filter,
+    Worst,
+    excerpt_of,
+    findings,
+    parse_result,
+    read_results_file,
+    record_excerpts,
+)
+from monitor.judges.lexical import LexicalJudge
+from monitor.metrics import Metrics
+from monitor.pipeline import Pipeline
+from monitor.records import AnswerScore, ClaimResult
+from monitor.sample import specimen
+from monitor.scoring import Scorer
+from monitor.settings import Settings
+
+T0 = 1_764_576_000_000  # 2025-12-01T08:00:00Z
+
+
+def claim(n: int, verdict: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "sentence": n,
+        "text": f"claim {n} ({verdict})",
+        "cited_ids": ["p-1"],
+        "verdict": verdict,
+        **extra,
+    }
+
+
+def record(rid: str, minute: int, claims: list[dict[str, Any]], **labels: Any) -> dict[str, Any]:
+    base = {"service": "bot", "version": "v1", "environment": "prod"}
+    return {
+        "id": rid,
+        "trace_id": f"{int(rid.strip('a')):032x}",
+        "span_id": f"{int(rid.strip('a')):016x}",
+        **base,
+        **labels,
+        "claims": claims,
+        "timestamp": T0 + minute * 60_000,
+    }
+
+
+RECORDS = [
+    record("a1", 0, [claim(0, "correct"), claim(1, "unsupported"), claim(2, "dangling")]),
+    record("a2", 1, [claim(0, "misattributed", supported_by=["p-2"])], version="v2"),
+    record("a3", 2, [claim(0, "multi_hop"), claim(1, "unsupported")], environment="staging"),
+    record(
+        "a4",
+        3,
+        [claim(0, "misattributed", supported_by=["p-3"]), claim(1, "uncited")],
+        service="other-bot",
+    ),
+    record("a5", 4, [claim(0, "unjudged"), claim(1, "dangling")], environment=None),
+]
+
+
+@pytest.fixture
+def scores(tmp_path: Path) -> Path:
+    path = tmp_path / "scores.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in RECORDS), encoding="utf-8")
+    return path
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["inspect", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def shown(out: str) -> list[tuple[str, str, int]]:
+    return [
+        (d["verdict"], d["answer_id"], d["sentence"]) for d in map(json.loads, out.splitlines())
+    ]
+
+
+def test_worst_first_then_newest_first_within_a_verdict(
+    scores: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, "--input", str(scores), "--format", "json", "--verdict", "all")
+    assert code == 0
+    assert shown(out) == [
+        ("misattributed", "a4", 0),  # minute 3: newer than a2
+        ("misattributed", "a2", 0),
+        ("unsupported", "a3", 1),
+        ("unsupported", "a1", 1),
+        ("multi_hop", "a3", 0),
+        ("dangling", "a5", 1),
+        ("dangling", "a1", 2),
+        ("uncited", "a4", 1),
+        ("unjudged", "a5", 0),
+        ("correct", "a1", 0),
+    ]
+    assert "read 5 answer(s)" in err and "10 claim(s) matched" in err
+
+
+def test_default_shows_the_failed_citations_only(
+    scores: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, out, err = run(capsys, "--input", str(scores), "--format", "json")
+    assert [v for v, _, _ in shown(out)] == ["misattributed"] * 2 + ["unsupported"] * 2 + [
+        "multi_hop"
+    ] + ["dangling"] * 2
+    assert "(misattributed 2 · unsupported 2 · multi_hop 1 · dangling 2)" in err
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        (["--service", "other-bot"], [("misattributed", "a4", 0)]),
+        (["--version", "v2"], [("misattributed", "a2", 0)]),
+        (["--environment", "staging"], [("unsupported", "a3", 1), ("multi_hop", "a3", 0)]),
+        # No environment on the span is the metrics' "unknown" label, so the alert's line finds it.
+        (["--environment", "unknown"], [("dangling", "a5", 1)]),
+        # "other" is the metrics' overflow label: it cannot name versions, so it filters nothing.
+        (
+            ["--version", "other", "--verdict", "misattributed"],
+            [("misattributed", "a4", 0), ("misattributed", "a2", 0)],
+        ),
+        (["--verdict", "uncited"], [("uncited", "a4", 1)]),
+        (
+            ["--verdict", "unjudged", "--verdict", "correct"],
+            [("unjudged", "a5", 0), ("correct", "a1", 0)],
+        ),
+        (["--trace-id", f"{3:032X}"], [("unsupported", "a3", 1), ("multi_hop", "a3", 0)]),
+        (
+            ["--since", "2025-12-01T08:01:00Z", "--until", "2025-12-01T08:03:00Z"],
+            [("misattributed", "a2", 0), ("unsupported", "a3", 1), ("multi_hop", "a3", 0)],
+        ),
+        (
+            ["--service", "bot", "--version", "v1", "--environment", "prod"],
+            [("unsupported", "a1", 1), ("dangling", "a1", 2)],
+        ),
+        (
+            ["--limit", "3"],
+            [("misattributed", "a4", 0), ("misattributed", "a2", 0), ("unsupported", "a3", 1)],
+        ),
+    ],
+)
+def test_filters(
+    scores: Path,
+    capsys: pytest.CaptureFixture[str],
+    flags: list[str],
+    expected: list[tuple[str, str, int]],
+) -> None:
+    code, out, _ = run(capsys, "--input", str(scores), "--format", "json", *flags)
+    assert code == 0
+    assert shown(out) == expected
+
+
+def test_limit_keeps_the_worst_of_many_and_counts_the_rest() -> None:
+    rows = [
+        record(f"a{i}", i, [claim(0, ("dangling", "multi_hop", "misattributed")[i % 3])])
+        for i in range(1, 301)
+    ]
+    worst = Worst(5)
+    for seq, r in enumerate(rows):
+        for f in findings(
+            parse_result(json.dumps(r)), timestamp_ms=None, source="x", seq=seq, where=Filter()
+        ):
+            worst.add(f)
+    kept = [(f.claim.verdict, f.record.id) for f in worst.sorted()]
+    # misattributed are i % 3 == 2: the newest five are 299, 296, 293, 290, 287.
+    assert kept == [("misattributed", f"a{i}") for i in (299, 296, 293, 290, 287)]
+    assert worst.total == 300 and worst.matched == {
+        "dangling": 100,
+        "multi_hop": 100,
+        "misattributed": 100,
+    }
+
+
+def test_json_line_carries_ids_excerpts_reason_and_trace_link(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    r = record(
+        "a7",
+        0,
+        [
+            claim(
+                0,
+                "misattributed",
+                cited_ids=["p-1"],
+                supported_by=["p-2"],
+                reason="no",
+                faithful=True,
+            )
+        ],
+    )
+    r["excerpts"] = {"p-1": "the cited text", "p-2": "the right text", "p-9": "not this claim's"}
+    path = tmp_path / "one.jsonl"
+    path.write_text(json.dumps(r) + "\n", encoding="utf-8")
+    monkeypatch.setenv("CITEMON_TRACE_URL", "https://tempo.example/trace/{trace_id}")
+    code, out, _ = run(capsys, "--input", str(path), "--format", "json")
+    assert code == 0
+    assert json.loads(out) == {
+        "verdict": "misattributed",
+        "claim": "claim 0 (misattributed)",
+        "sentence": 0,
+        "cited_ids": ["p-1"],
+        "supported_by": ["p-2"],
+        "overlap": False,
+        "faithful": True,
+        "reason": "no",
+        "service": "bot",
+        "version": "v1",
+        "environment": "prod",
+        "trace_id": f"{7:032x}",
+        "span_id": f"{7:016x}",
+        "answer_id": "a7",
+        "timestamp": "2025-12-01T08:00:00Z",
+        "source": f"{path}:1",
+        "excerpts": {"p-1": "the cited text", "p-2": "the right text"},
+        "trace_url": f"https://tempo.example/trace/{7:032x}",
+    }
+
+
+def test_table_shows_the_passage_that_should_have_been_cited(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    r = record("a7", 0, [claim(0, "misattributed", supported_by=["p-2"], reason="24 not in p-1")])
+    r["excerpts"] = {"p-1": "Retries run for 12 hours.", "p-2": "Retries run for up to 24 hours."}
+    path = tmp_path / "one.jsonl"
+    path.write_text(json.dumps(r) + "\n", encoding="utf-8")
+    code, out, _ = run(capsys, "--input", str(path), "--trace-url", "https://t/{trace_id}")
+    assert code == 0
+    assert out.splitlines() == [
+        f"MISATTRIBUTED 2025-12-01T08:00:00Z  bot v1 prod  trace {7:032x}",
+        '    "claim 0 (misattributed)"',
+        '    cited p-1: "Retries run for 12 hours."',
+        '    should cite p-2: "Retries run for up to 24 hours."',
+        "    reason: 24 not in p-1",
+        f"    https://t/{7:032x}",
+    ]
+
+
+async def test_reads_a_citemon_score_document(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    score = await Scorer(LexicalJudge()).score(specimen())
+    path = tmp_path / "score.json"
+    doc = {"summary": {}, "answers": [score.model_dump(mode="json")]}
+    path.write_text(json.dumps(doc, indent=1), encoding="utf-8")
+    code, out, err = run(capsys, "--input", str(path), "--format", "json", "--verdict", "all")
+    assert code == 0
+    got = [
+        (d["verdict"], d["sentence"], d["cited_ids"], d["supported_by"])
+        for d in map(json.loads, out.splitlines())
+    ]
+    expected = sorted(
+        ((c.verdict, c.sentence, c.cited_ids, c.supported_by) for c in score.claims),
+        key=lambda t: (
+            [
+                "misattributed",
+                "unsupported",
+                "multi_hop",
+                "dangling",
+                "uncited",
+                "unjudged",
+                "correct",
+            ].index(t[0]),
+            -t[1],
+        ),
+    )
+    assert sorted(got, key=lambda t: (t[0], t[1])) == sorted(expected, key=lambda t: (t[0], t[1]))
+    assert [g[0] for g in got] == [e[0] for e in expected]
+    assert "read 1 answer(s)" in err
+
+
+def test_bad_lines_are_reported_by_number_and_the_rest_still_shown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "mixed.jsonl"
+    lines = [
+        json.dumps(RECORDS[1]),
+        "{not json",
+        json.dumps({"id": "x"}),
+        "",
+        json.dumps(RECORDS[3]),
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code, out, err = run(capsys, "--input", str(path), "--format", "json")
+    assert code == 1
+    assert shown(out) == [("misattributed", "a4", 0), ("misattributed", "a2", 0)]
+    assert f"skipped {path}: line 2: not valid JSON" in err
+    assert f"skipped {path}: line 3: not a results record: no 'claims'" in err
+    assert "2 bad record(s) skipped" in err
+
+
+def test_since_on_a_file_without_timestamps_says_what_it_left_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bare = {k: v for k, v in RECORDS[1].items() if k != "timestamp"}
+    path = tmp_path / "bare.jsonl"
+    path.write_text(json.dumps(bare) + "\n" + json.dumps(RECORDS[3]) + "\n", encoding="utf-8")
+    code, out, err = run(
+        capsys, "--input", str(path), "--format", "json", "--since", "2025-12-01T07:00:00Z"
+    )
+    assert code == 0
+    assert shown(out) == [("misattributed", "a4", 0)]
+    assert "1 answer(s) carry no timestamp and were left out by --since/--until" in err
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--since", "yesterday"], "--since 'yesterday': not a duration"),
+        (["--until", "2025-13-01"], "--until '2025-13-01': not a duration"),
+        (["--limit", "-1"], "--limit must be 0 (all) or more"),
+        (["--last", "0"], "--last must be at least 1"),
+        (["--offset", "-3"], "--offset must be 0 or more"),
+        (["--follow"], "--follow reads the results topic; not with --input"),
+        (["--last", "5"], "--last reads the results topic; not with --input"),
+        (["--since", "10m", "--until", "20m"], "--until '20m' is not after --since '10m'"),
+        (["--trace-url", "https://t/trace"], "--trace-url 'https://t/trace' has no {trace_id}"),
+        (["--trace-url", "https://t/{span}"], "--trace-url: only {trace_id} may be substituted"),
+    ],
+)
+def test_bad_flags_exit_2_naming_the_flag(
+    scores: Path, capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    code, out, err = run(capsys, "--input", str(scores), *flags)
+    assert code == 2 and out == ""
+    assert message in err
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--since", "1h", "--offset", "3"], "--since and --offset both say where to start"),
+        (["--follow", "--until", "5m"], "--until ends the read; not with --follow"),
+        (["--offset", "1", "--last", "2"], "argument --last: not allowed with argument --offset"),
+        (["--verdict", "wrong"], "argument --verdict: invalid choice: 'wrong'"),
+        (
+            ["--bootstrap-servers", "127.0.0.1:9092", "--security-protocol", "TLS"],
+            "security_protocol",
+        ),
+    ],
+)
+def test_bad_topic_flags_exit_2_before_connecting(
+    capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    try:
+        code = main(["inspect", *flags])
+    except SystemExit as exc:  # argparse's own errors
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert message in err
+
+
+def test_a_missing_file_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, "--input", str(tmp_path / "nope.jsonl"))
+    assert code == 2 and f"no such file: {tmp_path / 'nope.jsonl'}" in err
+
+
+# -- excerpts in the results record -----------------------------------------------------------
+
+
+def test_excerpts_are_capped_and_cover_cited_and_supporting_passages_only() -> None:
+    score = AnswerScore(
+        claims=[
+            ClaimResult(sentence=0, text="a", cited_ids=["p-1", "p-9"], verdict="dangling"),
+            ClaimResult(
+                sentence=1,
+                text="b",
+                cited_ids=["p-2"],
+                verdict="misattributed",
+                supported_by=["p-3", "p-1"],
+            ),
+        ]
+    )
+    passages = {"p-1": "x" * 50, "p-2": "short", "p-3": "y" * 10, "p-4": "never cited"}
+    assert record_excerpts(score, passages, 10) == {
+        "p-1": "x" * 9 + "…",
+        "p-2": "short",
+        "p-3": "y" * 10,  # exactly the cap: not cut
+    }
+    assert list(record_excerpts(score, passages, 10)) == ["p-1", "p-2", "p-3"]
+    assert record_excerpts(score, passages, 0) == {}
+    assert excerpt_of("ab cd", 4) == "ab…"
+
+
+async def test_results_record_carries_the_excerpts_of_the_scored_passages() -> None:
+    score = await Scorer(LexicalJudge()).score(specimen())
+    passages = specimen().passage_map()
+    for chars, expected_len in ((40, 40), (0, None)):
+        settings = Settings(results_topic="r", results_excerpt_chars=chars)
+        pipeline = Pipeline(settings, Scorer(LexicalJudge()), Metrics(CollectorRegistry()))
+        message = pipeline._result(score, "00f067aa0ba902b7")
+        assert message is not None
+        body = json.loads(message.value)
+        assert body["span_id"] == "00f067aa0ba902b7"
+        assert body["claims"] == [c.model_dump(mode="json") for c in score.claims]
+        if expected_len is None:
+            assert "excerpts" not in body
+            continue
+        referenced = {i for c in score.claims for i in (*c.cited_ids, *c.supported_by)}
+        assert set(body["excerpts"]) == referenced == {"p-3310", "p-3312"}  # lexical judge
+        for pid, text in body["excerpts"].items():
+            assert len(text) <= expected_len
+            assert text == excerpt_of(passages[pid], chars)
+        # and a file of such records reads back with them
+        ((_, back),) = list(read_results_file(message.value.decode()))
+        assert not isinstance(back, Exception) and back.excerpts == body["excerpts"]
+
+
+def test_the_score_command_output_has_no_excerpts_or_passages() -> None:
+    # The passages ride along in memory for the results record only; `citemon score` is unchanged.
+    score = AnswerScore(claims=[])
+    score._passages = {"p-1": "secret-ish text"}
+    assert "passages" not in score.model_dump() and "secret-ish" not in score.model_dump_json()
