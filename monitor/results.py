@@ -39,8 +39,8 @@ class Start:
 
     ``time``: the first record at or after ``value`` (ms since the epoch; Kafka's
     ``offsets_for_times``); ``offset``: offset ``value`` (clamped to what the log holds);
-    ``last``: the end minus ``value`` (transaction markers take offsets too, so a partition
-    written transactionally yields fewer than ``value`` records); ``end``: only new records.
+    ``last``: the last ``value`` committed records before the end (counted, not subtracted:
+    transaction markers take offsets too); ``end``: only new records.
     """
 
     kind: Literal["time", "offset", "last", "end"]
@@ -83,7 +83,8 @@ class ResultsReader:
         )
         try:
             await consumer.start()
-            topics = await consumer.topics()
+            # consumer.topics() fetches this too but drops the partitions; the client keeps them.
+            cluster = await consumer._client.fetch_all_metadata()
         except KafkaConnectionError as exc:
             await consumer.stop()
             raise KafkaUnavailable(
@@ -95,12 +96,12 @@ class ResultsReader:
             raise
         self._consumer = consumer
         try:
-            if self.topic not in topics:
+            if self.topic not in cluster.topics():
                 raise ConfigError(
                     f"results topic {self.topic!r} does not exist at {s.bootstrap_servers} "
                     "(--results-topic / CITEMON_RESULTS_TOPIC)"
                 )
-            numbers = sorted(consumer.partitions_for_topic(self.topic) or ())
+            numbers = sorted(cluster.partitions_for_topic(self.topic) or ())
             missing = sorted(self._only - set(numbers))
             if missing:
                 raise ConfigError(
@@ -136,7 +137,7 @@ class ResultsReader:
         elif start.kind == "offset":
             positions = {tp: min(max(start.value, begins[tp]), ends[tp]) for tp in tps}
         elif start.kind == "last":
-            positions = {tp: max(begins[tp], ends[tp] - start.value) for tp in tps}
+            positions = {tp: await self._back(tp, begins[tp], ends[tp], start.value) for tp in tps}
         else:
             positions = dict(ends)
         stops = dict(ends)
@@ -149,6 +150,27 @@ class ResultsReader:
             c.seek(tp, positions[tp])
         self.ends = stops
         return {tp: (positions[tp], stops[tp]) for tp in tps}
+
+    async def _back(self, tp: Any, begin: int, end: int, n: int) -> int:
+        """The offset of the n-th committed record before ``end`` (or ``begin``). Transaction
+        markers and aborted records take offsets too, so look back 2n offsets, then 8n, …"""
+        c = self._consumer
+        others = [p for p in self.partitions if p != tp]
+        c.pause(*others)
+        try:
+            window = 2 * n
+            while True:
+                low = max(begin, end - window)
+                c.seek(tp, low)
+                offsets: list[int] = []
+                while await c.position(tp) < end:
+                    got = await c.getmany(tp, timeout_ms=POLL_TIMEOUT_MS)
+                    offsets.extend(r.offset for r in got.get(tp, ()) if r.offset < end)
+                if len(offsets) >= n or low == begin:
+                    return offsets[-n] if len(offsets) >= n else low
+                window *= 4
+        finally:
+            c.resume(*others)
 
     async def batches(
         self, stop: asyncio.Event, *, follow: bool = False, max_records: int = 500

@@ -110,7 +110,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     start = src.add_mutually_exclusive_group()
     start.add_argument("--offset", type=int, help="from offset N of each partition")
-    start.add_argument("--last", type=int, help="the last N offsets of each partition")
+    start.add_argument("--last", type=int, help="the last N records of each partition")
     src.add_argument("--partition", type=int, action="append", default=[], help="only partition P")
     src.add_argument(
         "--follow", action="store_true", help="keep printing new claims (Ctrl-C stops)"
