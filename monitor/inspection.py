@@ -147,6 +147,7 @@ class Finding:
             "cited_ids": c.cited_ids,
             "supported_by": c.supported_by,
             "overlap": c.overlap,
+            "irrelevant_ids": c.irrelevant_ids,
             "faithful": c.faithful,
             "reason": c.reason,
             "service": r.service,
@@ -297,6 +298,8 @@ def render_table(finding: Finding, trace_url: str | None = None, *, width: int =
             )
     elif c.verdict == "multi_hop" and c.supported_by:
         lines += _evidence("jointly", c.supported_by, finding, width)
+    if c.irrelevant_ids:
+        lines.append("    over-broad: " + ", ".join(c.irrelevant_ids) + " (not needed: ALCE)")
     if c.reason:
         lines.append("    " + textwrap.shorten(f"reason: {c.reason}", width - 4, placeholder="…"))
     if trace_url is not None and r.trace_id:

@@ -212,6 +212,7 @@ def test_json_line_carries_ids_excerpts_reason_and_trace_link(
         "cited_ids": ["p-1"],
         "supported_by": ["p-2"],
         "overlap": False,
+        "irrelevant_ids": [],
         "faithful": True,
         "reason": "no",
         "service": "bot",
@@ -424,3 +425,54 @@ def test_the_score_command_output_has_no_excerpts_or_passages() -> None:
     score = AnswerScore(claims=[])
     score._passages = {"p-1": "secret-ish text"}
     assert "passages" not in score.model_dump() and "secret-ish" not in score.model_dump_json()
+
+
+def test_over_broad_citations_of_correct_claims_are_shown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # CitationIdsPerClaimClimbing's runbook: `--verdict correct` shows what was cited needlessly.
+    r = record(
+        "a8",
+        0,
+        [
+            claim(
+                0,
+                "correct",
+                cited_ids=["p-1", "p-2", "p-3"],
+                supported_by=["p-1"],
+                irrelevant_ids=["p-2", "p-3"],
+            )
+        ],
+    )
+    path = tmp_path / "one.jsonl"
+    path.write_text(json.dumps(r) + "\n", encoding="utf-8")
+    code, out, _ = run(capsys, "--input", str(path), "--verdict", "correct")
+    assert code == 0
+    assert "    cited p-1\n    cited p-2\n    cited p-3\n" in out
+    assert "    over-broad: p-2, p-3 (not needed: ALCE)" in out.splitlines()
+    code, out, _ = run(capsys, "--input", str(path), "--verdict", "correct", "--format", "json")
+    assert json.loads(out)["irrelevant_ids"] == ["p-2", "p-3"]
+
+
+def test_kafka_flags_are_run_s_and_env_vars_apply(monkeypatch: pytest.MonkeyPatch) -> None:
+    from monitor.cli import build_parser
+    from monitor.settings import settings_from_args
+
+    monkeypatch.setenv("CITEMON_RESULTS_TOPIC", "from-env.scores")
+    monkeypatch.setenv("CITEMON_SECURITY_PROTOCOL", "SASL_SSL")
+    monkeypatch.setenv("CITEMON_SASL_MECHANISM", "SCRAM-SHA-512")
+    monkeypatch.setenv("CITEMON_KAFKA_USERNAME", "oncall")
+    monkeypatch.setenv("CITEMON_KAFKA_PASSWORD", "s3cret-value")
+    args = build_parser().parse_args(["inspect", "--bootstrap-servers", "k1:9093"])
+    s = settings_from_args(args)
+    assert (
+        s.bootstrap_servers,
+        s.results_topic,
+        s.security_protocol,
+        s.sasl_mechanism,
+        s.kafka_username,
+    ) == ("k1:9093", "from-env.scores", "SASL_SSL", "SCRAM-SHA-512", "oncall")
+    assert "s3cret-value" not in repr(s) and "s3cret-value" not in str(s.describe())
+    # the sampling and judge flags of `run` are not inspect's
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["inspect", "--sample-rate", "0.5"])
