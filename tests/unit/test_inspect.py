@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from monitor.cli import main
 from monitor.inspection import (
+    MAX_EXCERPTS,
     Filter,
     Worst,
     excerpt_of,
@@ -393,6 +394,22 @@ def test_excerpts_are_capped_and_cover_cited_and_supporting_passages_only() -> N
     }
     assert list(record_excerpts(score, passages, 10)) == ["p-1", "p-2", "p-3"]
     assert record_excerpts(score, passages, 0) == {}
+    # However many passages the claims name, a record carries at most MAX_EXCERPTS of them.
+    many = AnswerScore(
+        claims=[
+            ClaimResult(
+                sentence=0,
+                text="a",
+                verdict="misattributed",
+                cited_ids=["p-0"],
+                supported_by=[f"p-{i}" for i in range(1, 100)],
+            )
+        ]
+    )
+    texts = {f"p-{i}": "é" * 4000 for i in range(100)}
+    capped = record_excerpts(many, texts, 4000)
+    assert list(capped) == [f"p-{i}" for i in range(MAX_EXCERPTS)]
+    assert len(json.dumps(capped, ensure_ascii=False).encode()) < 1024 * 1024 // 2
     assert excerpt_of("ab cd", 4) == "ab…"
 
 
