@@ -4,6 +4,7 @@ shapes, bad input and bad flags; and the results record's capped ``excerpts``.""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -493,3 +494,68 @@ def test_kafka_flags_are_run_s_and_env_vars_apply(monkeypatch: pytest.MonkeyPatc
     # the sampling and judge flags of `run` are not inspect's
     with pytest.raises(SystemExit):
         build_parser().parse_args(["inspect", "--sample-rate", "0.5"])
+
+
+# -- the runbooks' lines ----------------------------------------------------------------------
+
+RUNBOOKS = Path(__file__).resolve().parents[2] / "grafana" / "runbooks.md"
+AGREED = (
+    "citemon inspect --service '<service>' --version '<version>' "
+    "--environment '<environment>' --since 30m"
+)
+
+
+def _runbook_lines() -> dict[str, list[str]]:
+    """Per ``## Alert`` section, the ``citemon inspect`` lines of its code blocks."""
+    out: dict[str, list[str]] = {}
+    section = ""
+    in_code = False
+    for line in RUNBOOKS.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            in_code = not in_code
+        elif line.startswith("## ") and not in_code:
+            section = line[3:].strip()
+        elif in_code and line.startswith("citemon inspect"):
+            out.setdefault(section, []).append(line)
+    return out
+
+
+def test_each_quality_alert_runbook_gives_the_agreed_inspect_line() -> None:
+    found = _runbook_lines()
+    assert found["CitationAccuracyDrop"] == [AGREED]
+    assert found["CitationCoverageDrop"] == [AGREED + " --verdict uncited"]
+    assert found["CitationIdsPerClaimClimbing"] == [AGREED, AGREED + " --verdict correct"]
+    assert found["CitationJudgeFailing"] == ["citemon inspect --verdict unjudged --since 30m"]
+
+
+def test_every_runbook_line_is_valid_for_the_real_cli(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shlex
+
+    path = tmp_path / "scores.jsonl"
+    now = int(time.time() * 1000)
+    r = record(
+        "a9",
+        0,
+        [
+            claim(0, "misattributed", supported_by=["p-2"]),
+            claim(1, "uncited"),
+            claim(2, "unjudged"),
+            claim(3, "correct"),
+        ],
+    )
+    r["timestamp"] = now - 60_000  # a minute ago: inside --since 30m
+    path.write_text(json.dumps(r) + "\n", encoding="utf-8")
+    labels = {"<service>": "bot", "<version>": "v1", "<environment>": "prod"}
+    lines = [line for found in _runbook_lines().values() for line in found]
+    assert len(lines) == 6  # the introduction shows the agreed line too
+    for line in lines:
+        for placeholder, value in labels.items():
+            line = line.replace(placeholder, value)
+        argv = shlex.split(line)[2:]
+        code, out, err = run(capsys, *argv, "--input", str(path), "--format", "json")
+        assert code == 0, (line, err)
+        (finding,) = [json.loads(x) for x in out.splitlines()]
+        verdict = argv[argv.index("--verdict") + 1] if "--verdict" in argv else "misattributed"
+        assert finding["verdict"] == verdict
