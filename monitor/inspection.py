@@ -68,8 +68,9 @@ assert set(_RANK) == set(VERDICTS)
 class ResultRecord(AnswerScore):
     """One record of the results topic: the scored answer, its span and optional excerpts.
 
-    ``timestamp_ms`` is not part of the topic's JSON (the Kafka record's timestamp is); a scores
-    file may carry it (or ``timestamp`` as ISO 8601 text) so that ``--since`` works on a file.
+    ``timestamp_ms`` is not part of the topic's JSON (the Kafka record's timestamp is); a line
+    of a scores file may carry a ``timestamp`` key (milliseconds since the epoch, or ISO 8601
+    text) so that ``--since`` works on a file.
     """
 
     span_id: str | None = None
@@ -126,13 +127,15 @@ class Finding:
     timestamp_ms: int | None
     source: str
     """``topic/partition/offset`` or ``file:line``."""
-    seq: int
-    """Arrival order (a later record has a larger one): the tie-break for "newest"."""
+    position: tuple[int, int]
+    """(partition, offset), or (0, line) for a file: within one millisecond (or without a
+    timestamp) a larger offset or line is newer, and the order never depends on fetch order."""
 
-    def sort_key(self) -> tuple[int, int, int, int]:
+    def sort_key(self) -> tuple[int, int, int, int, int]:
         """Ascending = worst first: severity, then newest, then the answer's sentence order."""
         newest = -(self.timestamp_ms if self.timestamp_ms is not None else -1)
-        return (_RANK[self.claim.verdict], newest, -self.seq, self.claim.sentence)
+        partition, offset = self.position
+        return (_RANK[self.claim.verdict], newest, -offset, partition, self.claim.sentence)
 
     def excerpt(self, passage_id: str) -> str | None:
         return self.record.excerpts.get(passage_id)
@@ -208,13 +211,18 @@ def _label(wanted: frozenset[str], value: str | None) -> bool:
 
 
 def findings(
-    record: ResultRecord, *, timestamp_ms: int | None, source: str, seq: int, where: Filter
+    record: ResultRecord,
+    *,
+    timestamp_ms: int | None,
+    source: str,
+    position: tuple[int, int],
+    where: Filter,
 ) -> list[Finding]:
     """The claims of ``record`` that ``where`` selects (none when the answer does not match)."""
     when = timestamp_ms if timestamp_ms is not None else record.timestamp_ms
     if not where.answer(record, when):
         return []
-    return [Finding(c, record, when, source, seq) for c in record.claims if where.claim(c)]
+    return [Finding(c, record, when, source, position) for c in record.claims if where.claim(c)]
 
 
 @dataclass(order=True, slots=True)

@@ -236,7 +236,11 @@ def _from_file(args: argparse.Namespace, where: Filter, printer: _Printer) -> in
         answers += 1
         untimed += timed and item.timestamp_ms is None
         for f in findings(
-            item, timestamp_ms=None, source=f"{args.input}:{number}", seq=number, where=where
+            item,
+            timestamp_ms=None,
+            source=f"{args.input}:{number}",
+            position=(0, number),
+            where=where,
         ):
             worst.add(f)
     shown = worst.sorted()
@@ -265,12 +269,9 @@ async def _from_topic(args: argparse.Namespace, where: Filter, printer: _Printer
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     bad: list[str] = []
-    seq = 0
 
     def take(records: list[object], sink: Worst) -> None:
-        nonlocal seq
         for r in records:
-            seq += 1
             source = f"{r.topic}/{r.partition}/{r.offset}"  # type: ignore[attr-defined]
             try:
                 record = parse_result(r.value)  # type: ignore[attr-defined]
@@ -278,7 +279,8 @@ async def _from_topic(args: argparse.Namespace, where: Filter, printer: _Printer
                 _skip(source, exc, bad)
                 continue
             stamp = r.timestamp  # type: ignore[attr-defined]
-            for f in findings(record, timestamp_ms=stamp, source=source, seq=seq, where=where):
+            at = (r.partition, r.offset)  # type: ignore[attr-defined]
+            for f in findings(record, timestamp_ms=stamp, source=source, position=at, where=where):
                 sink.add(f)
 
     try:
@@ -292,7 +294,10 @@ async def _from_topic(args: argparse.Namespace, where: Filter, printer: _Printer
             offsets = ", ".join(f"{tp.partition}:{a}-{b}" for tp, (a, b) in spans.items())
             since = f" since {format_time(where.since_ms)}" if start.kind == "time" else ""
             _report(worst, len(shown), f"read {topic}{since} (offsets {offsets})", bad)
-            if args.follow and not stop.is_set():
+            if stop.is_set():  # a signal before the end: what was shown is partial
+                print("citemon inspect: interrupted before the end of the read", file=sys.stderr)
+                return 130
+            if args.follow:
                 print(
                     f"citemon inspect: following {topic} (Ctrl-C to stop)",
                     file=sys.stderr,

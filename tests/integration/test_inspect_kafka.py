@@ -306,3 +306,11 @@ async def test_follow_prints_a_new_committed_record_and_stops_on_a_signal(
         if proc is not None and proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+def test_a_results_topic_that_does_not_exist_is_named(kafka_bootstrap: str) -> None:
+    missing = f"citemon-test.no-such-results.{time.time_ns()}"
+    done = inspect(kafka_bootstrap, missing)
+    assert done.returncode == 2 and done.stdout == ""
+    assert f"results topic {missing!r} does not exist at {kafka_bootstrap}" in done.stderr
+    assert "Traceback" not in done.stderr

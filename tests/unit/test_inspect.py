@@ -171,7 +171,11 @@ def test_limit_keeps_the_worst_of_many_and_counts_the_rest() -> None:
     worst = Worst(5)
     for seq, r in enumerate(rows):
         for f in findings(
-            parse_result(json.dumps(r)), timestamp_ms=None, source="x", seq=seq, where=Filter()
+            parse_result(json.dumps(r)),
+            timestamp_ms=None,
+            source="x",
+            position=(0, seq),
+            where=Filter(),
         ):
             worst.add(f)
     kept = [(f.claim.verdict, f.record.id) for f in worst.sorted()]
@@ -362,6 +366,27 @@ def test_bad_topic_flags_exit_2_before_connecting(
     out, err = capsys.readouterr()
     assert code == 2 and out == ""
     assert message in err
+
+
+def test_an_unreachable_broker_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    # Loopback port 1: connection refused at once.
+    code = main(["inspect", "--bootstrap-servers", "127.0.0.1:1"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "citemon: error: cannot connect to Kafka at 127.0.0.1:1" in err
+    assert "Traceback" not in err
+
+
+def test_reads_standard_input(
+    scores: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(scores.read_text(encoding="utf-8")))
+    code, out, err = run(capsys, "--input", "-", "--format", "json", "--verdict", "dangling")
+    assert code == 0
+    assert shown(out) == [("dangling", "a5", 1), ("dangling", "a1", 2)]
+    assert "read 5 answer(s) from -" in err
 
 
 def test_a_missing_file_is_a_clear_error(
@@ -559,3 +584,25 @@ def test_every_runbook_line_is_valid_for_the_real_cli(
         (finding,) = [json.loads(x) for x in out.splitlines()]
         verdict = argv[argv.index("--verdict") + 1] if "--verdict" in argv else "misattributed"
         assert finding["verdict"] == verdict
+
+
+def test_order_does_not_depend_on_fetch_order() -> None:
+    # Many results share a millisecond (one commit writes them all); partitions arrive in any
+    # order. The larger offset is newer; between partitions the order is fixed, not arrival's.
+    import random
+
+    same_ms = [(p, o) for p in range(3) for o in range(5)]
+    made = []
+    for p, o in same_ms:
+        r = parse_result(json.dumps(record(f"a{p * 10 + o + 1}", 0, [claim(0, "unsupported")])))
+        made.append((p, o, r))
+    orders = []
+    for seed in range(4):
+        random.Random(seed).shuffle(made)
+        worst = Worst(6)
+        for p, o, r in made:
+            for f in findings(r, timestamp_ms=T0, source="t", position=(p, o), where=Filter()):
+                worst.add(f)
+        orders.append([f.position for f in worst.sorted()])
+    assert orders[0] == [(0, 4), (1, 4), (2, 4), (0, 3), (1, 3), (2, 3)]
+    assert all(o == orders[0] for o in orders)
