@@ -28,7 +28,7 @@ PER_TRANSACTION = 500
 
 
 async def _bodies() -> list[bytes]:
-    from monitor.inspection import record_excerpts
+    from monitor.excerpts import recut
     from monitor.judges.lexical import LexicalJudge
     from monitor.sample import sample_records
     from monitor.scoring import Scorer
@@ -45,7 +45,7 @@ async def _bodies() -> list[bytes]:
             service="support-bot",
             version=("v1", "v2")[i % 2],
             environment="prod",
-            excerpts=record_excerpts(score, score.passages, 240),
+            excerpts=recut(score.evidence, 240),
         )
         out.append(json.dumps(body, separators=(",", ":")).encode())
     return out

@@ -19,7 +19,7 @@ import heapq
 import json
 import textwrap
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -32,7 +32,6 @@ from monitor.records import VERDICTS, AnswerScore, ClaimResult, VerdictName
 
 __all__ = [
     "DEFAULT_VERDICTS",
-    "MAX_EXCERPTS",
     "SEVERITY",
     "Filter",
     "Finding",
@@ -336,34 +335,3 @@ def summary_line(worst: Worst, shown: int) -> str:
     if shown < worst.total:
         line += f"; showing the {shown} worst (--limit)"
     return line
-
-
-def excerpt_of(text: str, max_chars: int) -> str:
-    """``text`` cut to at most ``max_chars`` characters, ``…`` marking a cut."""
-    if len(text) <= max_chars:
-        return text
-    return text[: max(0, max_chars - 1)].rstrip() + "…"
-
-
-MAX_EXCERPTS: Final = 32
-"""Passages excerpted per results record at most (the first mentioned), so a record stays far
-below Kafka's 1 MB message limit: 32 × 4000 characters × 4 bytes of UTF-8 at the largest
-``--results-excerpt-chars``, 32 × 240 × 4 ≈ 30 KB at the default."""
-
-
-def record_excerpts(
-    score: AnswerScore, passages: Mapping[str, str], max_chars: int
-) -> dict[str, str]:
-    """Excerpts (≤ ``max_chars`` each) of the passages the claims cite or are supported by, in
-    first-mention order, at most :data:`MAX_EXCERPTS`; IDs that name no retrieved passage
-    (dangling) have none."""
-    out: dict[str, str] = {}
-    if max_chars <= 0:
-        return out
-    for claim in score.claims:
-        for pid in (*claim.cited_ids, *claim.supported_by):
-            if pid not in out and pid in passages:
-                if len(out) >= MAX_EXCERPTS:
-                    return out
-                out[pid] = excerpt_of(passages[pid], max_chars)
-    return out

@@ -62,7 +62,7 @@ from aiokafka.errors import KafkaConnectionError, KafkaError, ProducerFenced
 from monitor.canary import canary_selected, cited_counts, shuffled_check
 from monitor.consumer import Entry, KafkaDelivery, OffsetTracker, OutMessage, Ready
 from monitor.errors import DecodeError, JudgeError, KafkaUnavailable
-from monitor.inspection import record_excerpts
+from monitor.excerpts import recut
 from monitor.metrics import Metrics
 from monitor.records import AnswerRecord, AnswerScore
 from monitor.sampling import Sampler
@@ -757,9 +757,7 @@ class Pipeline:
         body = score.model_dump(mode="json")
         body["span_id"] = span_id
         if self.settings.results_excerpt_chars:
-            body["excerpts"] = record_excerpts(
-                score, score.passages, self.settings.results_excerpt_chars
-            )
+            body["excerpts"] = recut(score.evidence, self.settings.results_excerpt_chars)
         return OutMessage(
             topic,
             (score.trace_id or "").encode() or None,

@@ -137,10 +137,10 @@ class AnswerScore(BaseModel):
     environment: str | None = None
     trace_id: str | None = None
     claims: list[ClaimResult] = Field(default_factory=list)
-    _passages: dict[str, str] = PrivateAttr(default_factory=dict)
-    """The scored answer's passages (ID → text), set by the scorer for the results record's
-    ``excerpts``; never serialised."""
+    _evidence: dict[str, str] = PrivateAttr(default_factory=dict)
+    """Excerpts of the passages the claims cite or are supported by (:mod:`monitor.excerpts`),
+    set by the scorer for the results record; never serialised."""
 
     @property
-    def passages(self) -> dict[str, str]:
-        return self._passages
+    def evidence(self) -> dict[str, str]:
+        return self._evidence

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from monitor.claims import CitationSyntax, extract_claims
 from monitor.errors import ConfigError, JudgeError, JudgeInvalidReply
+from monitor.excerpts import excerpts
 from monitor.judges.base import Judge
 from monitor.judges.batch import BatchJudge, CitedOutcome, SupportOutcome, SupportVerdict
 from monitor.records import (
@@ -118,7 +119,7 @@ class Scorer:
             trace_id=record.trace_id,
             claims=list(results),
         )
-        score._passages = passages  # for the results record's excerpts
+        score._evidence = excerpts(score, passages)  # for the results record
         return score
 
     async def score_many(

@@ -24,6 +24,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from monitor.errors import ConfigError
+from monitor.excerpts import MAX_EXCERPT_CHARS
 
 __all__ = [
     "ENV_PREFIX",
@@ -66,7 +67,7 @@ class Settings(BaseSettings):
     group: str = "citemon"
     dlq_topic: str = "otlp_spans.dlq"
     results_topic: str | None = None
-    results_excerpt_chars: int = Field(default=240, ge=0, le=4000)
+    results_excerpt_chars: int = Field(default=240, ge=0, le=MAX_EXCERPT_CHARS)
     """Characters kept of each cited or supporting passage in a results record's ``excerpts``
     (the text the shim recorded, after its redaction hook); 0 = no excerpts."""
     transactional_id: str | None = None

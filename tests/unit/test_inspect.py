@@ -12,16 +12,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from monitor.cli import main
-from monitor.inspection import (
-    MAX_EXCERPTS,
-    Filter,
-    Worst,
-    excerpt_of,
-    findings,
-    parse_result,
-    read_results_file,
-    record_excerpts,
-)
+from monitor.excerpts import MAX_EXCERPT_CHARS, MAX_EXCERPTS, excerpt_of, excerpts
+from monitor.inspection import Filter, Worst, findings, parse_result, read_results_file
 from monitor.judges.lexical import LexicalJudge
 from monitor.metrics import Metrics
 from monitor.pipeline import Pipeline
@@ -413,13 +405,13 @@ def test_excerpts_are_capped_and_cover_cited_and_supporting_passages_only() -> N
         ]
     )
     passages = {"p-1": "x" * 50, "p-2": "short", "p-3": "y" * 10, "p-4": "never cited"}
-    assert record_excerpts(score, passages, 10) == {
+    assert excerpts(score, passages, 10) == {
         "p-1": "x" * 9 + "…",
         "p-2": "short",
         "p-3": "y" * 10,  # exactly the cap: not cut
     }
-    assert list(record_excerpts(score, passages, 10)) == ["p-1", "p-2", "p-3"]
-    assert record_excerpts(score, passages, 0) == {}
+    assert list(excerpts(score, passages, 10)) == ["p-1", "p-2", "p-3"]
+    assert excerpts(score, passages, 0) == {}
     # However many passages the claims name, a record carries at most MAX_EXCERPTS of them.
     many = AnswerScore(
         claims=[
@@ -433,7 +425,7 @@ def test_excerpts_are_capped_and_cover_cited_and_supporting_passages_only() -> N
         ]
     )
     texts = {f"p-{i}": "é" * 4000 for i in range(100)}
-    capped = record_excerpts(many, texts, 4000)
+    capped = excerpts(many, texts, 4000)
     assert list(capped) == [f"p-{i}" for i in range(MAX_EXCERPTS)]
     assert len(json.dumps(capped, ensure_ascii=False).encode()) < 1024 * 1024 // 2
     assert excerpt_of("ab cd", 4) == "ab…"
@@ -466,7 +458,7 @@ async def test_results_record_carries_the_excerpts_of_the_scored_passages() -> N
 def test_the_score_command_output_has_no_excerpts_or_passages() -> None:
     # The passages ride along in memory for the results record only; `citemon score` is unchanged.
     score = AnswerScore(claims=[])
-    score._passages = {"p-1": "secret-ish text"}
+    score._evidence = {"p-1": "secret-ish text"}
     assert "passages" not in score.model_dump() and "secret-ish" not in score.model_dump_json()
 
 
@@ -606,3 +598,39 @@ def test_order_does_not_depend_on_fetch_order() -> None:
         orders.append([f.position for f in worst.sorted()])
     assert orders[0] == [(0, 4), (1, 4), (2, 4), (0, 3), (1, 3), (2, 3)]
     assert all(o == orders[0] for o in orders)
+
+
+async def test_a_held_score_keeps_kilobytes_however_long_its_passages() -> None:
+    # Scores wait for their offset to commit; they keep capped excerpts, not the passages.
+    from monitor.records import AnswerRecord, Passage
+
+    long = "Retention is ninety days. " + "filler words here " * 2000  # ~36,000 characters
+    rec = AnswerRecord(
+        answer="Retention is ninety days. [p-1] Nothing else matters. [p-2]",
+        passages=[
+            Passage(id="p-1", text=long),
+            Passage(id="p-2", text="x " * 50_000),
+            Passage(id="p-3", text="never cited " * 1000),
+        ],
+    )
+    score = await Scorer(LexicalJudge()).score(rec)
+    assert set(score.evidence) <= {"p-1", "p-2"} and "p-1" in score.evidence
+    assert all(len(t) <= MAX_EXCERPT_CHARS for t in score.evidence.values())
+    for chars in (1, 240, 3999, MAX_EXCERPT_CHARS):
+        settings = Settings(results_topic="r", results_excerpt_chars=chars)
+        pipeline = Pipeline(settings, Scorer(LexicalJudge()), Metrics(CollectorRegistry()))
+        message = pipeline._result(score, None)
+        assert message is not None
+        body = json.loads(message.value)
+        assert body["excerpts"]["p-1"] == excerpt_of(long, chars)  # as if cut from the passage
+
+
+def test_the_excerpt_setting_is_bounded() -> None:
+    from monitor.cli import build_parser
+    from monitor.errors import ConfigError
+    from monitor.settings import settings_from_args
+
+    too_many = str(MAX_EXCERPT_CHARS + 1)
+    args = build_parser().parse_args(["run", "--results-excerpt-chars", too_many])
+    with pytest.raises(ConfigError, match="results_excerpt_chars"):
+        settings_from_args(args)
