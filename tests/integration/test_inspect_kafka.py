@@ -27,7 +27,9 @@ from instrumentation import KafkaSpanExporter, record_answer
 from monitor.demo_service import _resource
 from monitor.excerpts import excerpt_of
 from monitor.inspection import SEVERITY
+from monitor.judges.lexical import LexicalJudge
 from monitor.sample import specimen
+from monitor.scoring import Scorer
 from tests.conftest import REPO
 from tests.integration.conftest import TopicFactory
 from tests.integration.monitor_support import (
@@ -127,17 +129,44 @@ async def test_inspect_reads_what_a_real_monitor_wrote(
     results = await kafka_topic(partitions=2)
     sent = await asyncio.to_thread(publish, kafka_bootstrap, topic, PLAN, seed=5)
     expected = await expected_verdicts(sent)
+    specimen_claims = (await Scorer(LexicalJudge()).score(specimen())).claims
     settings, args = settings_for(
         kafka_bootstrap, topic, results_topic=results, transactional_id=f"tx.{topic}"
     )
     async with run_monitor(settings, args) as mon:
         answers = lambda: metric_sum(mon.registry, "citemon_answers_total")  # noqa: E731
         await wait_for(lambda: answers() >= N, 60, "the plan's answers")
-        # One more, committed later: the results then span at least two commit times.
-        await asyncio.to_thread(publish_redacted, kafka_bootstrap, topic)
-        await wait_for(lambda: answers() >= N + 1, 60, "the redacted answer")
+        # One more, committed later (the results then span at least two commit times), while
+        # `inspect --follow` watches for its service: the monitor's commit reaches the tail.
+        follower = await asyncio.create_subprocess_exec(
+            PYTHON, "-m", "monitor.cli", "inspect", "--bootstrap-servers", kafka_bootstrap,
+            "--results-topic", results, "--follow", "--service", REDACTED_SERVICE,
+            "--verdict", "all", "--format", "json",
+            cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            assert follower.stdout is not None and follower.stderr is not None
+            while "following" not in await _line(follower.stderr, 60, "the follow notice"):
+                pass
+            await asyncio.to_thread(publish_redacted, kafka_bootstrap, topic)
+            await wait_for(lambda: answers() >= N + 1, 60, "the redacted answer")
+            tailed = [
+                json.loads(await _line(follower.stdout, 30, "the followed claims"))
+                for _ in specimen_claims
+            ]
+            follower.send_signal(signal.SIGTERM)
+            assert await asyncio.wait_for(follower.wait(), 15) == 0
+        finally:
+            if follower.returncode is None:
+                follower.kill()
+                await follower.wait()
     records = await read_topic(kafka_bootstrap, results)
     assert len(records) == N + 1
+    (redacted_record,) = [r for r in records if json.loads(r.value)["service"] == REDACTED_SERVICE]
+    assert rows(tailed) == claims_of([redacted_record])
+    assert {f["source"] for f in tailed} == {
+        f"{results}/{redacted_record.partition}/{redacted_record.offset}"
+    }
     bodies = {json.loads(r.value)["trace_id"]: json.loads(r.value) for r in records}
     texts = {p.id: p.text for s in sent for p in s.passages}
 
