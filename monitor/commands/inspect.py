@@ -22,10 +22,10 @@ import signal
 import sys
 import time
 from collections.abc import Iterable
-from typing import IO, Final
+from typing import IO, Any, Final
 
 from monitor.commands._options import open_input
-from monitor.errors import ConfigError, InputError
+from monitor.errors import ConfigError, InputError, KafkaUnavailable
 from monitor.inspection import (
     DEFAULT_VERDICTS,
     Filter,
@@ -255,6 +255,8 @@ def _from_file(args: argparse.Namespace, where: Filter, printer: _Printer) -> in
 
 
 async def _from_topic(args: argparse.Namespace, where: Filter, printer: _Printer) -> int:
+    from aiokafka.errors import KafkaError
+
     settings = settings_from_args(args)
     topic = settings.results_topic or DEFAULT_RESULTS_TOPIC
     if args.offset is not None:
@@ -270,17 +272,18 @@ async def _from_topic(args: argparse.Namespace, where: Filter, printer: _Printer
         loop.add_signal_handler(sig, stop.set)
     bad: list[str] = []
 
-    def take(records: list[object], sink: Worst) -> None:
+    def take(records: list[Any], sink: Worst) -> None:  # aiokafka ConsumerRecords
         for r in records:
-            source = f"{r.topic}/{r.partition}/{r.offset}"  # type: ignore[attr-defined]
+            source = f"{r.topic}/{r.partition}/{r.offset}"
             try:
-                record = parse_result(r.value)  # type: ignore[attr-defined]
+                record = parse_result(r.value)
             except InputError as exc:
                 _skip(source, exc, bad)
                 continue
-            stamp = r.timestamp  # type: ignore[attr-defined]
-            at = (r.partition, r.offset)  # type: ignore[attr-defined]
-            for f in findings(record, timestamp_ms=stamp, source=source, position=at, where=where):
+            at = (r.partition, r.offset)
+            for f in findings(
+                record, timestamp_ms=r.timestamp, source=source, position=at, where=where
+            ):
                 sink.add(f)
 
     try:
@@ -310,6 +313,8 @@ async def _from_topic(args: argparse.Namespace, where: Filter, printer: _Printer
                 print(
                     f"citemon inspect: stopped; {printer.printed} claim(s) printed", file=sys.stderr
                 )
+    except KafkaError as exc:  # an ACL that denies the topic, a broker gone mid-read, …
+        raise KafkaUnavailable(f"reading {topic}: {type(exc).__name__}: {exc}") from exc
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(Exception):

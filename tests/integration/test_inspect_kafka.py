@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
 import signal
 import subprocess
 import time
@@ -31,7 +32,7 @@ from monitor.judges.lexical import LexicalJudge
 from monitor.sample import specimen
 from monitor.scoring import Scorer
 from tests.conftest import REPO
-from tests.integration.conftest import TopicFactory
+from tests.integration.conftest import SecuredKafka, TopicFactory
 from tests.integration.monitor_support import (
     PYTHON,
     expected_verdicts,
@@ -347,3 +348,49 @@ def test_a_results_topic_that_does_not_exist_is_named(kafka_bootstrap: str) -> N
     assert done.returncode == 2 and done.stdout == ""
     assert f"results topic {missing!r} does not exist at {kafka_bootstrap}" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def _run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+
+
+async def test_inspect_connects_over_sasl_ssl_as_run_does(
+    kafka_sasl: SecuredKafka, kafka_sasl_topic: TopicFactory
+) -> None:
+    results = await kafka_sasl_topic(partitions=1)
+    producer = AIOKafkaProducer(transactional_id=f"tx.{results}", **kafka_sasl.client_options())
+    await producer.start()
+    try:
+        async with producer.transaction():
+            await producer.send(
+                results,
+                json.dumps(
+                    {
+                        "trace_id": "5" * 32,
+                        "claims": [
+                            {"sentence": 0, "text": "t", "cited_ids": ["p"], "verdict": "dangling"}
+                        ],
+                    }
+                ).encode(),
+            )
+    finally:
+        await producer.stop()  # fmt: skip
+    password = kafka_sasl.password_file.read_text().strip()
+    env = {
+        **os.environ,
+        "CITEMON_SECURITY_PROTOCOL": "SASL_SSL",
+        "CITEMON_SASL_MECHANISM": "SCRAM-SHA-512",
+        "CITEMON_KAFKA_USERNAME": kafka_sasl.username,
+        "CITEMON_KAFKA_PASSWORD": password,
+        "CITEMON_SSL_CAFILE": str(kafka_sasl.ssl_cafile),
+    }
+    argv = [PYTHON, "-m", "monitor.cli", "--log-level", "DEBUG", "inspect", "--bootstrap-servers",
+            kafka_sasl.ssl_bootstrap, "--results-topic", results, "--format", "json"]  # fmt: skip
+    done = await asyncio.to_thread(_run, argv, env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert [json.loads(line)["trace_id"] for line in done.stdout.splitlines()] == ["5" * 32]
+    assert password not in done.stdout + done.stderr  # not even at DEBUG
+    wrong = await asyncio.to_thread(_run, argv, {**env, "CITEMON_KAFKA_PASSWORD": "x" + password})
+    assert wrong.returncode == 2 and wrong.stdout == ""
+    assert f"cannot connect to Kafka at {kafka_sasl.ssl_bootstrap}" in wrong.stderr
+    assert password not in wrong.stderr
