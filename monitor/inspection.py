@@ -19,9 +19,10 @@ import heapq
 import json
 import textwrap
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import chain
 from typing import Any, Final
 
 from pydantic import Field, ValidationError, field_validator
@@ -257,30 +258,51 @@ class Worst:
         return [k.finding for k in sorted(self._heap, reverse=True)]
 
 
-def read_results_file(text: str) -> Iterator[tuple[int, ResultRecord | InputError]]:
-    """Results records from a file's text: JSON lines as on the topic, or one ``citemon score
-    --format json`` document (its ``answers``). Yields (line or answer number, record or the
-    error it has); a bad line is reported and the others still read."""
-    try:
-        doc = json.loads(text) if text.lstrip().startswith("{") else None
-    except json.JSONDecodeError:
-        doc = None  # JSON lines (or garbage, reported line by line below)
-    if isinstance(doc, dict) and isinstance(doc.get("answers"), list):
-        for n, answer in enumerate(doc["answers"], start=1):
-            try:
-                yield n, ResultRecord.model_validate(answer)
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                where = ".".join(str(p) for p in first["loc"]) or "record"
-                yield n, InputError(f"answers[{n - 1}]: {where}: {first['msg']}")
+def read_results_file(lines: Iterable[str]) -> Iterator[tuple[int, ResultRecord | InputError]]:
+    """Results records from a file: JSON lines as on the topic (read line by line, so a large
+    file costs no memory), or a ``citemon score --format json`` document (its ``answers``).
+    Yields (line or answer number, record or the error it has); a bad line is reported and the
+    others still read."""
+    it = iter(lines)
+    number = 0
+    for first in it:
+        number += 1
+        if first.strip():
+            break
+    else:
         return
-    for number, line in enumerate(text.splitlines(), start=1):
+    if first.strip() == "{":  # an indented document: no results line is a lone brace
+        yield from _document("".join([first, *it]))
+        return
+    for n, line in enumerate(chain([first], it), start=number):
         if not line.strip():
             continue
         try:
-            yield number, parse_result(line)
+            yield n, parse_result(line)
         except InputError as exc:
-            yield number, InputError(str(exc), line=number)
+            if '"answers"' in line and '"claims"' in line:  # a document on one line
+                yield from _document(line)
+                continue
+            yield n, InputError(str(exc), line=n)
+
+
+def _document(text: str) -> Iterator[tuple[int, ResultRecord | InputError]]:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        yield exc.lineno, InputError(f"not valid JSON ({exc.msg})", line=exc.lineno)
+        return
+    answers = doc.get("answers") if isinstance(doc, dict) else None
+    if not isinstance(answers, list):
+        yield 1, InputError("a JSON document without an 'answers' list", line=1)
+        return
+    for n, answer in enumerate(answers, start=1):
+        try:
+            yield n, ResultRecord.model_validate(answer)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "record"
+            yield n, InputError(f"answers[{n - 1}]: {where}: {first['msg']}")
 
 
 # -- rendering -------------------------------------------------------------------------------

@@ -228,21 +228,20 @@ def _from_file(args: argparse.Namespace, where: Filter, printer: _Printer) -> in
     answers = untimed = 0
     timed = where.since_ms is not None or where.until_ms is not None
     with open_input(args.input) as stream:
-        text = stream.read()
-    for number, item in read_results_file(text):
-        if isinstance(item, InputError):
-            _skip(args.input, item, bad)
-            continue
-        answers += 1
-        untimed += timed and item.timestamp_ms is None
-        for f in findings(
-            item,
-            timestamp_ms=None,
-            source=f"{args.input}:{number}",
-            position=(0, number),
-            where=where,
-        ):
-            worst.add(f)
+        for number, item in read_results_file(stream):
+            if isinstance(item, InputError):
+                _skip(args.input, item, bad)
+                continue
+            answers += 1
+            untimed += timed and item.timestamp_ms is None
+            for f in findings(
+                item,
+                timestamp_ms=None,
+                source=f"{args.input}:{number}",
+                position=(0, number),
+                where=where,
+            ):
+                worst.add(f)
     shown = worst.sorted()
     printer.write(shown)
     _report(worst, len(shown), f"read {answers} answer(s) from {args.input}", bad)

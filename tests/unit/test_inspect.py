@@ -254,6 +254,17 @@ async def test_reads_a_citemon_score_document(
     path.write_text(json.dumps(doc, indent=1), encoding="utf-8")
     code, out, err = run(capsys, "--input", str(path), "--format", "json", "--verdict", "all")
     assert code == 0
+    # the same document on one line reads the same
+    one_line = tmp_path / "score-one-line.json"
+    one_line.write_text(json.dumps(doc), encoding="utf-8")
+    code2, out2, _ = run(capsys, "--input", str(one_line), "--format", "json", "--verdict", "all")
+
+    def unsourced(text: str) -> list[dict[str, Any]]:
+        return [
+            {k: v for k, v in json.loads(x).items() if k != "source"} for x in text.splitlines()
+        ]
+
+    assert code2 == 0 and unsourced(out2) == unsourced(out)
     got = [
         (d["verdict"], d["sentence"], d["cited_ids"], d["supported_by"])
         for d in map(json.loads, out.splitlines())
@@ -451,7 +462,7 @@ async def test_results_record_carries_the_excerpts_of_the_scored_passages() -> N
             assert len(text) <= expected_len
             assert text == excerpt_of(passages[pid], chars)
         # and a file of such records reads back with them
-        ((_, back),) = list(read_results_file(message.value.decode()))
+        ((_, back),) = list(read_results_file([message.value.decode()]))
         assert not isinstance(back, Exception) and back.excerpts == body["excerpts"]
 
 
