@@ -296,7 +296,7 @@ async def _line(stream: asyncio.StreamReader, timeout_s: float, what: str) -> st
     return line.decode()
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 async def test_follow_prints_a_new_committed_record_and_stops_on_a_signal(
     kafka_bootstrap: str, kafka_topic: TopicFactory, sig: signal.Signals
 ) -> None:
