@@ -1,4 +1,4 @@
-"""The ``citemon`` command: ``score | selftest | run | compare | calibrate | demo``."""
+"""The ``citemon`` command: ``score | selftest | run | compare | calibrate | demo | inspect``."""
 
 from __future__ import annotations
 

@@ -67,6 +67,7 @@ from monitor.batches import UNDECODABLE, BadBatch, disable_codecs, scan_partitio
 from monitor.canary import canary_selected, cited_counts, shuffled_check
 from monitor.consumer import Entry, KafkaDelivery, OffsetTracker, OutMessage, Ready
 from monitor.errors import DecodeError, JudgeError, KafkaUnavailable
+from monitor.excerpts import recut
 from monitor.metrics import Metrics
 from monitor.records import AnswerRecord, AnswerScore
 from monitor.sampling import Sampler
@@ -854,6 +855,8 @@ class Pipeline:
             return None
         body = score.model_dump(mode="json")
         body["span_id"] = span_id
+        if self.settings.results_excerpt_chars:
+            body["excerpts"] = recut(score.evidence, self.settings.results_excerpt_chars)
         return OutMessage(
             topic,
             (score.trace_id or "").encode() or None,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 __all__ = [
     "VERDICTS",
@@ -137,3 +137,10 @@ class AnswerScore(BaseModel):
     environment: str | None = None
     trace_id: str | None = None
     claims: list[ClaimResult] = Field(default_factory=list)
+    _evidence: dict[str, str] = PrivateAttr(default_factory=dict)
+    """Excerpts of the passages the claims cite or are supported by (:mod:`monitor.excerpts`),
+    set by the scorer for the results record; never serialised."""
+
+    @property
+    def evidence(self) -> dict[str, str]:
+        return self._evidence

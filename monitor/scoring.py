@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from monitor.claims import CitationSyntax, extract_claims
 from monitor.errors import ConfigError, JudgeError, JudgeInvalidReply
+from monitor.excerpts import excerpts
 from monitor.judges.base import Judge
 from monitor.judges.batch import BatchJudge, CitedOutcome, SupportOutcome, SupportVerdict
 from monitor.records import (
@@ -110,7 +111,7 @@ class Scorer:
                 _truncation(result, record)
         else:
             results = await asyncio.gather(*(self._claim(c, passages, record) for c in claims))
-        return AnswerScore(
+        score = AnswerScore(
             id=record.id,
             service=record.service,
             version=record.version,
@@ -118,6 +119,8 @@ class Scorer:
             trace_id=record.trace_id,
             claims=list(results),
         )
+        score._evidence = excerpts(score, passages)  # for the results record
+        return score
 
     async def score_many(
         self, records: Iterable[AnswerRecord], *, max_concurrent_answers: int = 16

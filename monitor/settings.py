@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import re
 import socket
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -23,6 +24,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator, model_v
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from monitor.errors import ConfigError
+from monitor.excerpts import MAX_EXCERPT_CHARS
 
 __all__ = [
     "ENV_PREFIX",
@@ -65,6 +67,9 @@ class Settings(BaseSettings):
     group: str = "citemon"
     dlq_topic: str = "otlp_spans.dlq"
     results_topic: str | None = None
+    results_excerpt_chars: int = Field(default=240, ge=0, le=MAX_EXCERPT_CHARS)
+    """Characters kept of each cited or supporting passage in a results record's ``excerpts``
+    (the text the shim recorded, after its redaction hook); 0 = no excerpts."""
     transactional_id: str | None = None
     """Producer transactional ID for ``results_topic``; default ``citemon-<group>-<hostname>``.
     It must be stable across restarts of one replica (so a restart fences its dead predecessor
@@ -220,6 +225,12 @@ _FLAGS: Final[tuple[tuple[str, str, Any, str], ...]] = (
     ("--group", "group", str, "consumer group (default citemon)"),
     ("--dlq-topic", "dlq_topic", str, "dead-letter topic (default otlp_spans.dlq)"),
     ("--results-topic", "results_topic", str, "per-answer JSON results, exactly once (off)"),
+    (
+        "--results-excerpt-chars",
+        "results_excerpt_chars",
+        int,
+        "characters of each cited/supporting passage in a result's excerpts; 0 = none (240)",
+    ),
     ("--transactional-id", "transactional_id", str, "results producer ID (stable per replica)"),
     ("--security-protocol", "security_protocol", str, "PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"),
     ("--sasl-mechanism", "sasl_mechanism", str, "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
@@ -268,10 +279,17 @@ _FLAGS: Final[tuple[tuple[str, str, Any, str], ...]] = (
 )
 
 
-def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ``citemon run`` flags; each overrides its ``CITEMON_*`` env var."""
-    group = parser.add_argument_group("kafka, sampling and delivery")
+def add_settings_arguments(
+    parser: argparse.ArgumentParser,
+    only: Collection[str] | None = None,
+    title: str = "kafka, sampling and delivery",
+) -> None:
+    """The ``citemon run`` flags (or those of the fields in ``only``); each overrides its
+    ``CITEMON_*`` env var."""
+    group = parser.add_argument_group(title)
     for flag, field, kind, text in _FLAGS:
+        if only is not None and field not in only:
+            continue
         group.add_argument(
             flag,
             dest=f"settings_{field}",
