@@ -37,6 +37,7 @@ class JudgeOptions:
     timeout_s: float = 30.0
     retries: int = 3
     protocol: str = "v1"
+    format: str = "json"
 
 
 _DEFAULTS = JudgeOptions()
@@ -97,6 +98,13 @@ def add_judge_arguments(parser: argparse.ArgumentParser) -> None:
         default=env("CITEMON_JUDGE_PROTOCOL", _DEFAULTS.protocol),
         help="http judge wire contract: v1 (one claim per request, default) or v2 (batched)",
     )
+    group.add_argument(
+        "--judge-format",
+        choices=("json", "minicheck"),
+        default=env("CITEMON_JUDGE_FORMAT", _DEFAULTS.format),
+        help="http judge prompt and reply: json (citemon's, structured outputs; default) or "
+        "minicheck (MiniCheck's Document/Claim prompt, a Yes/No reply; protocol v1 only)",
+    )
 
 
 def judge_options(args: argparse.Namespace) -> JudgeOptions:
@@ -107,6 +115,7 @@ def judge_options(args: argparse.Namespace) -> JudgeOptions:
         timeout_s=args.judge_timeout,
         retries=args.judge_retries,
         protocol=args.judge_protocol,
+        format=args.judge_format,
     )
 
 
@@ -125,12 +134,14 @@ def load_judge(
         judge: Any = LearnedJudge()
         return judge  # type: ignore[no-any-return]
     if spec == "http":
-        from monitor.judges.http import PROTOCOLS, HTTPBatchJudge, HTTPJudge
+        from monitor.judges.http import FORMATS, PROTOCOLS, HTTPBatchJudge, HTTPJudge
 
         if options.concurrency < 1:
             raise ConfigError("--judge-concurrency must be at least 1")
         if options.protocol not in PROTOCOLS:
             raise ConfigError(f"--judge-protocol must be v1 or v2, not {options.protocol!r}")
+        if options.format not in FORMATS:
+            raise ConfigError(f"--judge-format must be json or minicheck, not {options.format!r}")
         kind = HTTPBatchJudge if options.protocol == "v2" else HTTPJudge
         return kind(
             options.base_url,
@@ -138,6 +149,7 @@ def load_judge(
             max_inflight=options.concurrency,
             timeout_s=options.timeout_s,
             retries=options.retries,
+            reply_format="minicheck" if options.format == "minicheck" else "json",
             observer=observer,
         )
     module_name, sep, attr = spec.partition(":")

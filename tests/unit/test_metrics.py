@@ -9,6 +9,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 
+from monitor.errors import INVALID_REPLY_CAUSES
 from monitor.judges.base import JudgeObserver
 from monitor.metrics import JUDGE_OUTCOMES, SPAN_OUTCOMES, Metrics, MetricsServer
 from monitor.records import AnswerScore, ClaimResult, VerdictName
@@ -225,6 +226,30 @@ def test_judge_observer() -> None:
     assert value(reg, "citemon_judge_request_seconds_bucket", le="15.0") == 2
     assert value(reg, "citemon_judge_cache_total", result="hit") == 1
     assert value(reg, "citemon_judge_cache_total", result="miss") == 2
+
+
+def test_invalid_replies_are_counted_by_cause() -> None:
+    reg = CollectorRegistry()
+    m = Metrics(reg)
+    assert INVALID_REPLY_CAUSES == (
+        "not_completion",
+        "too_large",
+        "truncated",
+        "not_json",
+        "schema",
+        "missing_claims",
+        "not_yes_no",
+    )
+    for cause in INVALID_REPLY_CAUSES:  # every series present from the start
+        assert value(reg, "citemon_judge_invalid_replies_total", cause=cause) == 0
+    m.judge.invalid_reply("not_json")
+    m.judge.invalid_reply("not_json")
+    m.judge.invalid_reply("not_yes_no")
+    m.judge.invalid_reply("made-up")  # an unknown cause cannot grow the label set
+    assert value(reg, "citemon_judge_invalid_replies_total", cause="not_json") == 2
+    assert value(reg, "citemon_judge_invalid_replies_total", cause="not_yes_no") == 1
+    assert value(reg, "citemon_judge_invalid_replies_total", cause="schema") == 1
+    assert value(reg, "citemon_judge_invalid_replies_total", cause="made-up") is None
 
 
 async def test_server_serves_metrics_probes_and_openmetrics() -> None:
