@@ -86,7 +86,7 @@ __all__ = [
 RequestKind = Literal["entails", "decompose", "cited", "support", "minicheck", "other"]
 
 REFUSALS: dict[str, tuple[int, str]] = {
-    # llama-cpp-python 0.3.36 (measured here): FastAPI's validation of response_format.type.
+    # llama-cpp-python 0.3.36 (NOTES.md): FastAPI's validation of response_format.type, a 422.
     "llama-cpp-python": (
         422,
         json.dumps(
@@ -100,6 +100,24 @@ REFUSALS: dict[str, tuple[int, str]] = {
                         "ctx": {"expected": "'text' or 'json_object'"},
                     }
                 ]
+            }
+        ),
+    ),
+    # The same server with FastAPI 0.165 (measured here): the validation error as a 500.
+    "llama-cpp-python-500": (
+        500,
+        json.dumps(
+            {
+                "error": {
+                    "message": "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', "
+                    "'response_format', 'type'), 'msg': \"Input should be 'text' or "
+                    "'json_object'\", 'input': 'json_schema', 'ctx': {'expected': \"'text' or "
+                    '\'json_object\'"}}\n\n  File "llama_cpp/server/app.py", line 376, in '
+                    "create_chat_completion\n    POST /v1/chat/completions",
+                    "type": "internal_server_error",
+                    "param": None,
+                    "code": None,
+                }
             }
         ),
     ),

@@ -10,10 +10,12 @@ Two heads, both random:
 * ``head="json"``: the output layer is random, plus a lean towards the ``"`` byte so that a
   grammar-constrained string (``"reason": "…"``) closes within a few tokens instead of running
   to the end of the context under greedy decoding;
-* ``head="yes_no"``: the vocabulary also has the words ``Yes`` and ``No`` (normal tokens) and
-  the output layer is zero except for those two rows, one the negation of the other, so every
-  reply is ``Yes`` or ``No`` at a probability that depends (randomly) on the prompt — the shape
-  of a MiniCheck model's answer, with real log probabilities.
+* ``head="yes_no"``: the vocabulary also has the words ``Yes`` and ``No`` (normal tokens); every
+  embedding carries a constant first dimension that the output layer turns into a large
+  negative logit for every token but those two, whose rows are random and opposite. So every
+  reply is ``Yes`` or ``No``, the two share nearly all the probability, and how they share it
+  depends (randomly) on the prompt — the shape of a MiniCheck model's answer, with real log
+  probabilities.
 """
 
 from __future__ import annotations
@@ -71,15 +73,19 @@ def write_tiny_llama(
         return (rng.standard_normal(shape) * scale).astype(np.float32)
 
     ones = np.ones(n_embd, dtype=np.float32)
-    writer.add_tensor("token_embd.weight", weights(n_vocab, n_embd, scale=1.0))
+    embd = weights(n_vocab, n_embd, scale=1.0)
     writer.add_tensor("output_norm.weight", ones)
     if head == "yes_no":
+        embd[:, 0] = 10.0  # a constant direction the residual stream keeps
         out = np.zeros((n_vocab, n_embd), dtype=np.float32)
-        out[n_vocab - 2] = weights(n_embd, scale=0.5)  # Yes
-        out[n_vocab - 1] = -out[n_vocab - 2]  # No: always the opposite
+        out[:, 0] = -2.0  # … which pushes every token far down …
+        out[n_vocab - 2, 1:] = weights(n_embd - 1, scale=0.3)  # … but Yes, …
+        out[n_vocab - 1, 1:] = -out[n_vocab - 2, 1:]  # … and No, its opposite
+        out[n_vocab - 2 :, 0] = 0.0
     else:
         out = weights(n_vocab, n_embd, scale=0.1)
         out[3 + ord('"')] += 0.2  # the `"` byte leans up: strings close soon
+    writer.add_tensor("token_embd.weight", embd)
     writer.add_tensor("output.weight", out)
     for i in range(n_layer):
         for name in ("attn_norm", "ffn_norm"):

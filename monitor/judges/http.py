@@ -32,9 +32,11 @@ Structured outputs: every JSON request asks for ``{"type": "json_schema", "json_
 {"name": …, "strict": true, "schema": …}}`` with the exact reply schema of
 :mod:`monitor.judges.prompts`. A server that refuses it — HTTP 400 or 422 whose body names
 ``response_format`` or a schema (OpenAI models without structured outputs: 400
-``invalid_request_error``, param ``response_format``; llama-cpp-python's server: 422, a pydantic
-error at ``response_format.type``; older vLLM: 400 from the same validation; a grammar backend
-that cannot compile the schema: 400 naming it) — is asked again at once with ``{"type":
+``invalid_request_error``, param ``response_format``; llama-cpp-python 0.3.36's server: a pydantic
+``literal_error`` at ``response_format.type``, as 422, or with FastAPI 0.165 as a 500
+``internal_server_error`` quoting that validation error — a 500 counts only when it says
+"validation error"; older vLLM: 400 from the same validation; a grammar backend that cannot
+compile the schema: 400 naming it) — is asked again at once with ``{"type":
 "json_object", "schema": …}`` (llama-cpp-python constrains decoding to that schema; servers that
 do not know the key ignore it), and a refusal of that too steps down to plain ``json_object``.
 The step is remembered per endpoint and model for the life of the process and logged once; the
@@ -140,9 +142,9 @@ API_KEY_ENV: Final = "CITEMON_JUDGE_API_KEY"
 """Environment variable holding the judge's API key (default: unset, no ``Authorization``)."""
 DEFAULT_MAX_REPLY_BYTES: Final = 4 * 1024 * 1024
 """A chat completion carrying verdicts is a few kB; past this a reply is read no further."""
-MINICHECK_MAX_TOKENS: Final = 2
-"""``max_tokens`` of a MiniCheck request: the answer is one token (``Yes``/``No``), plus one for
-a model that adds a full stop or splits the word."""
+MINICHECK_MAX_TOKENS: Final = 1
+"""``max_tokens`` of a MiniCheck request: the answer is one token, ``Yes`` or ``No`` (MiniCheck's
+own inference code asks for exactly one)."""
 MINICHECK_TOP_LOGPROBS: Final = 5
 """``top_logprobs`` of a MiniCheck request (MiniCheck's own code asks vLLM for 5)."""
 
@@ -201,7 +203,10 @@ def _json_object(content: str) -> dict[str, Any]:
     if fenced:
         text = fenced.group(1).strip()
     try:
-        value = json.loads(text, object_pairs_hook=_unique_keys)
+        # strict=False: a raw control character inside a string (a model's literal newline or
+        # tab in "reason"; llama.cpp's JSON grammar lets any byte through) leaves the verdict
+        # unambiguous, so it is not a reason to lose it.
+        value = json.loads(text, object_pairs_hook=_unique_keys, strict=False)
     except (ValueError, RecursionError) as exc:
         raise JudgeInvalidReply(
             f"reply is not JSON: {_snippet(content)!r}", cause="not_json"
@@ -748,9 +753,12 @@ class HTTPJudge:
     def _refused(self, rung: str, response: httpx.Response) -> bool:
         """Whether ``response`` refuses what ``rung`` asked for (see the module docstring)."""
         words = _REFUSAL_WORDS.get(rung)
-        if words is None or response.status_code not in (400, 422):
+        status = response.status_code
+        if words is None or status not in (400, 422, 500):
             return False
         text = response.text.lower()
+        if status == 500 and "validation error" not in text:
+            return False  # a 500 is the server failing, unless it is a request validation error
         return any(word in text for word in words)
 
     def _step_down(self, rung: str, response: httpx.Response) -> None:
@@ -808,26 +816,28 @@ class HTTPJudge:
         """One attempt: a request, and again at once one step down if the server refused what
         it asked for (a refusal is the server's capability, not a failure to retry)."""
         while True:
-            rung = self.response_format
-            refused: list[httpx.Response] = []
-            result = await self._send(self._body(request, rung), parse, rung, refused)
+            refused: list[tuple[str, httpx.Response]] = []
+            result = await self._send(request, parse, refused)
             if not refused:
                 return cast(_T, result)
-            self._step_down(rung, refused[0])
+            self._step_down(*refused[0])
 
     async def _send(
         self,
-        body: dict[str, Any],
+        request: _Request,
         parse: Callable[[_Choice], _T],
-        rung: str,
-        refused: list[httpx.Response],
+        refused: list[tuple[str, httpx.Response]],
     ) -> _T | None:
         """One HTTP request under the in-flight cap: the single httpx → citemon error boundary.
 
-        A refusal of ``rung`` is appended to ``refused`` (and None returned) instead of raised.
+        What to ask for is chosen once the request holds its slot, so requests queued behind a
+        refusal already use the step down. A refusal is appended to ``refused`` (with the rung
+        refused) and None returned instead of raised.
         """
         auth: dict[str, Any] = {} if self._auth is None else {"auth": self._auth}
         async with self._semaphore:
+            rung = self.response_format
+            body = self._body(request, rung)
             self._observe_inflight(+1)
             started = time.perf_counter()
             outcome = "error"
@@ -845,7 +855,7 @@ class HTTPJudge:
                         f"{self._redact(str(exc))}"
                     ) from exc
                 if rung != _LADDERS[self._format][-1] and self._refused(rung, response):
-                    refused.append(response)
+                    refused.append((rung, response))
                     return None  # outcome stays "error": the request did fail
                 result = self._read(response, parse)
                 # A v2 reply that leaves some claims without a verdict is an invalid reply too.

@@ -528,7 +528,9 @@ def _refusal_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
 
 
-@pytest.mark.parametrize("server_kind", ["llama-cpp-python", "openai", "vllm"])
+@pytest.mark.parametrize(
+    "server_kind", ["llama-cpp-python", "llama-cpp-python-500", "openai", "vllm"]
+)
 async def test_a_refused_schema_falls_back_to_json_object_with_the_schema_once(
     server_kind: str, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -558,6 +560,21 @@ async def test_a_refused_schema_falls_back_to_json_object_with_the_schema_once(
     warnings = _refusal_warnings(caplog)
     assert len(warnings) == 1
     assert f"HTTP {status}" in warnings[0] and "json_object+schema" in warnings[0]
+
+
+@pytest.mark.parametrize("cap", [1, 3])
+async def test_requests_queued_behind_a_refusal_use_the_fallback(cap: int) -> None:
+    # Many calls at once, the cap holding all but `cap` of them back: only the requests already
+    # sent when the refusal arrives are refused; the queued ones ask for the fallback.
+    async with (
+        JudgeServer(latency_s=0.02, refuse={"json_schema": REFUSALS["llama-cpp-python"]}) as srv,
+        HTTPJudge(srv.base_url, "m", max_inflight=cap, retries=0, **FAST) as judge,
+    ):
+        cases = [claim_case(i) for i in range(12)]
+        verdicts = await asyncio.gather(*(judge.entails(c, p) for c, p, _ in cases))
+    assert [v.entailed for v in verdicts] == [expected for _, _, expected in cases]
+    refused = [r for r in srv.requests if r.refused]
+    assert len(refused) == cap and len(srv.requests) == 12 + cap
 
 
 async def test_the_fallback_is_remembered_per_endpoint_and_model(
@@ -597,6 +614,18 @@ async def test_a_refused_schema_key_steps_down_to_plain_json_object() -> None:
         "json_object",
     ]
     assert server.requests[-1].body["response_format"] == {"type": "json_object"}
+
+
+async def test_a_500_that_is_no_validation_error_is_retried_not_a_refusal(
+    server: JudgeServer,
+) -> None:
+    # A server failing while it handles the request (even one that names response_format in
+    # its traceback) is a 5xx to retry, not a verdict on what the judge asked for.
+    server.script(Fault.status(500, body='{"error": "crash in response_format handling"}'))
+    async with HTTPJudge(server.base_url, "m", retries=1, **FAST) as judge:
+        assert (await judge.entails("Logs are kept.", {"p": "Logs are kept."})).entailed
+        assert judge.response_format == "json_schema"
+    assert [r.format for r in server.requests] == ["json_schema", "json_schema"]
 
 
 async def test_refusing_even_json_object_fails_at_once() -> None:
@@ -704,7 +733,7 @@ async def test_minicheck_request_reply_and_confidence(server: JudgeServer) -> No
         {"role": "system", "content": MINICHECK_SYSTEM},
         {"role": "user", "content": f"Document: {passages['p-0']}\n\nUnrelated.\nClaim: {claim}"},
     ]
-    assert req.body["max_tokens"] == MINICHECK_MAX_TOKENS == 2
+    assert req.body["max_tokens"] == MINICHECK_MAX_TOKENS == 1
     assert req.body["logprobs"] is True and req.body["top_logprobs"] == 5
     assert "response_format" not in req.body and req.body["temperature"] == 0
     assert observer.outcomes == ["ok"] * 4 and observer.causes == []

@@ -133,6 +133,11 @@ def test_decompose_prompt_delimits_the_sentence() -> None:
         ('{"entailed": true, "confidence": 0.75}', Verdict(entailed=True, confidence=0.75)),
         ('{"entailed": true, "confidence": 7}', Verdict(entailed=True)),  # out of range: dropped
         ('{"entailed": true, "extra": [1]}', Verdict(entailed=True)),
+        # Raw control characters inside a string (seen from llama.cpp's grammar): still valid.
+        (
+            '{"entailed": false, "reason": "a\nb\t\x01c"}',
+            Verdict(entailed=False, reason="a\nb\t\x01c"),
+        ),
     ],
 )
 def test_valid_replies(content: str, expected: Verdict) -> None:
