@@ -12,6 +12,7 @@ from prometheus_client.openmetrics.exposition import generate_latest as openmetr
 from monitor.errors import INVALID_REPLY_CAUSES
 from monitor.judges.base import JudgeObserver
 from monitor.metrics import JUDGE_OUTCOMES, SPAN_OUTCOMES, Metrics, MetricsServer
+from monitor.pipeline import GateObserver, JudgeGate
 from monitor.records import AnswerScore, ClaimResult, VerdictName
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -293,3 +294,13 @@ async def test_server_serves_metrics_probes_and_openmetrics() -> None:
     writer.close()
     with pytest.raises(OSError):
         await asyncio.open_connection("127.0.0.1", port)  # stopped: nothing listens any more
+
+
+def test_the_monitors_gate_observer_passes_invalid_replies_on() -> None:
+    # `citemon run` wraps the metrics in the judge gate's observer: causes must reach them.
+    reg = CollectorRegistry()
+    m = Metrics(reg)
+    observer = GateObserver(m.judge, JudgeGate())
+    observer.invalid_reply("truncated")
+    assert value(reg, "citemon_judge_invalid_replies_total", cause="truncated") == 1
+    GateObserver(None, JudgeGate()).invalid_reply("truncated")  # no metrics: nothing to do
