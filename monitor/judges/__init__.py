@@ -141,7 +141,10 @@ def load_judge(
         if options.protocol not in PROTOCOLS:
             raise ConfigError(f"--judge-protocol must be v1 or v2, not {options.protocol!r}")
         if options.format not in FORMATS:
-            raise ConfigError(f"--judge-format must be json or minicheck, not {options.format!r}")
+            raise ConfigError(
+                f"--judge-format (or CITEMON_JUDGE_FORMAT) must be json or minicheck, "
+                f"not {options.format!r}"
+            )
         kind = HTTPBatchJudge if options.protocol == "v2" else HTTPJudge
         return kind(
             options.base_url,

@@ -12,10 +12,12 @@ import json
 import math
 import random
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from monitor.cli import main
 from monitor.errors import ConfigError, JudgeHTTPError, JudgeInvalidReply, JudgeRateLimited
 from monitor.judges import add_judge_arguments, judge_options, load_judge
 from monitor.judges import http as http_judge
@@ -469,3 +471,25 @@ def test_judge_format_flag_and_config_errors(monkeypatch: pytest.MonkeyPatch) ->
         load_judge("http", dataclasses.replace(options, protocol="v2"))
     with pytest.raises(ConfigError, match="--judge-format"):
         load_judge("http", dataclasses.replace(options, format="yaml"))
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "message"),
+    [
+        (["--judge-format", "minicheck", "--judge-protocol", "v2"], {}, "--judge-protocol v1"),
+        ([], {"CITEMON_JUDGE_FORMAT": "yaml"}, "CITEMON_JUDGE_FORMAT"),
+    ],
+)
+def test_score_refuses_a_bad_judge_format_with_exit_2(
+    argv: list[str],
+    env: dict[str, str],
+    message: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    specimen = Path(__file__).resolve().parents[2] / "examples" / "specimen.jsonl"
+    assert main(["score", str(specimen), "--judge", "http", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
