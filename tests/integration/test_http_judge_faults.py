@@ -775,3 +775,28 @@ async def test_minicheck_invalid_answers_are_retried_then_unjudged(server: Judge
 def test_minicheck_needs_protocol_v1() -> None:
     with pytest.raises(ConfigError, match="--judge-protocol v1"):
         HTTPBatchJudge("http://127.0.0.1:9/v1", "m", reply_format="minicheck")
+
+
+async def test_the_refusal_warning_never_shows_the_key(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    secret = "sk-refusal-5d1f0c9a7b3e"
+    monkeypatch.setenv("CITEMON_JUDGE_API_KEY", secret)
+    caplog.set_level(logging.DEBUG)
+    echo = json.dumps(
+        {
+            "error": {
+                "message": "response_format json_schema unsupported",
+                "auth": f"Bearer {secret}",
+            }
+        }
+    )
+    async with (
+        JudgeServer(refuse={"json_schema": (400, echo)}) as server,
+        HTTPJudge(server.base_url, "m", **FAST) as judge,
+    ):
+        assert (await judge.entails("Logs are kept.", {"p": "Logs are kept."})).entailed
+    assert all(r.headers["authorization"] == f"Bearer {secret}" for r in server.requests)
+    (warning,) = _refusal_warnings(caplog)
+    assert "Bearer ***" in warning
+    assert secret not in caplog.text
