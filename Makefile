@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install tools kafka-up kafka-down collector collector-for-tests demo test unit lint bench clean
+.PHONY: install llama tools kafka-up kafka-down collector collector-for-tests demo test unit lint bench clean
 
 install: $(STAMP)
 
@@ -14,6 +14,26 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
 	@touch $(STAMP)
+
+# llama.cpp's OpenAI-compatible server (llama-cpp-python) and `gguf`, for the tests that drive
+# the HTTP judge through a real server. pip compiles llama.cpp from source once (8-11 min on 2
+# cores); the wheel is kept in LLAMA_WHEELS, so later installs (a clean clone, CI on the same
+# machine) take seconds.
+LLAMA_VERSION := 0.3.36
+LLAMA_WHEELS ?= $(HOME)/.cache/citemon/wheels
+LLAMA_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF
+LLAMA_STAMP := $(VENV)/.llama-$(LLAMA_VERSION)
+
+llama: $(LLAMA_STAMP)
+
+$(LLAMA_STAMP): $(STAMP)
+	@mkdir -p $(LLAMA_WHEELS)
+	@ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1 || { \
+	  echo "building llama-cpp-python $(LLAMA_VERSION) (compiles llama.cpp: minutes, once)"; \
+	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
+	    $(BIN)/pip wheel -q --no-deps -w $(LLAMA_WHEELS) "llama-cpp-python==$(LLAMA_VERSION)"; }
+	$(BIN)/pip install -q --find-links $(LLAMA_WHEELS) "llama-cpp-python[server]==$(LLAMA_VERSION)" "gguf>=0.10"
+	@touch $@
 
 # Debian packages the tests need: promtool and the Prometheus server.
 tools:
@@ -42,7 +62,7 @@ collector-for-tests:
 demo: install kafka-up
 	$(BIN)/citemon demo
 
-test: install tools kafka-up collector-for-tests
+test: install llama tools kafka-up collector-for-tests
 	$(BIN)/ruff check monitor instrumentation tests bench scripts deploy
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -m "not slow"

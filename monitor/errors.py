@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 __all__ = [
+    "INVALID_REPLY_CAUSES",
     "CitemonError",
     "ConfigError",
     "DecodeError",
@@ -78,8 +79,28 @@ class JudgeHTTPError(JudgeError):
         super().__init__(message)
 
 
+INVALID_REPLY_CAUSES = (
+    "not_completion",
+    "too_large",
+    "truncated",
+    "not_json",
+    "schema",
+    "missing_claims",
+    "not_yes_no",
+)
+"""Values of ``citemon_judge_invalid_replies_total{cause}`` (:attr:`JudgeInvalidReply.cause`):
+an HTTP 2xx that is no chat completion; a reply over the size cap; a reply cut off by
+``max_tokens`` or the context (``finish_reason: length``); content that is not a JSON object;
+a JSON object not matching the reply schema; a v2 reply leaving claims without an entry (or with
+two); a MiniCheck reply that is not ``Yes``/``No``."""
+
+
 class JudgeInvalidReply(JudgeError):
     outcome = "invalid"
+
+    def __init__(self, message: str, *, cause: str = "schema") -> None:
+        self.cause = cause if cause in INVALID_REPLY_CAUSES else "schema"
+        super().__init__(message)
 
 
 class ConfigError(CitemonError):

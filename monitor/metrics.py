@@ -43,6 +43,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from monitor.canary import CANARY_OUTCOMES, CanaryOutcome, CitedCounts, canary_sensitivity
+from monitor.errors import INVALID_REPLY_CAUSES
 from monitor.records import VERDICTS, AnswerScore, VerdictName
 
 if TYPE_CHECKING:
@@ -416,6 +417,15 @@ class JudgeMetrics:
             ["result"],
             registry=registry,
         )
+        self._invalid = Counter(
+            "citemon_judge_invalid_replies",
+            "Invalid judge replies by cause (not_completion, too_large, truncated, not_json, "
+            "schema, missing_claims, not_yes_no).",
+            ["cause"],
+            registry=registry,
+        )
+        for cause in INVALID_REPLY_CAUSES:
+            self._invalid.labels(cause)
         for outcome in JUDGE_OUTCOMES:
             self._requests.labels(outcome)
         for result in ("hit", "miss"):
@@ -431,6 +441,10 @@ class JudgeMetrics:
 
     def cache(self, hit: bool) -> None:
         self._cache.labels("hit" if hit else "miss").inc()
+
+    def invalid_reply(self, cause: str) -> None:
+        """One reply was invalid (its request also counts as outcome ``invalid``)."""
+        self._invalid.labels(cause if cause in INVALID_REPLY_CAUSES else "schema").inc()
 
     def set_limit(self, max_inflight: int) -> None:
         self._limit.set(max_inflight)

@@ -259,6 +259,10 @@ class GateObserver:
         if self._inner is not None:
             self._inner.cache(hit)
 
+    def invalid_reply(self, cause: str) -> None:
+        if self._inner is not None and hasattr(self._inner, "invalid_reply"):
+            self._inner.invalid_reply(cause)
+
     def set_limit(self, max_inflight: int) -> None:
         if self._inner is not None and hasattr(self._inner, "set_limit"):
             self._inner.set_limit(max_inflight)

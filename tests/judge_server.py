@@ -15,6 +15,17 @@ for which rule(claim, {p}) holds; ``dispensable`` = those without which rule(cla
 ``joint`` = rule(claim, all shown). ``batch_edit(request, reply)`` may rewrite a v2 reply object
 before it is sent (drop a claim's entry, add an extra one, corrupt a field) to test the client.
 
+It also speaks MiniCheck's prompt (``--judge-format minicheck``: a user message ``Document: …``
+whose last line is ``Claim: …``, ``kind="minicheck"``): the reply is ``Yes`` or ``No`` by the
+same ``rule`` over the document, with OpenAI-shaped ``logprobs`` (the answer at probability
+``minicheck_p``, the other word at the rest) when the request asks ``logprobs: true``.
+
+Structured outputs: each request's ``response_format`` is recorded as ``RecordedRequest.format``
+(``json_schema``, ``json_object+schema``, ``json_object``, ``none``); ``refuse={"json_schema":
+REFUSALS["llama-cpp-python"]}`` makes the server refuse that form (and ``"logprobs"`` refuses a
+request asking for logprobs) with the status and body of the real server named (see
+:data:`REFUSALS`), like a server without structured outputs.
+
 Faults are scripted, in arrival order, optionally only for requests whose claim (or sentence)
 contains a marker string::
 
@@ -51,6 +62,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import random
 import re
 import threading
@@ -62,6 +74,7 @@ from typing import Any, Literal
 import pytest
 
 __all__ = [
+    "REFUSALS",
     "Fault",
     "JudgeServer",
     "RecordedRequest",
@@ -70,7 +83,79 @@ __all__ = [
     "split_rule",
 ]
 
-RequestKind = Literal["entails", "decompose", "cited", "support", "other"]
+RequestKind = Literal["entails", "decompose", "cited", "support", "minicheck", "other"]
+
+REFUSALS: dict[str, tuple[int, str]] = {
+    # llama-cpp-python 0.3.36 (NOTES.md): FastAPI's validation of response_format.type, a 422.
+    "llama-cpp-python": (
+        422,
+        json.dumps(
+            {
+                "detail": [
+                    {
+                        "type": "literal_error",
+                        "loc": ["body", "response_format", "type"],
+                        "msg": "Input should be 'text' or 'json_object'",
+                        "input": "json_schema",
+                        "ctx": {"expected": "'text' or 'json_object'"},
+                    }
+                ]
+            }
+        ),
+    ),
+    # The same server with FastAPI 0.165 (measured here): the validation error as a 500.
+    "llama-cpp-python-500": (
+        500,
+        json.dumps(
+            {
+                "error": {
+                    "message": "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', "
+                    "'response_format', 'type'), 'msg': \"Input should be 'text' or "
+                    "'json_object'\", 'input': 'json_schema', 'ctx': {'expected': \"'text' or "
+                    '\'json_object\'"}}\n\n  File "llama_cpp/server/app.py", line 376, in '
+                    "create_chat_completion\n    POST /v1/chat/completions",
+                    "type": "internal_server_error",
+                    "param": None,
+                    "code": None,
+                }
+            }
+        ),
+    ),
+    # OpenAI, a model without structured outputs.
+    "openai": (
+        400,
+        json.dumps(
+            {
+                "error": {
+                    "message": "Invalid parameter: 'response_format' of type 'json_schema' is "
+                    "not supported with this model.",
+                    "type": "invalid_request_error",
+                    "param": "response_format",
+                    "code": None,
+                }
+            }
+        ),
+    ),
+    # vLLM: a schema its guided-decoding backend cannot compile.
+    "vllm": (
+        400,
+        json.dumps(
+            {
+                "object": "error",
+                "message": "The provided JSON schema contains features not supported by xgrammar.",
+                "type": "BadRequestError",
+                "param": None,
+                "code": 400,
+            }
+        ),
+    ),
+    # A server that will not return log probabilities.
+    "no-logprobs": (
+        400,
+        json.dumps({"error": {"message": "logprobs is not supported", "type": "invalid_request"}}),
+    ),
+}
+"""Refusals as real servers send them: name → (status, body)."""
 FaultKind = Literal["status", "slow", "content", "raw", "drop", "truncate"]
 
 _STOPWORDS = frozenset(
@@ -175,6 +260,7 @@ class Fault:
     body: str = ""
     echo_headers: bool = False
     delay_s: float = 0.0
+    finish_reason: str = "stop"
 
     @classmethod
     def status(
@@ -196,9 +282,9 @@ class Fault:
         return cls("slow", delay_s=seconds)
 
     @classmethod
-    def content(cls, text: str) -> Fault:
+    def content(cls, text: str, *, finish_reason: str = "stop") -> Fault:
         """HTTP 200, a well-formed chat completion whose message content is ``text``."""
-        return cls("content", body=text)
+        return cls("content", body=text, finish_reason=finish_reason)
 
     @classmethod
     def raw(cls, body: str) -> Fault:
@@ -231,6 +317,27 @@ class RecordedRequest:
     received_at: float = 0.0  # time.monotonic()
     claims: dict[str, str] = field(default_factory=dict)  # v2: claim ID → text
     precision: bool = False  # v2 citation check that asks supported_by/dispensable
+    format: str = "none"  # response_format asked: json_schema, json_object+schema, json_object
+    refused: bool = False  # the server refused what it asked for (``refuse=``)
+
+
+def _format_of(body: Any) -> str:
+    rf = body.get("response_format") if isinstance(body, dict) else None
+    if not isinstance(rf, dict):
+        return "none"
+    if rf.get("type") == "json_object":
+        return "json_object+schema" if "schema" in rf else "json_object"
+    return str(rf.get("type"))
+
+
+def _parse_minicheck(body: Any) -> tuple[str, str] | None:
+    """(document, claim) from a MiniCheck prompt, or None."""
+    try:
+        user = next(m["content"] for m in body["messages"] if m.get("role") == "user")
+    except (TypeError, KeyError, StopIteration):
+        return None
+    found = re.fullmatch(r"Document: (.*)\nClaim: ([^\n]*)", user, re.DOTALL)
+    return (found.group(1), found.group(2)) if found else None
 
 
 @dataclass
@@ -333,7 +440,11 @@ class JudgeServer:
         rule: Callable[[str, Mapping[str, str]], tuple[bool, str]] = content_word_rule,
         splitter: Callable[[str], list[str]] = split_rule,
         batch_edit: Callable[[RecordedRequest, dict[str, Any]], dict[str, Any]] | None = None,
+        refuse: Mapping[str, tuple[int, str]] | None = None,
+        minicheck_p: float = 0.9,
     ) -> None:
+        self.refuse = dict(refuse or {})
+        self.minicheck_p = minicheck_p
         self.latency_s = latency_s
         self.rule = rule
         self.splitter = splitter
@@ -473,12 +584,16 @@ class JudgeServer:
         record = RecordedRequest(
             method, path, headers, body, kind, text, passages, received_at=time.monotonic()
         )
+        record.format = _format_of(body)
         if kind == "other":
             kind, claims, passages, precision = _parse_batch_prompt(body)
             if kind != "other":
                 record.kind, record.passages, record.precision = kind, passages, precision
                 record.claims, record.text = claims, "\n".join(claims.values())
                 text = record.text
+        if kind == "other" and (minicheck := _parse_minicheck(body)) is not None:
+            record.kind, record.passages = "minicheck", {"document": minicheck[0]}
+            record.text = text = minicheck[1]
         with self._lock:
             fault = self._pick_fault(text or data.decode("utf-8", "replace"))
             record.fault = fault.kind if fault else None
@@ -519,6 +634,11 @@ class JudgeServer:
             return await _send(writer, 405, '{"error": "method not allowed"}')
         if not req.path.endswith("/chat/completions"):
             return await _send(writer, 404, '{"error": "not found"}')
+        asked_logprobs = isinstance(req.body, dict) and req.body.get("logprobs") is True
+        for form in (req.format, "logprobs" if asked_logprobs else None):
+            if form in self.refuse:
+                req.refused = True
+                return await _send(writer, *self.refuse[form])
         if fault is not None and fault.kind == "status":
             body = fault.body
             if fault.echo_headers:
@@ -540,22 +660,31 @@ class JudgeServer:
             if self.batch_edit is not None:
                 reply = self.batch_edit(req, reply)
             content = json.dumps(reply)
+        elif req.kind == "minicheck":
+            content = "Yes" if self.rule(req.text, req.passages)[0] else "No"
         else:
             return await _send(writer, 400, '{"error": "not a wire contract v1 or v2 prompt"}')
         model = req.body.get("model", "") if isinstance(req.body, dict) else ""
+        choice: dict[str, Any] = {
+            "index": 0,
+            "message": {"role": "assistant", "content": content},
+            "finish_reason": fault.finish_reason if fault is not None else "stop",
+        }
+        if asked_logprobs and content in ("Yes", "No"):
+            other = "No" if content == "Yes" else "Yes"
+            p = self.minicheck_p
+            top = [
+                {"token": content, "logprob": math.log(p), "bytes": list(content.encode())},
+                {"token": other, "logprob": math.log(1 - p), "bytes": list(other.encode())},
+            ]
+            choice["logprobs"] = {"content": [dict(top[0], top_logprobs=top)]}
         completion = json.dumps(
             {
                 "id": f"chatcmpl-{len(self.requests)}",
                 "object": "chat.completion",
                 "created": int(time.time()),
                 "model": model,
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": content},
-                        "finish_reason": "stop",
-                    }
-                ],
+                "choices": [choice],
             }
         )
         if fault is not None and fault.kind == "truncate":
@@ -585,6 +714,7 @@ async def _wait_unless_hangup(reader: asyncio.StreamReader, seconds: float) -> b
 _REASONS = {
     200: "OK",
     400: "Bad Request",
+    422: "Unprocessable Entity",
     401: "Unauthorized",
     403: "Forbidden",
     404: "Not Found",

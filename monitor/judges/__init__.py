@@ -56,6 +56,7 @@ class JudgeOptions:
     batch_pairs: int = 32
     window_words: int = 300
     overlap_words: int = 50
+    format: str = "json"
 
 
 _DEFAULTS = JudgeOptions()
@@ -145,6 +146,13 @@ def add_judge_arguments(parser: argparse.ArgumentParser) -> None:
         default=env("CITEMON_JUDGE_OVERLAP_WORDS", str(_DEFAULTS.overlap_words)),
         help="classifier: words shared by consecutive chunks (default 50)",
     )
+    group.add_argument(
+        "--judge-format",
+        choices=("json", "minicheck"),
+        default=env("CITEMON_JUDGE_FORMAT", _DEFAULTS.format),
+        help="http judge prompt and reply: json (citemon's, structured outputs; default) or "
+        "minicheck (MiniCheck's Document/Claim prompt, a Yes/No reply; protocol v1 only)",
+    )
 
 
 def _optional(convert: Callable[[str], int | float]) -> Callable[[str], int | float | None]:
@@ -172,6 +180,7 @@ def judge_options(
         batch_pairs=args.judge_batch_pairs,
         window_words=args.judge_window_words,
         overlap_words=args.judge_overlap_words,
+        format=args.judge_format,
     )
 
 
@@ -248,12 +257,17 @@ def _load(spec: str, options: JudgeOptions, observer: JudgeObserver | None) -> J
         judge: Any = LearnedJudge()
         return judge  # type: ignore[no-any-return]
     if spec == "http":
-        from monitor.judges.http import PROTOCOLS, HTTPBatchJudge, HTTPJudge
+        from monitor.judges.http import FORMATS, PROTOCOLS, HTTPBatchJudge, HTTPJudge
 
         if options.concurrency < 1:
             raise ConfigError("--judge-concurrency must be at least 1")
         if options.protocol not in PROTOCOLS:
             raise ConfigError(f"--judge-protocol must be v1 or v2, not {options.protocol!r}")
+        if options.format not in FORMATS:
+            raise ConfigError(
+                f"--judge-format (or CITEMON_JUDGE_FORMAT) must be json or minicheck, "
+                f"not {options.format!r}"
+            )
         kind = HTTPBatchJudge if options.protocol == "v2" else HTTPJudge
         return kind(
             options.base_url,
@@ -261,6 +275,7 @@ def _load(spec: str, options: JudgeOptions, observer: JudgeObserver | None) -> J
             max_inflight=options.concurrency,
             timeout_s=options.timeout_s,
             retries=options.retries,
+            reply_format="minicheck" if options.format == "minicheck" else "json",
             observer=observer,
         )
     if spec == "classifier":

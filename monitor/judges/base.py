@@ -27,7 +27,9 @@ class JudgeObserver(Protocol):
     """Where a judge reports each request it makes (the metrics module implements this).
 
     ``outcome`` is one of ``ok``, ``error``, ``timeout``, ``rate_limited``, ``invalid``;
-    ``inflight`` is called with +1 when a request starts and -1 when it ends.
+    ``inflight`` is called with +1 when a request starts and -1 when it ends. An observer may
+    also have ``invalid_reply(cause)`` (:data:`monitor.errors.INVALID_REPLY_CAUSES`), called once
+    per invalid reply; the HTTP judge calls it where it exists.
     """
 
     def request_done(self, outcome: str, seconds: float) -> None: ...

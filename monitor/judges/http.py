@@ -1,12 +1,13 @@
 """The HTTP judge: an OpenAI-compatible chat model behind wire contract v1 (or v2).
 
 Wire contract v1 (DESIGN.md, "Judges"): ``POST {base_url}/chat/completions`` with an
-OpenAI-compatible body (``model``, ``messages``, ``temperature: 0``,
-``response_format: {"type": "json_object"}``), one claim per request, every passage verbatim
-inside nonce-tagged delimiters (:mod:`monitor.judges.prompts`). The model's message content must
-be a JSON object ``{"entailed": true|false, "reason": "…"}`` (a ```json fence and surrounding
-whitespace are tolerated); anything else is an invalid reply. ``Authorization: Bearer <key>`` is
-sent only when a key is set, and the key comes from :data:`API_KEY_ENV` unless passed in.
+OpenAI-compatible body (``model``, ``messages``, ``temperature: 0``, ``response_format``: the
+reply's exact schema as structured outputs, see below), one claim per request, every passage
+verbatim inside nonce-tagged delimiters (:mod:`monitor.judges.prompts`). The model's message
+content must be a JSON object ``{"entailed": true|false, "reason": "…"}`` (a ```json fence and
+surrounding whitespace are tolerated); anything else is an invalid reply.
+``Authorization: Bearer <key>`` is sent only when a key is set, and the key comes from
+:data:`API_KEY_ENV` unless passed in.
 
 What the judge promises its callers (the scorer, the monitor's pipeline):
 
@@ -25,7 +26,32 @@ What the judge promises its callers (the scorer, the monitor's pipeline):
 * a reply with a repeated JSON key (``{"entailed": false, "entailed": true}``) is invalid, not
   read as whichever copy the JSON parser keeps.
 
-httpx errors are mapped to citemon's in one place, :meth:`HTTPJudge._attempt`.
+httpx errors are mapped to citemon's in one place, :meth:`HTTPJudge._send`.
+
+Structured outputs: every JSON request asks for ``{"type": "json_schema", "json_schema":
+{"name": …, "strict": true, "schema": …}}`` with the exact reply schema of
+:mod:`monitor.judges.prompts`. A server that refuses it — HTTP 400 or 422 whose body names
+``response_format`` or a schema (OpenAI models without structured outputs: 400
+``invalid_request_error``, param ``response_format``; llama-cpp-python 0.3.36's server: a pydantic
+``literal_error`` at ``response_format.type``, as 422, or with FastAPI 0.165 as a 500
+``internal_server_error`` quoting that validation error — a 500 counts only when it says
+"validation error"; older vLLM: 400 from the same validation; a grammar backend that cannot
+compile the schema: 400 naming it) — is asked again at once with ``{"type":
+"json_object", "schema": …}`` (llama-cpp-python constrains decoding to that schema; servers that
+do not know the key ignore it), and a refusal of that too steps down to plain ``json_object``.
+The step is remembered per endpoint and model for the life of the process and logged once; the
+refused request counts as an ``error`` request but not against the retry budget.
+
+``--judge-format minicheck`` (:data:`FORMATS`) speaks MiniCheck's own prompt instead
+(:func:`~monitor.judges.prompts.build_minicheck_messages`): no ``response_format``,
+``max_tokens`` :data:`MINICHECK_MAX_TOKENS`, ``logprobs: true, top_logprobs:``
+:data:`MINICHECK_TOP_LOGPROBS`; the reply must be ``Yes`` or ``No``
+(:func:`parse_minicheck_reply`) and ``confidence`` comes from the reply token's log
+probabilities. A server that refuses ``logprobs`` (400/422 naming it) is asked without them
+from then on, and its verdicts have no confidence.
+
+Invalid replies are reported to the observer by cause (:data:`monitor.errors.INVALID_REPLY_CAUSES`,
+``invalid_reply(cause)`` when the observer has it): ``citemon_judge_invalid_replies_total{cause}``.
 
 Wire contract v2 (:class:`HTTPBatchJudge`, ``--judge-protocol v2``) keeps all of the above and adds
 the two batch requests of :mod:`monitor.judges.batch`, several claims per request, each claim
@@ -64,6 +90,7 @@ from typing import Any, Final, Generic, Literal, TypeVar, cast
 import httpx
 
 from monitor.errors import (
+    INVALID_REPLY_CAUSES,
     ConfigError,
     JudgeError,
     JudgeHTTPError,
@@ -75,33 +102,51 @@ from monitor.judges.base import JudgeObserver
 from monitor.judges.batch import CitedOutcome, CitedVerdict, SupportOutcome, SupportVerdict
 from monitor.judges.prompts import (
     PROMPT_VERSION,
+    PROMPT_VERSION_MINICHECK,
     PROMPT_VERSION_V2,
     Message,
+    Schema,
     build_cited_messages,
     build_decompose_messages,
     build_entailment_messages,
+    build_minicheck_messages,
     build_support_messages,
+    cited_schema,
+    decompose_schema,
+    entailment_schema,
+    support_schema,
 )
 from monitor.records import Verdict
 
 __all__ = [
     "API_KEY_ENV",
+    "FORMATS",
+    "INVALID_REPLY_CAUSES",
+    "MINICHECK_MAX_TOKENS",
+    "MINICHECK_TOP_LOGPROBS",
     "PROTOCOLS",
     "BatchReply",
     "HTTPBatchJudge",
     "HTTPJudge",
+    "ReplyFormat",
     "WireProtocol",
     "parse_cited_reply",
     "parse_decompose_reply",
     "parse_entailment_reply",
+    "parse_minicheck_reply",
     "parse_retry_after",
     "parse_support_reply",
 ]
 
 API_KEY_ENV: Final = "CITEMON_JUDGE_API_KEY"
+"""Environment variable holding the judge's API key (default: unset, no ``Authorization``)."""
 DEFAULT_MAX_REPLY_BYTES: Final = 4 * 1024 * 1024
 """A chat completion carrying verdicts is a few kB; past this a reply is read no further."""
-"""Environment variable holding the judge's API key (default: unset, no ``Authorization``)."""
+MINICHECK_MAX_TOKENS: Final = 1
+"""``max_tokens`` of a MiniCheck request: the answer is one token, ``Yes`` or ``No`` (MiniCheck's
+own inference code asks for exactly one)."""
+MINICHECK_TOP_LOGPROBS: Final = 5
+"""``top_logprobs`` of a MiniCheck request (MiniCheck's own code asks vLLM for 5)."""
 
 logger = logging.getLogger(__name__)
 
@@ -109,6 +154,25 @@ WireProtocol = Literal["v1", "v2"]
 """A judge wire contract version (``--judge-protocol``)."""
 
 PROTOCOLS: Final[tuple[WireProtocol, ...]] = ("v1", "v2")
+
+ReplyFormat = Literal["json", "minicheck"]
+"""What the http judge asks for (``--judge-format``): citemon's JSON verdicts, or MiniCheck's."""
+
+FORMATS: Final[tuple[ReplyFormat, ...]] = ("json", "minicheck")
+
+# What a request asks of the server, best first; a refusal steps to the next (see the docstring).
+_LADDERS: Final[dict[ReplyFormat, tuple[str, ...]]] = {
+    "json": ("json_schema", "json_object+schema", "json_object"),
+    "minicheck": ("logprobs", "plain"),
+}
+# Words in a 400/422 body that say the server refused that rung (lower-cased).
+_REFUSAL_WORDS: Final[dict[str, tuple[str, ...]]] = {
+    "json_schema": ("response_format", "schema"),
+    "json_object+schema": ("response_format", "schema"),
+    "logprobs": ("logprobs",),
+}
+# (endpoint URL without credentials, model, format) → rung in use; shared by every judge.
+_rungs: dict[tuple[str, str, ReplyFormat], int] = {}
 
 _T = TypeVar("_T")
 _V = TypeVar("_V", CitedVerdict, SupportVerdict)
@@ -139,11 +203,18 @@ def _json_object(content: str) -> dict[str, Any]:
     if fenced:
         text = fenced.group(1).strip()
     try:
-        value = json.loads(text, object_pairs_hook=_unique_keys)
+        # strict=False: a raw control character inside a string (a model's literal newline or
+        # tab in "reason"; llama.cpp's JSON grammar lets any byte through) leaves the verdict
+        # unambiguous, so it is not a reason to lose it.
+        value = json.loads(text, object_pairs_hook=_unique_keys, strict=False)
     except (ValueError, RecursionError) as exc:
-        raise JudgeInvalidReply(f"reply is not JSON: {_snippet(content)!r}") from exc
+        raise JudgeInvalidReply(
+            f"reply is not JSON: {_snippet(content)!r}", cause="not_json"
+        ) from exc
     if not isinstance(value, dict):
-        raise JudgeInvalidReply(f"reply is not a JSON object: {_snippet(content)!r}")
+        raise JudgeInvalidReply(
+            f"reply is not a JSON object: {_snippet(content)!r}", cause="not_json"
+        )
     return value
 
 
@@ -171,12 +242,110 @@ def parse_entailment_reply(content: str) -> Verdict:
     return Verdict(entailed=entailed, reason=reason, confidence=confidence)
 
 
+_YES_NO = re.compile(r"\A[\s\"'*`]*(yes|no)\b[\s.!\"'*`]*\Z", re.IGNORECASE)
+
+
+def _probability(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return math.exp(min(0.0, value))  # a logprob above 0 is rounding: probability 1
+
+
+def _minicheck_confidence(logprobs: object, answer: str) -> float | None:
+    """The probability of ``answer`` (``yes``/``no``) at the first Yes/No token of the reply,
+    renormalised over Yes and No among its ``top_logprobs``; None when the server sent none."""
+    content = logprobs.get("content") if isinstance(logprobs, dict) else None
+    if not isinstance(content, list):
+        return None
+    for entry in content:
+        if not isinstance(entry, dict) or not isinstance(entry.get("token"), str):
+            return None
+        token = entry["token"].strip().lower()
+        if not token:
+            continue  # a leading space or newline token
+        if token not in ("yes", "no"):
+            return None
+        mass = {"yes": 0.0, "no": 0.0}
+        seen: set[str] = set()
+        top = entry.get("top_logprobs")
+        for alt in top if isinstance(top, list) else []:
+            if not isinstance(alt, dict) or not isinstance(alt.get("token"), str):
+                continue
+            word = alt["token"].strip().lower()
+            p = _probability(alt.get("logprob"))
+            if word in mass and p is not None and alt["token"] not in seen:
+                seen.add(alt["token"])
+                mass[word] += p
+        if mass["yes"] + mass["no"] > 0:
+            return round(mass[answer] / (mass["yes"] + mass["no"]), 6)
+        p = _probability(entry.get("logprob"))
+        return None if p is None or token != answer else round(p, 6)
+    return None
+
+
+def parse_minicheck_reply(content: str, logprobs: object = None) -> Verdict:
+    """The verdict in a MiniCheck reply: ``Yes`` (entailed) or ``No``, else JudgeInvalidReply.
+
+    Case, surrounding blanks, quotes, markdown emphasis and a full stop are tolerated; any other
+    word is invalid. ``logprobs`` is the choice's ``logprobs`` object (OpenAI shape); with it,
+    ``confidence`` is the probability of the answer given (see :func:`_minicheck_confidence`).
+    """
+    found = _YES_NO.match(content)
+    if not found:
+        raise JudgeInvalidReply(
+            f"reply is not Yes or No: {_snippet(content)!r}", cause="not_yes_no"
+        )
+    answer = found.group(1).lower()
+    return Verdict(
+        entailed=answer == "yes",
+        reason=f"MiniCheck: {found.group(1)}",
+        confidence=_minicheck_confidence(logprobs, answer),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Choice:
+    """The parts of a chat completion's first choice a parser reads."""
+
+    content: str
+    finish_reason: object = None
+    logprobs: object = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Request:
+    """One logical request: its messages, and the reply schema (None: a MiniCheck request)."""
+
+    messages: list[Message]
+    schema: Schema | None
+
+
+def _content(parse: Callable[[str], _T]) -> Callable[[_Choice], _T]:
+    return lambda choice: parse(choice.content)
+
+
+def _minicheck(choice: _Choice) -> Verdict:
+    return parse_minicheck_reply(choice.content, choice.logprobs)
+
+
 @dataclass(slots=True)
 class BatchReply(Generic[_V]):
     """A v2 reply taken apart: valid verdicts and, per claim ID, why it has none (``problems``)."""
 
     verdicts: dict[str, _V] = field(default_factory=dict)
     problems: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def cause(self) -> str:
+        """The ``citemon_judge_invalid_replies_total`` cause of a reply with problems: entries
+        missing or doubled only → ``missing_claims``; any mistyped entry → ``schema``."""
+        only_missing = all(p in _MISSING for p in self.problems.values())
+        return "missing_claims" if only_missing else "schema"
+
+
+_NO_ENTRY: Final = "no entry for the claim"
+_TWO_ENTRIES: Final = "two entries for one claim"
+_MISSING: Final = (_NO_ENTRY, _TWO_ENTRIES)
 
 
 def _entries(content: str, claims: list[str]) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
@@ -194,12 +363,12 @@ def _entries(content: str, claims: list[str]) -> tuple[dict[str, dict[str, Any]]
             continue  # an extra entry: nothing to attribute it to
         if cid in entries or cid in problems:
             entries.pop(cid, None)
-            problems[cid] = "two entries for one claim"
+            problems[cid] = _TWO_ENTRIES
             continue
         entries[cid] = entry
     for cid in claims:
         if cid not in entries and cid not in problems:
-            problems[cid] = "no entry for the claim"
+            problems[cid] = _NO_ENTRY
     return entries, problems
 
 
@@ -321,7 +490,9 @@ class HTTPJudge:
     ``base_url`` is the API root (``http://localhost:8000/v1`` for vLLM, ``…:11434/v1`` for
     Ollama); ``retries`` is the number of retries after the first attempt. Limits are in the
     names: ``max_inflight`` requests, ``timeout_s`` per attempt, backoff in seconds,
-    ``cache_size`` entries (0 disables the cache). Pass ``client`` to share an
+    ``cache_size`` entries (0 disables the cache). ``reply_format`` is ``json`` (citemon's
+    prompts, structured outputs) or ``minicheck`` (MiniCheck's prompt; ``entails`` only, and
+    ``decompose`` still sends the JSON decomposition prompt). Pass ``client`` to share an
     ``httpx.AsyncClient`` (the judge then does not close it) or ``transport`` for the one it
     builds; ``rng`` makes the jitter reproducible.
 
@@ -341,11 +512,15 @@ class HTTPJudge:
         cache_size: int = 10_000,
         max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
         api_key: str | None = None,
+        reply_format: ReplyFormat = "json",
         observer: JudgeObserver | None = None,
         client: httpx.AsyncClient | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         rng: random.Random | None = None,
     ) -> None:
+        if reply_format not in FORMATS:
+            raise ConfigError(f"the judge format must be json or minicheck, not {reply_format!r}")
+        self._format: ReplyFormat = reply_format
         if max_inflight < 1:
             raise ConfigError(f"max_inflight must be at least 1, not {max_inflight}")
         if max_reply_bytes < 1:
@@ -436,7 +611,7 @@ class HTTPJudge:
         return (
             f"{type(self).__name__}(base_url={self._shown_base!r}, model={self._model!r}, "
             f"max_inflight={self._max_inflight}, timeout_s={self._timeout_s:g}, "
-            f"retries={self._retries}, protocol={self.protocol!r}, "
+            f"retries={self._retries}, protocol={self.protocol!r}, format={self._format!r}, "
             f"api_key={'***' if self._api_key else None!r})"
         )
 
@@ -448,10 +623,19 @@ class HTTPJudge:
         """
         if not passages:
             return Verdict(entailed=False, reason="no passages were shown")
+        if self._format == "minicheck":
+            # MiniCheck reads the passages as one document in the order given: that order is
+            # part of what it sees, so it is part of the key (no sorting).
+            key = self._key("minicheck", claim, list(passages.items()), PROMPT_VERSION_MINICHECK)
+            request = _Request(build_minicheck_messages(claim, passages), None)
+            return await self._cached(key, lambda: self._call(request, _minicheck))
         key = self._key("entails", claim, sorted(passages.items()))
         return await self._cached(
             key,
-            lambda: self._call(build_entailment_messages(claim, passages), parse_entailment_reply),
+            lambda: self._call(
+                _Request(build_entailment_messages(claim, passages), entailment_schema()),
+                _content(parse_entailment_reply),
+            ),
         )
 
     async def decompose(self, sentence: str) -> list[str]:
@@ -464,7 +648,10 @@ class HTTPJudge:
         key = self._key("decompose", sentence, [])
         claims = await self._cached(
             key,
-            lambda: self._call(build_decompose_messages(sentence), parse_decompose_reply),
+            lambda: self._call(
+                _Request(build_decompose_messages(sentence), decompose_schema()),
+                _content(parse_decompose_reply),
+            ),
         )
         return list(claims) if claims else [sentence]
 
@@ -525,21 +712,77 @@ class HTTPJudge:
 
     # -- one logical call: attempts, backoff ---------------------------------------------
 
-    def _body(self, messages: list[Message]) -> dict[str, Any]:
-        return {
-            "model": self._model,
-            "messages": messages,
-            "temperature": 0,
-            "response_format": {"type": "json_object"},
-        }
+    @property
+    def reply_format(self) -> ReplyFormat:
+        return self._format
 
-    async def _call(self, messages: list[Message], parse: Callable[[str], _T]) -> _T:
-        body = self._body(messages)
+    @property
+    def response_format(self) -> str:
+        """What this judge's endpoint is asked for now: ``json_schema``, ``json_object+schema``
+        or ``json_object`` (format ``json``), ``logprobs`` or ``plain`` (format ``minicheck``)."""
+        ladder = _LADDERS[self._format]
+        return ladder[_rungs.get(self._endpoint, 0)]
+
+    @property
+    def _endpoint(self) -> tuple[str, str, ReplyFormat]:
+        return (self._shown_url, self._model, self._format)
+
+    def _body(self, request: _Request, rung: str) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self._model,
+            "messages": request.messages,
+            "temperature": 0,
+        }
+        if request.schema is None:  # MiniCheck: a one-token answer and its probabilities
+            body["max_tokens"] = MINICHECK_MAX_TOKENS
+            if rung == "logprobs":
+                body |= {"logprobs": True, "top_logprobs": MINICHECK_TOP_LOGPROBS}
+            return body
+        name, schema = request.schema
+        if rung == "json_schema":
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": name, "strict": True, "schema": schema},
+            }
+        elif rung == "json_object+schema":
+            body["response_format"] = {"type": "json_object", "schema": schema}
+        else:
+            body["response_format"] = {"type": "json_object"}
+        return body
+
+    def _refused(self, rung: str, response: httpx.Response) -> bool:
+        """Whether ``response`` refuses what ``rung`` asked for (see the module docstring)."""
+        words = _REFUSAL_WORDS.get(rung)
+        status = response.status_code
+        if words is None or status not in (400, 422, 500):
+            return False
+        text = response.text.lower()
+        if status == 500 and "validation error" not in text:
+            return False  # a 500 is the server failing, unless it is a request validation error
+        return any(word in text for word in words)
+
+    def _step_down(self, rung: str, response: httpx.Response) -> None:
+        ladder = _LADDERS[self._format]
+        index = ladder.index(rung)
+        if _rungs.get(self._endpoint, 0) > index:
+            return  # another call stepped down already (and logged it)
+        _rungs[self._endpoint] = index + 1
+        logger.warning(
+            "judge at %s (model %r) refused %s (HTTP %d: %r); asking for %s from now on",
+            self._shown_url,
+            self._model,
+            rung,
+            response.status_code,
+            _snippet(self._redact(response.text)),
+            ladder[index + 1],
+        )
+
+    async def _call(self, request: _Request, parse: Callable[[_Choice], _T]) -> _T:
         attempt = 0
         while True:
             await self._wait_not_before()
             try:
-                return await self._attempt(body, parse)
+                return await self._attempt(request, parse)
             except JudgeError as exc:
                 if not exc.retriable or attempt >= self._retries:
                     raise
@@ -569,10 +812,32 @@ class HTTPJudge:
         while (wait := self._not_before - time.monotonic()) > 0:  # noqa: ASYNC110
             await asyncio.sleep(wait)
 
-    async def _attempt(self, body: dict[str, Any], parse: Callable[[str], _T]) -> _T:
-        """One HTTP request under the in-flight cap: the single httpx → citemon error boundary."""
+    async def _attempt(self, request: _Request, parse: Callable[[_Choice], _T]) -> _T:
+        """One attempt: a request, and again at once one step down if the server refused what
+        it asked for (a refusal is the server's capability, not a failure to retry)."""
+        while True:
+            refused: list[tuple[str, httpx.Response]] = []
+            result = await self._send(request, parse, refused)
+            if not refused:
+                return cast(_T, result)
+            self._step_down(*refused[0])
+
+    async def _send(
+        self,
+        request: _Request,
+        parse: Callable[[_Choice], _T],
+        refused: list[tuple[str, httpx.Response]],
+    ) -> _T | None:
+        """One HTTP request under the in-flight cap: the single httpx → citemon error boundary.
+
+        What to ask for is chosen once the request holds its slot, so requests queued behind a
+        refusal already use the step down. A refusal is appended to ``refused`` (with the rung
+        refused) and None returned instead of raised.
+        """
         auth: dict[str, Any] = {} if self._auth is None else {"auth": self._auth}
         async with self._semaphore:
+            rung = self.response_format
+            body = self._body(request, rung)
             self._observe_inflight(+1)
             started = time.perf_counter()
             outcome = "error"
@@ -589,12 +854,21 @@ class HTTPJudge:
                         f"judge at {self._shown_url} failed: {type(exc).__name__}: "
                         f"{self._redact(str(exc))}"
                     ) from exc
+                if rung != _LADDERS[self._format][-1] and self._refused(rung, response):
+                    refused.append((rung, response))
+                    return None  # outcome stays "error": the request did fail
                 result = self._read(response, parse)
                 # A v2 reply that leaves some claims without a verdict is an invalid reply too.
-                outcome = "invalid" if isinstance(result, BatchReply) and result.problems else "ok"
+                if isinstance(result, BatchReply) and result.problems:
+                    outcome = "invalid"
+                    self._observe_invalid(result.cause)
+                else:
+                    outcome = "ok"
                 return result
             except JudgeError as exc:
                 outcome = exc.outcome
+                if isinstance(exc, JudgeInvalidReply):
+                    self._observe_invalid(exc.cause)
                 raise
             finally:
                 self._observe_inflight(-1)
@@ -614,7 +888,8 @@ class HTTPJudge:
                     raise JudgeInvalidReply(
                         f"judge at {self._shown_url} sent a reply over "
                         f"{self._max_reply_bytes} bytes (HTTP {response.status_code}); "
-                        "read no further"
+                        "read no further",
+                        cause="too_large",
                     )
         finally:
             await response.aclose()
@@ -628,7 +903,7 @@ class HTTPJudge:
             response.status_code, headers=headers, content=bytes(data), request=request
         )
 
-    def _read(self, response: httpx.Response, parse: Callable[[str], _T]) -> _T:
+    def _read(self, response: httpx.Response, parse: Callable[[_Choice], _T]) -> _T:
         status = response.status_code
         if status == 429:
             retry_after = parse_retry_after(response.headers.get("retry-after"))
@@ -644,15 +919,28 @@ class HTTPJudge:
                 status=status,
             )
         try:
-            content = response.json()["choices"][0]["message"]["content"]
+            choice = response.json()["choices"][0]
+            content = choice["message"]["content"]
         except (ValueError, LookupError, TypeError) as exc:
             raise JudgeInvalidReply(
                 f"judge at {self._shown_url} sent no chat completion: "
-                f"{_snippet(self._redact(response.text))!r}"
+                f"{_snippet(self._redact(response.text))!r}",
+                cause="not_completion",
             ) from exc
         if not isinstance(content, str):
-            raise JudgeInvalidReply(f"judge at {self._shown_url} sent no message content")
-        return parse(content)
+            raise JudgeInvalidReply(
+                f"judge at {self._shown_url} sent no message content", cause="not_completion"
+            )
+        finish = choice.get("finish_reason") if isinstance(choice, dict) else None
+        try:
+            return parse(_Choice(content, finish, choice.get("logprobs")))
+        except JudgeInvalidReply as exc:
+            if finish != "length":
+                raise
+            # Cut off by max_tokens or the context: the cause to fix is the length, not the model.
+            raise JudgeInvalidReply(
+                f"reply cut off (finish_reason length): {exc}", cause="truncated"
+            ) from exc
 
     def _redact(self, text: str) -> str:
         # A misbehaving server may echo request headers back in an error body, and a transport
@@ -669,6 +957,11 @@ class HTTPJudge:
         if self._observer is not None:
             self._observer.cache(hit)
 
+    def _observe_invalid(self, cause: str) -> None:
+        report = getattr(self._observer, "invalid_reply", None)  # optional in the protocol
+        if report is not None:
+            report(cause)
+
 
 class HTTPBatchJudge(HTTPJudge):
     """An :class:`HTTPJudge` that also speaks wire contract v2 (a :class:`~.batch.BatchJudge`).
@@ -679,6 +972,13 @@ class HTTPBatchJudge(HTTPJudge):
     """
 
     protocol: WireProtocol = "v2"
+
+    def __init__(self, base_url: str, model: str, **kwargs: Any) -> None:
+        if kwargs.get("reply_format", "json") != "json":
+            raise ConfigError(
+                "--judge-format minicheck asks one claim per request: use --judge-protocol v1"
+            )
+        super().__init__(base_url, model, **kwargs)
 
     async def check_citations(
         self, claims: Sequence[str], passages: Mapping[str, str], *, precision: bool
@@ -693,8 +993,11 @@ class HTTPBatchJudge(HTTPJudge):
         kind = "cited+precision" if precise else "cited"
         shown = list(passages)
 
-        def messages(ids: Mapping[str, str]) -> list[Message]:
-            return build_cited_messages(ids, passages, precision=precise)
+        def messages(ids: Mapping[str, str]) -> _Request:
+            return _Request(
+                build_cited_messages(ids, passages, precision=precise),
+                cited_schema(list(ids), shown, precision=precise),
+            )
 
         def parse(content: str, ids: list[str]) -> BatchReply[CitedVerdict]:
             return parse_cited_reply(content, claims=ids, passages=shown, precision=precise)
@@ -709,8 +1012,8 @@ class HTTPBatchJudge(HTTPJudge):
             return [SupportVerdict(supported_by=(), joint=False)] * len(claims)
         shown = list(passages)
 
-        def messages(ids: Mapping[str, str]) -> list[Message]:
-            return build_support_messages(ids, passages)
+        def messages(ids: Mapping[str, str]) -> _Request:
+            return _Request(build_support_messages(ids, passages), support_schema(list(ids), shown))
 
         def parse(content: str, ids: list[str]) -> BatchReply[SupportVerdict]:
             return parse_support_reply(content, claims=ids, passages=shown)
@@ -722,7 +1025,7 @@ class HTTPBatchJudge(HTTPJudge):
         kind: str,
         claims: Sequence[str],
         passages: Mapping[str, str],
-        messages: Callable[[Mapping[str, str]], list[Message]],
+        messages: Callable[[Mapping[str, str]], _Request],
         parse: Callable[[str, list[str]], BatchReply[_V]],
     ) -> list[_V | JudgeError]:
         """Cached claims from the cache, the rest in one request (shared with identical ones)."""
@@ -768,7 +1071,7 @@ class HTTPBatchJudge(HTTPJudge):
     async def _ask(
         self,
         claims: list[str],
-        messages: Callable[[Mapping[str, str]], list[Message]],
+        messages: Callable[[Mapping[str, str]], _Request],
         parse: Callable[[str, list[str]], BatchReply[_V]],
     ) -> dict[str, _V | JudgeError]:
         """Ask for ``claims``; re-ask only the ones left without a valid verdict, then give up.
@@ -783,9 +1086,7 @@ class HTTPBatchJudge(HTTPJudge):
             ids = {f"c{n}": claim for n, claim in enumerate(pending, 1)}
             error: JudgeError
             try:
-                reply = await self._attempt(
-                    self._body(messages(ids)), partial(_parse_for, parse, list(ids))
-                )
+                reply = await self._attempt(messages(ids), partial(_parse_for, parse, list(ids)))
             except JudgeError as exc:
                 if not exc.retriable or attempt >= self._retries:
                     return out | dict.fromkeys(pending, exc)
@@ -799,12 +1100,15 @@ class HTTPBatchJudge(HTTPJudge):
                 why = {ids[cid]: p for cid, p in reply.problems.items()}
                 if attempt >= self._retries:
                     return out | {
-                        c: JudgeInvalidReply(f"no valid verdict for the claim: {why[c]}")
+                        c: JudgeInvalidReply(
+                            f"no valid verdict for the claim: {why[c]}", cause=reply.cause
+                        )
                         for c in pending
                     }
                 error = JudgeInvalidReply(
                     f"{len(pending)} of {len(ids)} claims without a valid verdict "
-                    f"({next(iter(why.values()))})"
+                    f"({next(iter(why.values()))})",
+                    cause=reply.cause,
                 )
             delay = self._backoff(attempt, error)
             logger.debug(
@@ -820,6 +1124,6 @@ class HTTPBatchJudge(HTTPJudge):
 
 
 def _parse_for(
-    parse: Callable[[str, list[str]], BatchReply[_V]], ids: list[str], content: str
+    parse: Callable[[str, list[str]], BatchReply[_V]], ids: list[str], choice: _Choice
 ) -> BatchReply[_V]:
-    return parse(content, ids)
+    return parse(choice.content, ids)

@@ -14,30 +14,51 @@ about several claims at once, each tagged ``<claim id="c1" nonce="…">``, in tw
 the *support search* (all retrieved passages, the claims that failed or cite nothing). Its system
 messages are constant per shape so that servers with prefix caching reuse them.
 
-Change anything the model sees ⇒ bump :data:`PROMPT_VERSION` (v1) or :data:`PROMPT_VERSION_V2`
-(they are part of the cache key and of the report that says which prompt produced a score).
+Each JSON request also carries the exact schema of its reply (:func:`entailment_schema`,
+:func:`decompose_schema`, :func:`cited_schema`, :func:`support_schema`), sent as structured
+outputs (``response_format`` ``json_schema``, strict) by :mod:`monitor.judges.http`. The
+schemas follow OpenAI's strict subset: every property required, ``additionalProperties: false``;
+a v2 schema names the request's own claim IDs and passage IDs as enums.
+
+``--judge-format minicheck`` uses MiniCheck's own prompt instead (:func:`build_minicheck_messages`,
+:data:`PROMPT_VERSION_MINICHECK`): no tags, so its injection defence is different (see there).
+
+Change anything the model sees ⇒ bump :data:`PROMPT_VERSION` (v1), :data:`PROMPT_VERSION_V2` or
+:data:`PROMPT_VERSION_MINICHECK` (they are part of the cache key and of the report that says
+which prompt produced a score).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import secrets
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Final
 
 __all__ = [
     "CITED_PRECISION_SYSTEM",
     "CITED_SYSTEM",
     "DECOMPOSE_SYSTEM",
     "ENTAILMENT_SYSTEM",
+    "MINICHECK_SYSTEM",
     "PROMPT_VERSION",
+    "PROMPT_VERSION_MINICHECK",
     "PROMPT_VERSION_V2",
     "SUPPORT_SYSTEM",
     "Message",
+    "Schema",
     "build_cited_messages",
     "build_decompose_messages",
     "build_entailment_messages",
+    "build_minicheck_messages",
     "build_support_messages",
     "choose_nonce",
+    "cited_schema",
+    "decompose_schema",
+    "entailment_schema",
+    "minicheck_document",
+    "support_schema",
 ]
 
 PROMPT_VERSION = "v1"
@@ -45,6 +66,9 @@ PROMPT_VERSION = "v1"
 
 PROMPT_VERSION_V2 = "v2"
 """Version of the v2 texts below (citation check, support search); part of the cache key."""
+
+PROMPT_VERSION_MINICHECK = "minicheck-v1"
+"""Version of the MiniCheck texts below (``--judge-format minicheck``); part of the cache key."""
 
 Message = dict[str, str]
 """One chat message, ``{"role": "system"|"user", "content": "…"}`` (OpenAI shape)."""
@@ -261,4 +285,116 @@ def build_support_messages(
     return [
         {"role": "system", "content": SUPPORT_SYSTEM},
         {"role": "user", "content": _batch_user(nonce, claims, passages, _SUPPORT_QUESTION)},
+    ]
+
+
+# -- reply schemas (structured outputs) ------------------------------------------------------
+
+Schema = tuple[str, dict[str, Any]]
+"""A reply schema: (name for ``json_schema.name``, JSON Schema of the reply object)."""
+
+
+def _object(properties: dict[str, Any]) -> dict[str, Any]:
+    # OpenAI's strict mode: every property required, nothing else allowed.
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
+
+
+_STRING: Final = {"type": "string"}
+_BOOLEAN: Final = {"type": "boolean"}
+
+
+def _enum(values: Sequence[str]) -> dict[str, Any]:
+    return {"type": "string", "enum": list(dict.fromkeys(values))}
+
+
+def _ids(values: Sequence[str]) -> dict[str, Any]:
+    return {"type": "array", "items": _enum(values)}
+
+
+def entailment_schema() -> Schema:
+    """The reply of an entailment request: ``{"entailed": bool, "reason": str}``."""
+    return "citemon_entailment", _object({"entailed": _BOOLEAN, "reason": _STRING})
+
+
+def decompose_schema() -> Schema:
+    """The reply of a decomposition request: ``{"claims": [str, …]}``."""
+    return "citemon_decomposition", _object({"claims": {"type": "array", "items": _STRING}})
+
+
+def cited_schema(
+    claim_ids: Sequence[str], passage_ids: Sequence[str], *, precision: bool
+) -> Schema:
+    """The reply of a v2 citation check over ``passage_ids`` for ``claim_ids``.
+
+    With ``precision`` each entry also carries ``supported_by`` and ``dispensable`` (lists of
+    shown passage IDs, possibly empty: strict mode cannot make them depend on ``entailed``).
+    """
+    entry: dict[str, Any] = {"claim": _enum(claim_ids), "entailed": _BOOLEAN}
+    if precision:
+        entry |= {"supported_by": _ids(passage_ids), "dispensable": _ids(passage_ids)}
+    entry["reason"] = _STRING
+    name = "citemon_citation_check" + ("_precision" if precision else "")
+    return name, _object({"verdicts": {"type": "array", "items": _object(entry)}})
+
+
+def support_schema(claim_ids: Sequence[str], passage_ids: Sequence[str]) -> Schema:
+    """The reply of a v2 support search over ``passage_ids`` for ``claim_ids``."""
+    entry = _object(
+        {
+            "claim": _enum(claim_ids),
+            "supported_by": _ids(passage_ids),
+            "joint": _BOOLEAN,
+            "reason": _STRING,
+        }
+    )
+    return "citemon_support_search", _object({"verdicts": {"type": "array", "items": entry}})
+
+
+# -- MiniCheck's own prompt (--judge-format minicheck) ---------------------------------------
+
+MINICHECK_SYSTEM = (
+    "Determine whether the provided claim is consistent with the corresponding document. "
+    "Consistency in this context implies that all information presented in the claim is "
+    "substantiated by the document. If not, it should be considered inconsistent. Please assess "
+    'the claim\'s consistency with the document by responding with either "Yes" or "No".'
+)
+"""MiniCheck's system prompt, verbatim (``minicheck/utils.py`` of Liyan06/MiniCheck, the one
+Bespoke-MiniCheck-7B was trained with); the user message is ``Document: …\nClaim: …``."""
+
+# Line-break characters (str.splitlines' set): a label after any of them starts a new line.
+_BREAK = r"[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]"
+# Blanks holding a line break, before one of the prompt's own labels (``Claim:``, any case).
+_LABEL_LINE = re.compile(rf"\s*{_BREAK}\s*(?=(?:claim|document)\s*:)", re.IGNORECASE)
+_LINE_BREAKS = re.compile(rf"\s*{_BREAK}\s*")
+
+
+def minicheck_document(passages: Mapping[str, str]) -> str:
+    """The cited passages joined as MiniCheck's document (a blank line between passages).
+
+    MiniCheck's prompt has no delimiters, so a passage could fake the end of the document with a
+    line of its own starting ``Claim:``. Where a line would start with ``Claim:`` or
+    ``Document:`` (any case, after blanks), the blanks and line breaks before it become one
+    space; every other character is kept verbatim.
+    """
+    joined = "\n\n".join(text.strip() for text in passages.values())
+    return _LABEL_LINE.sub(" ", joined)
+
+
+def build_minicheck_messages(claim: str, passages: Mapping[str, str]) -> list[Message]:
+    """MiniCheck's chat messages for ``claim`` against ``passages`` (ID → text, in order).
+
+    The claim is put on one line (line breaks inside it become spaces) and comes last, so the
+    message's only line starting ``Claim:`` is its last one, and its only line starting
+    ``Document:`` is its first.
+    """
+    one_line = _LINE_BREAKS.sub(" ", claim.strip())
+    user = f"Document: {minicheck_document(passages)}\nClaim: {one_line}"
+    return [
+        {"role": "system", "content": MINICHECK_SYSTEM},
+        {"role": "user", "content": user},
     ]

@@ -18,11 +18,13 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
 
 from monitor.errors import (
+    ConfigError,
     JudgeError,
     JudgeHTTPError,
     JudgeInvalidReply,
@@ -30,9 +32,11 @@ from monitor.errors import (
     JudgeTimeout,
 )
 from monitor.judges.base import Judge, JudgeObserver
-from monitor.judges.http import HTTPJudge
+from monitor.judges.batch import CitedVerdict
+from monitor.judges.http import MINICHECK_MAX_TOKENS, HTTPBatchJudge, HTTPJudge
+from monitor.judges.prompts import MINICHECK_SYSTEM
 from monitor.records import Verdict
-from tests.judge_server import Fault, JudgeServer
+from tests.judge_server import REFUSALS, Fault, JudgeServer, RecordedRequest
 
 FAST = {"backoff_base_s": 0.005, "backoff_max_s": 0.05}
 OUTCOME: dict[object, str] = {
@@ -106,7 +110,20 @@ async def test_wire_contract_v1_request_and_known_verdicts(server: JudgeServer) 
     body = req.body
     assert body["model"] == "judge-7b"
     assert body["temperature"] == 0
-    assert body["response_format"] == {"type": "json_object"}
+    # Structured outputs: the exact reply schema, strict (OpenAI's subset).
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "citemon_entailment",
+            "strict": True,
+            "schema": {
+                "type": "object",
+                "properties": {"entailed": {"type": "boolean"}, "reason": {"type": "string"}},
+                "required": ["entailed", "reason"],
+                "additionalProperties": False,
+            },
+        },
+    }
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
     # One claim per request, its passages verbatim with their IDs.
     assert req.kind == "entails"
@@ -396,7 +413,16 @@ async def test_decompose(server: JudgeServer) -> None:
         assert server.attempts() == 1
         req = server.requests[0]
         assert req.kind == "decompose" and req.text == sentence
-        assert req.body["response_format"] == {"type": "json_object"}
+        assert req.body["response_format"]["json_schema"] == {
+            "name": "citemon_decomposition",
+            "strict": True,
+            "schema": {
+                "type": "object",
+                "properties": {"claims": {"type": "array", "items": {"type": "string"}}},
+                "required": ["claims"],
+                "additionalProperties": False,
+            },
+        }
 
         server.script(Fault.content('{"claims": []}'))
         assert await judge.decompose("Hope this helps!") == ["Hope this helps!"]
@@ -482,3 +508,295 @@ def test_a_gzip_encoded_reply_is_read() -> None:
         finally:
             httpd.shutdown()
     assert verdict.entailed is True and verdict.reason == "says so"
+
+
+# -- structured outputs: a server that refuses the schema ------------------------------------
+
+
+class CauseObserver(RecordingObserver):
+    """A RecordingObserver that also keeps invalid-reply causes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.causes: list[str] = []
+
+    def invalid_reply(self, cause: str) -> None:
+        self.causes.append(cause)
+
+
+def _refusal_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+
+
+@pytest.mark.parametrize(
+    "server_kind", ["llama-cpp-python", "llama-cpp-python-500", "openai", "vllm"]
+)
+async def test_a_refused_schema_falls_back_to_json_object_with_the_schema_once(
+    server_kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    status, body = REFUSALS[server_kind]
+    observer = CauseObserver()
+    caplog.set_level(logging.WARNING, logger="monitor.judges.http")
+    async with (
+        JudgeServer(refuse={"json_schema": (status, body)}) as server,
+        # retries=0: the fallback must not spend the retry budget.
+        HTTPJudge(server.base_url, "m", retries=0, observer=observer, **FAST) as judge,
+    ):
+        assert judge.response_format == "json_schema"
+        first = await judge.entails(*claim_case(0)[:2])
+        assert judge.response_format == "json_object+schema"
+        rest = await asyncio.gather(
+            *(judge.entails(c, p) for c, p, _ in map(claim_case, range(1, 9)))
+        )
+    assert [v.entailed for v in [first, *rest]] == [claim_case(i)[2] for i in range(9)]
+    formats = [(r.format, r.refused) for r in server.requests]
+    assert formats == [("json_schema", True)] + [("json_object+schema", False)] * 9
+    assert server.requests[1].body["response_format"] == {
+        "type": "json_object",
+        "schema": server.requests[0].body["response_format"]["json_schema"]["schema"],
+    }
+    # The refused request is one failed request, and the only one; logged once, redacted.
+    assert Counter(observer.outcomes) == {"error": 1, "ok": 9}
+    warnings = _refusal_warnings(caplog)
+    assert len(warnings) == 1
+    assert f"HTTP {status}" in warnings[0] and "json_object+schema" in warnings[0]
+
+
+@pytest.mark.parametrize("cap", [1, 3])
+async def test_requests_queued_behind_a_refusal_use_the_fallback(cap: int) -> None:
+    # Many calls at once, the cap holding all but `cap` of them back: only the requests already
+    # sent when the refusal arrives are refused; the queued ones ask for the fallback.
+    async with (
+        JudgeServer(latency_s=0.02, refuse={"json_schema": REFUSALS["llama-cpp-python"]}) as srv,
+        HTTPJudge(srv.base_url, "m", max_inflight=cap, retries=0, **FAST) as judge,
+    ):
+        cases = [claim_case(i) for i in range(12)]
+        verdicts = await asyncio.gather(*(judge.entails(c, p) for c, p, _ in cases))
+    assert [v.entailed for v in verdicts] == [expected for _, _, expected in cases]
+    refused = [r for r in srv.requests if r.refused]
+    assert len(refused) == cap and len(srv.requests) == 12 + cap
+
+
+async def test_the_fallback_is_remembered_per_endpoint_and_model(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="monitor.judges.http")
+    async with JudgeServer(refuse={"json_schema": REFUSALS["openai"]}) as server:
+        async with HTTPJudge(server.base_url, "m", **FAST) as judge:
+            await judge.entails("Logs are kept.", {"p": "Logs are kept."})
+        async with HTTPJudge(server.base_url, "m", **FAST) as again:
+            assert again.response_format == "json_object+schema"  # no second refusal
+            await again.entails("Plans differ.", {"p": "Plans differ."})
+        async with HTTPJudge(server.base_url, "other-model", **FAST) as other:
+            assert other.response_format == "json_schema"  # another model may support it
+            await other.entails("Plans differ.", {"p": "Plans differ."})
+    assert [r.format for r in server.requests] == [
+        "json_schema",
+        "json_object+schema",
+        "json_object+schema",
+        "json_schema",
+        "json_object+schema",
+    ]
+    assert len(_refusal_warnings(caplog)) == 2  # once per (endpoint, model)
+
+
+async def test_a_refused_schema_key_steps_down_to_plain_json_object() -> None:
+    refuse = {"json_schema": REFUSALS["openai"], "json_object+schema": REFUSALS["openai"]}
+    async with (
+        JudgeServer(refuse=refuse) as server,
+        HTTPJudge(server.base_url, "m", retries=0, **FAST) as judge,
+    ):
+        assert (await judge.decompose("A and B.")) == ["A", "B"]
+        assert judge.response_format == "json_object"
+    assert [r.format for r in server.requests] == [
+        "json_schema",
+        "json_object+schema",
+        "json_object",
+    ]
+    assert server.requests[-1].body["response_format"] == {"type": "json_object"}
+
+
+async def test_a_500_that_is_no_validation_error_is_retried_not_a_refusal(
+    server: JudgeServer,
+) -> None:
+    # A server failing while it handles the request (even one that names response_format in
+    # its traceback) is a 5xx to retry, not a verdict on what the judge asked for.
+    server.script(Fault.status(500, body='{"error": "crash in response_format handling"}'))
+    async with HTTPJudge(server.base_url, "m", retries=1, **FAST) as judge:
+        assert (await judge.entails("Logs are kept.", {"p": "Logs are kept."})).entailed
+        assert judge.response_format == "json_schema"
+    assert [r.format for r in server.requests] == ["json_schema", "json_schema"]
+
+
+async def test_refusing_even_json_object_fails_at_once() -> None:
+    refuse = dict.fromkeys(("json_schema", "json_object+schema", "json_object"), REFUSALS["openai"])
+    async with (
+        JudgeServer(refuse=refuse) as server,
+        HTTPJudge(server.base_url, "m", retries=3, **FAST) as judge,
+    ):
+        with pytest.raises(JudgeHTTPError) as caught:
+            await judge.entails("c", {"p": "t"})
+    assert caught.value.status == 400 and not caught.value.retriable
+    assert len(server.requests) == 3  # one per form, no retries of a 4xx
+
+
+async def test_v2_sends_its_schemas_with_the_request_ids_and_falls_back_too() -> None:
+    async with (
+        JudgeServer(refuse={"json_schema": REFUSALS["llama-cpp-python"]}) as server,
+        HTTPBatchJudge(server.base_url, "m", retries=0, **FAST) as judge,
+    ):
+        passages = {"p-1": "Logs are kept 90 days.", "p-2": "Exports run nightly."}
+        got = await judge.check_citations(
+            ["Logs are kept 90 days.", "Exports run hourly."], passages, precision=True
+        )
+    assert [getattr(v, "entailed", None) for v in got] == [True, False]
+    refused, sent = server.requests
+    assert (
+        refused.refused and refused.format == "json_schema" and sent.format == "json_object+schema"
+    )
+    schema = refused.body["response_format"]["json_schema"]
+    assert schema["name"] == "citemon_citation_check_precision" and schema["strict"] is True
+    entry = schema["schema"]["properties"]["verdicts"]["items"]
+    assert entry["properties"]["claim"] == {"type": "string", "enum": ["c1", "c2"]}
+    assert entry["properties"]["supported_by"]["items"]["enum"] == ["p-1", "p-2"]
+    assert entry["required"] == ["claim", "entailed", "supported_by", "dispensable", "reason"]
+    assert sent.body["response_format"]["schema"] == schema["schema"]
+
+
+# -- invalid replies by cause ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fault", "cause"),
+    [
+        (Fault.content("I think it is entailed."), "not_json"),
+        (Fault.content("[true]"), "not_json"),
+        (Fault.content('{"entailed": "yes"}'), "schema"),
+        (Fault.content('{"entailed": false, "entailed": true}'), "schema"),
+        (Fault.raw('{"object": "error"}'), "not_completion"),
+        (
+            Fault.content('{"entailed": true, "reason": "the pass', finish_reason="length"),
+            "truncated",
+        ),
+        (Fault.content("x" * 20_000), "too_large"),
+    ],
+)
+async def test_invalid_replies_are_reported_by_cause(
+    server: JudgeServer, fault: Fault, cause: str
+) -> None:
+    server.script(fault, forever=True)
+    observer = CauseObserver()
+    async with HTTPJudge(
+        server.base_url, "m", retries=1, max_reply_bytes=10_000, observer=observer, **FAST
+    ) as judge:
+        with pytest.raises(JudgeInvalidReply) as caught:
+            await judge.entails("Logs are kept.", {"p": "Logs are kept."})
+    assert caught.value.cause == cause
+    assert observer.causes == [cause, cause] and observer.outcomes == ["invalid", "invalid"]
+
+
+async def test_a_v2_reply_missing_a_claim_is_reported_as_missing_claims() -> None:
+    def drop_second(req: RecordedRequest, reply: dict[str, Any]) -> dict[str, Any]:
+        return {"verdicts": reply["verdicts"][:1]}
+
+    observer = CauseObserver()
+    async with (
+        JudgeServer(batch_edit=drop_second) as server,
+        HTTPBatchJudge(server.base_url, "m", retries=0, observer=observer, **FAST) as judge,
+    ):
+        got = await judge.check_citations(
+            ["A is kept.", "B is kept."], {"p": "A B kept"}, precision=False
+        )
+    assert isinstance(got[0], CitedVerdict) and got[0].entailed
+    assert isinstance(got[1], JudgeInvalidReply) and got[1].cause == "missing_claims"
+    assert observer.causes == ["missing_claims"] and observer.outcomes == ["invalid"]
+
+
+# -- --judge-format minicheck ----------------------------------------------------------------
+
+
+async def test_minicheck_request_reply_and_confidence(server: JudgeServer) -> None:
+    observer = CauseObserver()
+    async with HTTPJudge(
+        server.base_url, "bespoke-minicheck", reply_format="minicheck", observer=observer, **FAST
+    ) as judge:
+        verdicts = [await judge.entails(c, p) for c, p, _ in map(claim_case, range(4))]
+        again = await judge.entails(*claim_case(0)[:2])  # cached
+    assert [v.entailed for v in verdicts] == [claim_case(i)[2] for i in range(4)]
+    # The stub gives the answer 0.9 and the other word 0.1: the answer's share is 0.9.
+    assert [v.confidence for v in verdicts] == [pytest.approx(0.9)] * 4
+    assert again == verdicts[0] and server.attempts() == 4
+    req = server.requests[0]
+    claim, passages, _ = claim_case(0)
+    assert req.kind == "minicheck" and req.text == claim
+    assert req.body["messages"] == [
+        {"role": "system", "content": MINICHECK_SYSTEM},
+        {"role": "user", "content": f"Document: {passages['p-0']}\n\nUnrelated.\nClaim: {claim}"},
+    ]
+    assert req.body["max_tokens"] == MINICHECK_MAX_TOKENS == 1
+    assert req.body["logprobs"] is True and req.body["top_logprobs"] == 5
+    assert "response_format" not in req.body and req.body["temperature"] == 0
+    assert observer.outcomes == ["ok"] * 4 and observer.causes == []
+
+
+async def test_minicheck_without_logprobs_has_no_confidence(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="monitor.judges.http")
+    async with (
+        JudgeServer(refuse={"logprobs": REFUSALS["no-logprobs"]}) as server,
+        HTTPJudge(server.base_url, "m", reply_format="minicheck", retries=0, **FAST) as judge,
+    ):
+        first = await judge.entails("Logs are kept.", {"p": "Logs are kept."})
+        second = await judge.entails("Logs are gone.", {"p": "Logs are kept."})
+        assert judge.response_format == "plain"
+    assert (first.entailed, first.confidence) == (True, None)
+    assert (second.entailed, second.confidence) == (False, None)
+    assert [r.body.get("logprobs") for r in server.requests] == [True, None, None]
+    assert len(_refusal_warnings(caplog)) == 1
+
+
+async def test_minicheck_invalid_answers_are_retried_then_unjudged(server: JudgeServer) -> None:
+    server.script(Fault.content("Maybe"), Fault.content(" yes."))
+    server.script(Fault.content("Possibly."), match="never", forever=True)
+    observer = CauseObserver()
+    async with HTTPJudge(
+        server.base_url, "m", reply_format="minicheck", retries=2, observer=observer, **FAST
+    ) as judge:
+        verdict = await judge.entails("Logs are kept.", {"p": "Logs are gone."})
+        with pytest.raises(JudgeInvalidReply) as caught:
+            await judge.entails("This never happens.", {"p": "x"})
+    assert verdict.entailed is True and verdict.confidence is None  # " yes." had no logprobs
+    assert caught.value.cause == "not_yes_no"
+    assert observer.causes == ["not_yes_no"] * 4
+    assert server.attempts() == 2 + 3
+
+
+def test_minicheck_needs_protocol_v1() -> None:
+    with pytest.raises(ConfigError, match="--judge-protocol v1"):
+        HTTPBatchJudge("http://127.0.0.1:9/v1", "m", reply_format="minicheck")
+
+
+async def test_the_refusal_warning_never_shows_the_key(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    secret = "sk-refusal-5d1f0c9a7b3e"
+    monkeypatch.setenv("CITEMON_JUDGE_API_KEY", secret)
+    caplog.set_level(logging.DEBUG)
+    echo = json.dumps(
+        {
+            "error": {
+                "message": "response_format json_schema unsupported",
+                "auth": f"Bearer {secret}",
+            }
+        }
+    )
+    async with (
+        JudgeServer(refuse={"json_schema": (400, echo)}) as server,
+        HTTPJudge(server.base_url, "m", **FAST) as judge,
+    ):
+        assert (await judge.entails("Logs are kept.", {"p": "Logs are kept."})).entailed
+    assert all(r.headers["authorization"] == f"Bearer {secret}" for r in server.requests)
+    (warning,) = _refusal_warnings(caplog)
+    assert "Bearer ***" in warning
+    assert secret not in caplog.text

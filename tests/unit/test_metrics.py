@@ -9,8 +9,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 
+from monitor.errors import INVALID_REPLY_CAUSES
 from monitor.judges.base import JudgeObserver
 from monitor.metrics import JUDGE_OUTCOMES, SPAN_OUTCOMES, Metrics, MetricsServer
+from monitor.pipeline import GateObserver, JudgeGate
 from monitor.records import AnswerScore, ClaimResult, VerdictName
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -227,6 +229,30 @@ def test_judge_observer() -> None:
     assert value(reg, "citemon_judge_cache_total", result="miss") == 2
 
 
+def test_invalid_replies_are_counted_by_cause() -> None:
+    reg = CollectorRegistry()
+    m = Metrics(reg)
+    assert INVALID_REPLY_CAUSES == (
+        "not_completion",
+        "too_large",
+        "truncated",
+        "not_json",
+        "schema",
+        "missing_claims",
+        "not_yes_no",
+    )
+    for cause in INVALID_REPLY_CAUSES:  # every series present from the start
+        assert value(reg, "citemon_judge_invalid_replies_total", cause=cause) == 0
+    m.judge.invalid_reply("not_json")
+    m.judge.invalid_reply("not_json")
+    m.judge.invalid_reply("not_yes_no")
+    m.judge.invalid_reply("made-up")  # an unknown cause cannot grow the label set
+    assert value(reg, "citemon_judge_invalid_replies_total", cause="not_json") == 2
+    assert value(reg, "citemon_judge_invalid_replies_total", cause="not_yes_no") == 1
+    assert value(reg, "citemon_judge_invalid_replies_total", cause="schema") == 1
+    assert value(reg, "citemon_judge_invalid_replies_total", cause="made-up") is None
+
+
 async def test_server_serves_metrics_probes_and_openmetrics() -> None:
     reg = CollectorRegistry()
     m = Metrics(reg)
@@ -268,3 +294,13 @@ async def test_server_serves_metrics_probes_and_openmetrics() -> None:
     writer.close()
     with pytest.raises(OSError):
         await asyncio.open_connection("127.0.0.1", port)  # stopped: nothing listens any more
+
+
+def test_the_monitors_gate_observer_passes_invalid_replies_on() -> None:
+    # `citemon run` wraps the metrics in the judge gate's observer: causes must reach them.
+    reg = CollectorRegistry()
+    m = Metrics(reg)
+    observer = GateObserver(m.judge, JudgeGate())
+    observer.invalid_reply("truncated")
+    assert value(reg, "citemon_judge_invalid_replies_total", cause="truncated") == 1
+    GateObserver(None, JudgeGate()).invalid_reply("truncated")  # no metrics: nothing to do
