@@ -59,7 +59,7 @@ import httpx
 from monitor.errors import ConfigError, JudgeError, JudgeHTTPError, JudgeInvalidReply
 from monitor.judges.base import JudgeObserver
 from monitor.judges.batch import CitedOutcome, CitedVerdict, SupportOutcome, SupportVerdict
-from monitor.judges.http import HTTPJudge
+from monitor.judges.http import HTTPJudge, _Choice, _content, _Request
 from monitor.records import Verdict
 
 __all__ = [
@@ -170,6 +170,13 @@ def parse_predictions(content: str, *, pairs: int, label: str) -> list[float]:
     return scores
 
 
+@dataclass(frozen=True, slots=True)
+class _Predict(_Request):
+    """A ``/predict`` request: its JSON body as it is sent (no chat messages, no schema)."""
+
+    body: dict[str, Any] | None = None
+
+
 class _PredictTransport(HTTPJudge):
     """:class:`HTTPJudge`'s transport aimed at ``{base_url}/predict``: only :meth:`send` and
     the cache helpers are used; its chat methods are never called."""
@@ -190,7 +197,7 @@ class _PredictTransport(HTTPJudge):
         while True:
             await self._wait_not_before()
             try:
-                return await self._attempt(body, parse)
+                return await self._attempt(_Predict([], None, body), _content(parse))
             except _BatchTooLarge:
                 raise
             except JudgeError as exc:
@@ -208,7 +215,14 @@ class _PredictTransport(HTTPJudge):
                 attempt += 1
                 await asyncio.sleep(delay)
 
-    def _read(self, response: httpx.Response, parse: Callable[[str], _T]) -> _T:
+    def _body(self, request: _Request, rung: str) -> dict[str, Any]:
+        assert isinstance(request, _Predict) and request.body is not None
+        return request.body
+
+    def _refused(self, rung: str, response: httpx.Response) -> bool:
+        return False  # /predict has no response formats to step down from
+
+    def _read(self, response: httpx.Response, parse: Callable[[_Choice], _T]) -> _T:
         status = response.status_code
         if status in (413, 422):
             found = _TEI_BATCH_LIMIT.search(response.text)
@@ -225,7 +239,7 @@ class _PredictTransport(HTTPJudge):
                 if status == 424:  # TEI's backend error (e.g. out of memory under load)
                     exc.retriable = True
                 raise
-        return parse(response.text)
+        return parse(_Choice(response.text))
 
     async def info(self) -> dict[str, Any] | None:
         """TEI's ``GET /info`` (its limits and labels), or None when the server has none or
