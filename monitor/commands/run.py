@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -75,7 +76,11 @@ async def serve(
     judge = load_judge(args.judge, options, observer=GateObserver(metrics.judge, gate))
     if args.judge == "http":
         metrics.judge.set_limit(options.concurrency)
-    pipeline = Pipeline(settings, Scorer(judge, scoring or ScoringOptions()), metrics, gate=gate)
+    # CPU-bound scoring (pysbd, the offline judges) runs here, off the event loop, so that
+    # heartbeats, /healthz and /metrics answer while a 1 MB answer is split and judged.
+    executor = ThreadPoolExecutor(settings.cpu_workers, thread_name_prefix="citemon-cpu")
+    scorer = Scorer(judge, scoring or ScoringOptions(), executor=executor)
+    pipeline = Pipeline(settings, scorer, metrics, gate=gate)
     log.info("settings: %s", settings.describe())
     server = MetricsServer(
         registry,
@@ -93,10 +98,13 @@ async def serve(
                     f"cannot serve metrics on {settings.metrics_host}:{settings.metrics_port}: "
                     f"{exc.strerror or exc} (--metrics-port / --metrics-host)"
                 ) from None
+            pipeline.supervise(server.task)
+            stack.callback(pipeline.stop_supervising)  # before the server closes
             if on_ready is not None:
                 on_ready(pipeline, server)
             return await pipeline.run(stop)
     finally:
+        executor.shutdown(wait=False, cancel_futures=True)
         aclose = getattr(judge, "aclose", None)
         if aclose is not None:
             await aclose()
