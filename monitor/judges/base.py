@@ -26,8 +26,9 @@ class Judge(Protocol):
 class CPUJudge(Protocol):
     """A judge whose verdict is pure computation (no I/O): the lexical and learned judges.
 
-    ``check`` is the same verdict as ``entails``, synchronously; the scorer calls it in its
-    worker pool so that a long answer does not hold the event loop (it must be thread-safe).
+    ``check`` is the same verdict as ``entails``, synchronously. The monitor's scorer scores a
+    CPU judge's answers in worker threads (each on a private event loop), so the judge must
+    be thread-safe and its ``entails`` must not touch another event loop.
     """
 
     def check(self, claim: str, passages: Mapping[str, str]) -> Verdict: ...
