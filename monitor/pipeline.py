@@ -101,6 +101,7 @@ raise ``RuntimeError`` once S seconds have passed since start-up (how the proces
 supervised task die; nothing else reads it)."""
 _RESUME_FRACTION: Final = 0.75  # resume partitions when work falls below this share of a cap
 _POLL_MS: Final = 200
+_DECODE_SLICE_S: Final = 0.02  # decoding a fetch yields to the loop this often
 _CLOSE_GRACE_S: Final = 1.0  # per client, once the close deadline has passed
 
 Key = tuple[str | None, str | None]
@@ -617,9 +618,25 @@ class Pipeline:
             batches = await consumer.getmany(
                 timeout_ms=_POLL_MS, max_records=max(1, min(max_poll, free))
             )
-            for tp, records in batches.items():
-                for record in records:
-                    self._take(tp, record)
+            await self._take_all(batches)
+
+    async def _take_all(self, batches: dict[Any, list[Any]]) -> None:
+        """Decode one fetch, yielding to the loop every ``_DECODE_SLICE_S``: a full fetch
+        (``fetch_max_bytes``, 8 MB of small spans) is up to ~0.2 s of decoding, which would
+        stall heartbeats and ``/healthz``. A rebalance during a yield drops the rest of the
+        fetch: it revokes every partition (eager protocol) and the new assignment fetches
+        from the committed offsets, so nothing is lost and nothing is taken twice."""
+        loop = asyncio.get_running_loop()
+        rebalances = self.stats.rebalances
+        until = loop.time() + _DECODE_SLICE_S
+        for tp, records in batches.items():
+            for record in records:
+                if loop.time() >= until:
+                    await asyncio.sleep(0)
+                    if self.stats.rebalances != rebalances:
+                        return
+                    until = loop.time() + _DECODE_SLICE_S
+                self._take(tp, record)
 
     def _take(self, tp: Any, rec: Any) -> None:
         if tp not in self._assigned or tp in self._revoking:

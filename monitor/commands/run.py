@@ -6,6 +6,10 @@ serves /metrics, /healthz and /readyz on --metrics-port. Every flag has a CITEMO
 variable (the flag wins); the Kafka password comes from CITEMON_KAFKA_PASSWORD or
 --kafka-password-file and the judge's API key from CITEMON_JUDGE_API_KEY, never from a flag.
 SIGTERM or Ctrl-C stops intake, drains answers in flight (--drain-timeout), commits and exits 0.
+If a background task dies (commit loop, lag loop, metrics server), /healthz turns 503, the same
+drain runs and the process exits 1 with the cause logged. CPU-bound scoring runs in
+--cpu-workers threads, off the event loop; --max-judge-calls-per-answer bounds one answer's
+judge calls (the misattribution search is cut, least likely passages first, and counted).
 
 Self-checks: --calibration FILE (from `citemon calibrate --output`) adds the gauge
 citemon_citation_accuracy_corrected, the windowed accuracy corrected for the judge's measured

@@ -1,4 +1,5 @@
-"""The judge-call bound per answer, typed ``unjudged`` causes, and CPU work off the event loop."""
+"""The judge-call bound per answer, typed ``unjudged`` causes, and CPU work off the event loop
+(or, for decoding, in slices)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ import threading
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 
+from aiokafka import TopicPartition
+from aiokafka.structs import ConsumerRecord
 from prometheus_client import CollectorRegistry
 
+from bench.loop_stall import payload as bench_payload
 from monitor.judges.base import CPUJudge
 from monitor.judges.lexical import LexicalJudge
 from monitor.metrics import TRACE_OUTCOMES, Metrics
@@ -182,3 +186,43 @@ async def test_with_an_executor_cpu_judges_run_in_its_threads_not_on_the_loop() 
     inline = await Scorer(judge).score(rec)
     assert judge.threads == {threading.current_thread().name}
     assert offloaded == inline  # the same verdicts either way
+
+
+def _fetch(tp: TopicPartition, n: int) -> list[ConsumerRecord[bytes, bytes]]:
+    payload = bench_payload()  # 2 MB of OTLP: milliseconds to decode each
+    return [
+        ConsumerRecord(tp.topic, tp.partition, i, 0, 0, None, payload, None, 0, len(payload), [])
+        for i in range(n)
+    ]
+
+
+async def test_a_large_fetch_is_decoded_in_slices_and_a_rebalance_drops_the_rest() -> None:
+    tp = TopicPartition("t", 0)
+    pipeline = Pipeline(
+        Settings(sample_rate=0.0), Scorer(LexicalJudge()), Metrics(CollectorRegistry())
+    )
+    pipeline._on_assigned([tp])
+    records = _fetch(tp, 40)
+    yields = 0
+
+    async def rebalance_at_the_first_yield() -> None:
+        nonlocal yields
+        yields += 1
+        pipeline.stats.rebalances += 1  # what _on_revoked does first
+
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    decoded = await asyncio.gather(
+        pipeline._take_all({tp: records}), rebalance_at_the_first_yield()
+    )
+    assert decoded == [None, None] and yields == 1
+    # The other task ran at the first slice's end: the fetch stopped there, and what it took
+    # is tracked in order (the rest is fetched again from the committed offset).
+    taken = pipeline.stats.records
+    assert 1 <= taken < len(records), (taken, loop.time() - t0)
+    assert pipeline.stats.sampled_out == taken
+    assert [r.offset for r in pipeline._tracker.ready()] == [taken]
+    # Without a rebalance every record is taken.
+    pipeline._tracker.confirm(pipeline._tracker.ready())
+    await pipeline._take_all({tp: _fetch(tp, 50)[taken:]})
+    assert pipeline.stats.records == 50
