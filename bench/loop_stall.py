@@ -61,7 +61,8 @@ def payload() -> bytes:
         attributes[f"retrieval.documents.{i}.document.id"] = f"p{i}"
         attributes[f"retrieval.documents.{i}.document.content"] = text
     provider.get_tracer("bench").start_span("rag.answer", attributes=attributes).end()
-    return encode_spans(list(exporter.get_finished_spans())).SerializeToString()
+    data: bytes = encode_spans(list(exporter.get_finished_spans())).SerializeToString()
+    return data
 
 
 async def _measure(scorer: Scorer, record: AnswerRecord) -> tuple[float, float, float, int]:

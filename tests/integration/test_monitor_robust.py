@@ -65,7 +65,7 @@ async def test_a_dead_commit_loop_turns_healthz_unhealthy_and_the_process_exits_
     )
     proc = start_process(
         flags.split(),
-        env={FAULT_ENV: "citemon-commit@5", "CITEMON_TEST_JUDGE_DELAY_S": "30"},
+        env={FAULT_ENV: "citemon-commit@8", "CITEMON_TEST_JUDGE_DELAY_S": "30"},
         log_path=log,
     )
     seen: list[int | None] = []

@@ -212,10 +212,8 @@ async def test_a_large_fetch_is_decoded_in_slices_and_a_rebalance_drops_the_rest
 
     loop = asyncio.get_running_loop()
     t0 = loop.time()
-    decoded = await asyncio.gather(
-        pipeline._take_all({tp: records}), rebalance_at_the_first_yield()
-    )
-    assert decoded == [None, None] and yields == 1
+    await asyncio.gather(pipeline._take_all({tp: records}), rebalance_at_the_first_yield())
+    assert yields == 1
     # The other task ran at the first slice's end: the fetch stopped there, and what it took
     # is tracked in order (the rest is fetched again from the committed offset).
     taken = pipeline.stats.records
