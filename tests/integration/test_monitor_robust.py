@@ -1,8 +1,9 @@
 """A monitor that cannot fail silently, on the real broker.
 
 * A supervised background task that dies turns ``/healthz`` to 503 and the process exits 1
-  with the cause logged (the real process, with the test-only ``CITEMON_TEST_FAULT`` hook; and
-  in-process, the metrics listener really closed).
+  with the cause logged (the real process, with the test-only ``CITEMON_TEST_FAULT`` hook in
+  the commit loop; in-process, the hook in the lag loop, and the metrics listener really
+  closed).
 * While a 2 MB answer (a 1 MB answer of ~13,000 sentences plus 1 MB of passages) is split and
   judged off the event loop, the consumer keeps its group membership under a 6 s session
   timeout (the other member never gets its partition; no rebalance) and ``/healthz`` answers.
@@ -104,6 +105,19 @@ async def test_a_closed_metrics_listener_stops_the_monitor_with_the_cause(
             assert mon.pipeline.live
             mon.server._server.close()  # type: ignore[union-attr]  # the listener goes away
             await wait_for(lambda: not mon.pipeline.live, 10, "the pipeline to notice")
+            assert not mon.pipeline.ready
+            await asyncio.wait_for(asyncio.shield(mon.task), 30)
+
+
+async def test_a_dead_lag_loop_stops_the_monitor_with_the_cause(
+    kafka_bootstrap: str, kafka_topic: TopicFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic = await kafka_topic(partitions=1)
+    monkeypatch.setenv(FAULT_ENV, "citemon-lag@1")
+    settings, args = settings_for(kafka_bootstrap, topic)
+    with pytest.raises(MonitorFailed, match="background task citemon-lag died: RuntimeError"):
+        async with run_monitor(settings, args) as mon:
+            await wait_for(lambda: not mon.pipeline.live, 30, "the lag loop's death")
             assert not mon.pipeline.ready
             await asyncio.wait_for(asyncio.shield(mon.task), 30)
 
