@@ -79,6 +79,8 @@ __all__ = ["DEFAULT_MAX_JUDGE_CALLS_PER_ANSWER", "Scorer", "ScoringOptions", "Su
 Policy = Literal["any_of", "single"]
 _TOKENS = re.compile(r"\w+")
 _R = TypeVar("_R")
+_T = TypeVar("_T")
+_WAVE: Final = 256  # claims of one answer checked concurrently
 
 DEFAULT_MAX_JUDGE_CALLS_PER_ANSWER: Final = 100
 """``--max-judge-calls-per-answer`` / ``CITEMON_MAX_JUDGE_CALLS_PER_ANSWER``, in judge calls."""
@@ -235,7 +237,7 @@ class Scorer:
                 _unjudged(results[i], claims[i], exc.reason)
                 return None
 
-        searches = [s for s in await asyncio.gather(*map(first, range(len(claims)))) if s]
+        searches = [s for s in await _waves(first, list(range(len(claims)))) if s]
         if not searches:
             return results
         limit = self.options.max_judge_calls_per_answer
@@ -277,7 +279,7 @@ class Scorer:
                 return
             self._attribute(result, search.cited, passages, supporters)
 
-        await asyncio.gather(*map(search_one, searches))
+        await _waves(search_one, searches)
         return results
 
     async def _judge_claim(
@@ -469,6 +471,17 @@ def _truncation(result: ClaimResult, record: AnswerRecord) -> None:
         result.unjudged_cause = "truncated"
     if result.faithful is False:
         result.faithful = None
+
+
+async def _waves(fn: Callable[[_T], Awaitable[_R]], items: Sequence[_T]) -> list[_R]:
+    """``fn`` over ``items``, ``_WAVE`` at a time: a 1 MB answer has ~12,000 claims, and
+    starting a task for each in one go held the event loop for 1.5 s (in waves: 0.1 s; an
+    async judge, measured on 12,222 claims). The judge's own cap on requests in flight is far
+    below a wave, so nothing is slower."""
+    out: list[_R] = []
+    for start in range(0, len(items), _WAVE):
+        out.extend(await asyncio.gather(*map(fn, items[start : start + _WAVE])))
+    return out
 
 
 def _score_in_thread(
