@@ -14,6 +14,7 @@ loop); windows make it linear. Two of its habits are wrong for cited answers and
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -72,14 +73,23 @@ def _compile(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern)
 
 
-@lru_cache(maxsize=1)
+# One segmenter per thread: ``Segmenter.segment`` keeps the text it is splitting on the
+# instance, and the monitor splits answers in a pool of worker threads.
+_local = threading.local()
+
+
 def _segmenter() -> pysbd.Segmenter:
-    return pysbd.Segmenter(language="en", clean=False)
+    seg: pysbd.Segmenter | None = getattr(_local, "plain", None)
+    if seg is None:
+        seg = _local.plain = pysbd.Segmenter(language="en", clean=False)
+    return seg
 
 
-@lru_cache(maxsize=1)
 def _span_segmenter() -> pysbd.Segmenter:
-    return pysbd.Segmenter(language="en", clean=False, char_span=True)
+    seg: pysbd.Segmenter | None = getattr(_local, "spans", None)
+    if seg is None:
+        seg = _local.spans = pysbd.Segmenter(language="en", clean=False, char_span=True)
+    return seg
 
 
 def split_sentences(text: str, syntax: CitationSyntax = CitationSyntax()) -> list[str]:

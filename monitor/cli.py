@@ -46,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.handler(args))
     except CitemonError as exc:
         print(f"citemon: error: {exc}", file=sys.stderr)
-        return 2
+        return int(getattr(exc, "exit_code", 2))
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `citemon score … | head`: the reader left, not an error

@@ -12,7 +12,8 @@
     │   ├── JudgeHTTPError    (5xx, connection errors)
     │   └── JudgeInvalidReply (the reply was not the JSON object the contract asks for)
     ├── ConfigError           settings that cannot work together
-    └── KafkaUnavailable      the brokers could not be reached at start-up
+    ├── KafkaUnavailable      the brokers could not be reached at start-up
+    └── MonitorFailed         a background task of ``citemon run`` died (exit status 1)
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ __all__ = [
     "JudgeRateLimited",
     "JudgeTimeout",
     "KafkaUnavailable",
+    "MonitorFailed",
 ]
 
 
@@ -109,3 +111,10 @@ class ConfigError(CitemonError):
 
 class KafkaUnavailable(CitemonError):
     """The brokers did not answer at start-up (wrong address, broker down, TLS/SASL mismatch)."""
+
+
+class MonitorFailed(CitemonError):
+    """A task ``citemon run`` cannot work without (commit loop, lag loop, metrics server)
+    ended: ``/healthz`` turns 503 and the process exits with ``exit_code``, the cause logged."""
+
+    exit_code = 1

@@ -40,11 +40,11 @@ from typing import TYPE_CHECKING, Final, Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import choose_encoder
-from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from monitor.canary import CANARY_OUTCOMES, CanaryOutcome, CitedCounts, canary_sensitivity
 from monitor.errors import INVALID_REPLY_CAUSES
-from monitor.records import VERDICTS, AnswerScore, VerdictName
+from monitor.records import UNJUDGED_CAUSES, VERDICTS, AnswerScore, VerdictName
 
 if TYPE_CHECKING:
     from monitor.calibration import Calibration
@@ -54,6 +54,7 @@ __all__ = [
     "DEFAULT_METRICS_PORT",
     "JUDGE_OUTCOMES",
     "SPAN_OUTCOMES",
+    "TRACE_OUTCOMES",
     "JudgeMetrics",
     "Metrics",
     "MetricsServer",
@@ -84,6 +85,15 @@ SpanOutcome = Literal["answer", "sampled_out", "skipped", "invalid"]
 """What became of a consumed span: scored as an answer, sampled out, not an answer, undecodable."""
 
 SPAN_OUTCOMES: Final[tuple[SpanOutcome, ...]] = ("answer", "sampled_out", "skipped", "invalid")
+
+TRACE_OUTCOMES: Final = ("completed", "settled", "dropped_incomplete", "evicted", "superseded")
+"""Values of ``citemon_traces_total{outcome}``: what the trace assembler did with multi-span
+(OpenInference) traces. ``completed``: the root arrived with documents and an answer;
+``settled``: scored without its root when its window ended (or memory ran short);
+``dropped_incomplete``: settled without documents or an answer, not scored; ``evicted``: settled
+or dropped *early* to keep the assembler within its caps (also counted in one of those two);
+``superseded``: the trace carried a self-contained ``rag.answer`` span, which was scored instead.
+"""
 
 OTHER: Final = "other"
 """The label value overflowing services, versions and environments are folded into."""
@@ -381,6 +391,28 @@ class _OptionalGauge:
 # The metrics
 
 
+class _TraceCollector:
+    """``citemon_traces_total{outcome}``, read from the assembler's own counts at scrape time
+    (the assembler counts; nothing is copied, so nothing can drift)."""
+
+    def __init__(self) -> None:
+        self.source: Callable[[], dict[str, int]] | None = None
+
+    def describe(self) -> Iterable[Metric]:
+        yield CounterMetricFamily(
+            "citemon_traces", "Multi-span traces by assembler outcome.", labels=["outcome"]
+        )
+
+    def collect(self) -> Iterable[Metric]:
+        counts = self.source() if self.source is not None else {}
+        family = CounterMetricFamily(
+            "citemon_traces", "Multi-span traces by assembler outcome.", labels=["outcome"]
+        )
+        for outcome in TRACE_OUTCOMES:
+            family.add_metric([outcome], counts.get(outcome, 0))
+        yield family
+
+
 class JudgeMetrics:
     """The :class:`monitor.judges.base.JudgeObserver` that feeds the judge metrics.
 
@@ -558,6 +590,20 @@ class Metrics:
             ["label"],
             registry=registry,
         )
+        self._unjudged = Counter(
+            "citemon_unjudged_claims",
+            "Claims without a verdict, by cause (judge_failure, truncated, search_cut).",
+            ["cause"],
+            registry=registry,
+        )
+        self._calls_cut = Counter(
+            "citemon_judge_calls_cut",
+            "Judge calls not made because an answer reached max_judge_calls_per_answer "
+            "(the misattribution search's least likely passages).",
+            registry=registry,
+        )
+        self._traces = _TraceCollector()
+        registry.register(self._traces)
         Gauge(
             "citemon_build_info", "citemon's own version.", ["version"], registry=registry
         ).labels(build_version or _build_version()).set(1)
@@ -567,6 +613,8 @@ class Metrics:
             self._overflow.labels(name)
         for canary_outcome in CANARY_OUTCOMES:
             self._canary_answers.labels(canary_outcome)
+        for cause in UNJUDGED_CAUSES:
+            self._unjudged.labels(cause)
         self.judge = JudgeMetrics(registry)
 
     # -- quality ---------------------------------------------------------------------------
@@ -663,6 +711,16 @@ class Metrics:
             counts[_FAITHFUL] = faithful
             counts[_IDS] = cited_ids
             self._window.add(labels, counts)
+        for claim in score.claims:
+            if claim.unjudged_cause is not None:
+                self._unjudged.labels(claim.unjudged_cause).inc()
+        if score.judge_calls_cut:
+            self._calls_cut.inc(score.judge_calls_cut)
+
+    def watch_traces(self, counts: Callable[[], dict[str, int]]) -> None:
+        """Export ``citemon_traces_total{outcome}`` from ``counts()`` (the trace assembler's
+        outcome counts, :data:`TRACE_OUTCOMES`), called at every scrape."""
+        self._traces.source = counts
 
     def set_corrected_accuracy(
         self, *, service: str | None, version: str | None, environment: str | None, value: float
@@ -770,6 +828,7 @@ class MetricsServer:
         self._live = live
         self._read_timeout_s = read_timeout_s
         self._server: asyncio.Server | None = None
+        self._task: asyncio.Task[None] | None = None
         self._writers: set[asyncio.StreamWriter] = set()
 
     @property
@@ -779,10 +838,19 @@ class MetricsServer:
         port: int = self._server.sockets[0].getsockname()[1]
         return port
 
+    @property
+    def task(self) -> asyncio.Task[None]:
+        """The task serving requests: it ends only when the server closes (give it to
+        :meth:`monitor.pipeline.Pipeline.supervise`)."""
+        if self._task is None:
+            raise RuntimeError("server not started")
+        return self._task
+
     async def start(self) -> None:
         self._server = await asyncio.start_server(
             self._handle, self._host, self._port, limit=_MAX_REQUEST_HEAD_BYTES
         )
+        self._task = asyncio.create_task(self._server.serve_forever(), name="citemon-metrics")
         log.info("metrics on http://%s:%d/metrics", self._host, self.port)
 
     async def stop(self) -> None:
@@ -793,6 +861,10 @@ class MetricsServer:
                 writer.close()
             await self._server.wait_closed()
             self._server = None
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
 
     async def __aenter__(self) -> MetricsServer:
         await self.start()

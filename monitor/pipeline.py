@@ -41,6 +41,12 @@ Guarantees, and how each is kept:
   caught and counted, never retried, cancelled at shutdown. It shares the judge (and so its
   cap on requests in flight) and skips while the judge is down; it cannot fail, delay or
   change the real answer, and its scores reach only the canary's own metrics.
+* **Nothing fails silently.** The commit loop (which also ticks the trace assembler), the lag
+  loop and the metrics server are supervised (:meth:`Pipeline.supervise`): one that ends
+  before shutdown (a bug's exception, a closed listener) turns ``/healthz`` to 503, stops
+  intake, drains and makes :meth:`Pipeline.run` raise :class:`~monitor.errors.MonitorFailed`
+  with the cause logged, so ``citemon run`` exits 1 instead of stalling with a healthy probe
+  while intake pauses forever behind an uncommitted backlog.
 * **Rebalances and shutdown.** On revoke: stop taking records of those partitions, wait up to
   ``revoke_timeout_s`` for their answers, commit what is finished, cancel the rest (the next
   owner redoes it). On stop (SIGTERM): stop intake, drain up to ``drain_timeout_s``, commit, log
@@ -54,6 +60,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
@@ -66,7 +73,7 @@ from aiokafka.errors import KafkaConnectionError, KafkaError, ProducerFenced
 from monitor.batches import UNDECODABLE, BadBatch, disable_codecs, scan_partition
 from monitor.canary import canary_selected, cited_counts, shuffled_check
 from monitor.consumer import Entry, KafkaDelivery, OffsetTracker, OutMessage, Ready
-from monitor.errors import DecodeError, JudgeError, KafkaUnavailable
+from monitor.errors import DecodeError, JudgeError, KafkaUnavailable, MonitorFailed
 from monitor.excerpts import recut
 from monitor.metrics import Metrics
 from monitor.records import AnswerRecord, AnswerScore
@@ -77,6 +84,7 @@ from monitor.spans import TraceAssembler, decode_otlp
 
 __all__ = [
     "ERROR_HEADER",
+    "FAULT_ENV",
     "DedupeWindow",
     "GateObserver",
     "JudgeGate",
@@ -93,9 +101,13 @@ ERROR_MESSAGE_HEADER: Final = "citemon.error.message"
 SOURCE_HEADER: Final = "citemon.source"
 """``topic/partition/offset`` of the dead-lettered record."""
 _MAX_ERROR_MESSAGE_BYTES: Final = 512
-_JUDGE_FAILED: Final = "judge failed"
+FAULT_ENV: Final = "CITEMON_TEST_FAULT"
+"""Test-only fault hook: ``citemon-commit@S`` or ``citemon-lag@S`` makes that background loop
+raise ``RuntimeError`` once S seconds have passed since start-up (how the process tests make a
+supervised task die; nothing else reads it)."""
 _RESUME_FRACTION: Final = 0.75  # resume partitions when work falls below this share of a cap
 _POLL_MS: Final = 200
+_DECODE_SLICE_S: Final = 0.02  # decoding a fetch yields to the loop this often
 _CLOSE_GRACE_S: Final = 1.0  # per client, once the close deadline has passed
 _UNLOCATED_BACKOFF_S: Final = 1.0  # an undecodable fetch whose bad batch a re-read did not find
 
@@ -103,8 +115,25 @@ Key = tuple[str | None, str | None]
 
 
 def judge_failed(score: AnswerScore) -> bool:
-    """Whether any claim lacks a verdict because the judge failed (not because of the input)."""
-    return any(c.reason is not None and c.reason.startswith(_JUDGE_FAILED) for c in score.claims)
+    """Whether any claim lacks a verdict because the judge failed (not because of the input:
+    a truncated answer or a cut search is no evidence about the judge)."""
+    return any(c.unjudged_cause == "judge_failure" for c in score.claims)
+
+
+class _Faults:
+    """:data:`FAULT_ENV`, parsed once: which loop fails, and when."""
+
+    def __init__(self, spec: str | None, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._name: str | None = None
+        self._at = 0.0
+        if spec:
+            name, _, after = spec.partition("@")
+            self._name, self._at = name, clock() + float(after or 0)
+
+    def check(self, name: str) -> None:
+        if name == self._name and self._clock() >= self._at:
+            raise RuntimeError(f"fault injected by {FAULT_ENV} into {name}")
 
 
 class DedupeWindow:
@@ -195,6 +224,13 @@ class JudgeGate:
                 self._probing = False  # the probe was cancelled: let another go
                 self._dispatch()
             raise
+
+    def release(self, probe: bool) -> None:
+        """An attempt that called no judge ended: as a probe it proved nothing, so let the
+        next probe go (at the time already set)."""
+        if probe:
+            self._probing = False
+            self._dispatch()
 
     def report(self, *, ok: bool, started: float, probe: bool) -> bool:
         """An attempt begun at ``started`` ended; returns whether its failure is an outage."""
@@ -331,7 +367,7 @@ class Pipeline:
             budget_per_minute=settings.budget_per_minute,
             max_keys=settings.max_budget_keys,
         )
-        self.assembler = assembler or TraceAssembler()
+        self.assembler = assembler if assembler is not None else TraceAssembler()
         self.gate = gate or JudgeGate(
             backoff_s=settings.answer_retry_backoff_s,
             backoff_max_s=settings.answer_retry_backoff_max_s,
@@ -360,6 +396,9 @@ class Pipeline:
         self._started = False
         self._max_inflight_canaries = max_inflight_canaries or settings.max_inflight_answers
         self._canaries: set[asyncio.Task[None]] = set()
+        self._closing = False
+        self._faults = _Faults(os.environ.get(FAULT_ENV), clock)
+        metrics.watch_traces(self._trace_outcomes)
         # After the drain: the last commit and closing the clients. aiokafka retries both for
         # as long as the broker is away, so without a deadline a SIGTERM during a broker
         # restart waited for the broker (drain 30 s + this 10 s stays inside Kubernetes' 45 s).
@@ -378,6 +417,51 @@ class Pipeline:
     @property
     def live(self) -> bool:
         return self._fatal is None
+
+    def _trace_outcomes(self) -> dict[str, int]:
+        """The assembler's outcome counts, read at scrape time (``citemon_traces_total``)."""
+        a = self.assembler
+        return {
+            "completed": a.completed,
+            "settled": a.settled,
+            "dropped_incomplete": a.dropped_incomplete,
+            "evicted": a.evicted,
+            "superseded": a.superseded,
+        }
+
+    # -- supervision ---------------------------------------------------------------------------
+
+    def supervise(self, task: asyncio.Task[Any]) -> asyncio.Task[Any]:
+        """Watch a task that must run until shutdown; its ending before then is fatal."""
+        task.add_done_callback(self._supervised_done)
+        return task
+
+    def stop_supervising(self) -> None:
+        """Shutdown has begun: supervised tasks may end now (``run`` calls it itself)."""
+        self._closing = True
+
+    def _supervised_done(self, task: asyncio.Task[Any]) -> None:
+        if self._closing:
+            return
+        name = task.get_name()
+        if task.cancelled():
+            cause: BaseException | None = None
+            what = "was cancelled"
+        else:
+            cause = task.exception()
+            what = f"died: {cause!r}" if cause is not None else "returned"
+        error = MonitorFailed(f"background task {name} {what}; the monitor stops")
+        error.__cause__ = cause
+        log.error(
+            "background task %s %s: /healthz is now unhealthy, intake stops and the process "
+            "exits non-zero",
+            name,
+            what,
+            exc_info=cause,
+        )
+        if self._fatal is None:
+            self._fatal = error
+        self._work_changed.set()
 
     @property
     def inflight(self) -> int:
@@ -429,8 +513,8 @@ class Pipeline:
             "exactly-once results" if delivery.transactional else "at-least-once",
         )
         background = [
-            asyncio.create_task(self._commit_loop(stop), name="citemon-commit"),
-            asyncio.create_task(self._lag_loop(stop), name="citemon-lag"),
+            self.supervise(asyncio.create_task(self._commit_loop(stop), name="citemon-commit")),
+            self.supervise(asyncio.create_task(self._lag_loop(stop), name="citemon-lag")),
         ]
         try:
             await self._intake(consumer, stop)
@@ -438,6 +522,7 @@ class Pipeline:
             self._started = False
             await self._drain()
             await self._stop_canaries()
+            self._closing = True
             for task in background:
                 task.cancel()
             await self._close(background, delivery, consumer)
@@ -461,7 +546,10 @@ class Pipeline:
         try:
             async with asyncio.timeout_at(deadline):
                 await asyncio.gather(*background, return_exceptions=True)
-                await self._final_commit()
+                try:
+                    await self._final_commit()
+                except Exception:  # the bug that killed the commit loop may strike here too
+                    log.exception("the final commit failed; the next owner scores the rest")
         except TimeoutError:
             log.error(
                 "Kafka did not answer within %.0f s of shutdown: stopping without the final "
@@ -555,9 +643,25 @@ class Pipeline:
             except UNDECODABLE as exc:
                 await self._skip_undecodable(consumer, exc)
                 continue
-            for tp, records in batches.items():
-                for record in records:
-                    self._take(tp, record)
+            await self._take_all(batches)
+
+    async def _take_all(self, batches: dict[Any, list[Any]]) -> None:
+        """Decode one fetch, yielding to the loop every ``_DECODE_SLICE_S``: a full fetch
+        (``fetch_max_bytes``, 8 MB of small spans) is up to ~0.2 s of decoding, which would
+        stall heartbeats and ``/healthz``. A rebalance during a yield drops the rest of the
+        fetch: it revokes every partition (eager protocol) and the new assignment fetches
+        from the committed offsets, so nothing is lost and nothing is taken twice."""
+        loop = asyncio.get_running_loop()
+        rebalances = self.stats.rebalances
+        until = loop.time() + _DECODE_SLICE_S
+        for tp, records in batches.items():
+            for record in records:
+                if loop.time() >= until:
+                    await asyncio.sleep(0)
+                    if self.stats.rebalances != rebalances:
+                        return
+                    until = loop.time() + _DECODE_SLICE_S
+                self._take(tp, record)
 
     def _take(self, tp: Any, rec: Any) -> None:
         if tp not in self._assigned or tp in self._revoking:
@@ -816,6 +920,10 @@ class Pipeline:
                     self.gate.report(ok=False, started=float("inf"), probe=True)
                 raise
             failed = judge_failed(score)
+            if not failed and score.judge_calls == 0:
+                # Nothing was asked (no claims, nothing retrieved): no evidence either way.
+                self.gate.release(probe)
+                return score
             outage = self.gate.report(ok=not failed, started=started, probe=probe)
             if not failed:
                 return score
@@ -872,6 +980,7 @@ class Pipeline:
     async def _commit_loop(self, stop: asyncio.Event) -> None:
         while True:
             await asyncio.sleep(self.settings.commit_interval_s)
+            self._faults.check("citemon-commit")
             self._tick_assembler()
             await self.commit()
 
@@ -990,6 +1099,7 @@ class Pipeline:
 
     async def _lag_loop(self, stop: asyncio.Event) -> None:
         while True:
+            self._faults.check("citemon-lag")
             try:
                 await self.update_lag()
             except (KafkaError, OSError, TimeoutError) as exc:

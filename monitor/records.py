@@ -12,12 +12,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 __all__ = [
+    "UNJUDGED_CAUSES",
     "VERDICTS",
     "AnswerRecord",
     "AnswerScore",
     "Claim",
     "ClaimResult",
     "Passage",
+    "UnjudgedCause",
     "Verdict",
     "VerdictName",
 ]
@@ -36,6 +38,18 @@ VERDICTS: tuple[VerdictName, ...] = (
     "unjudged",
     "uncited",
 )
+
+UnjudgedCause = Literal["judge_failure", "truncated", "search_cut"]
+"""Why a claim has no verdict (``ClaimResult.unjudged_cause``; DESIGN.md, "Verdicts").
+
+``judge_failure``: a judge request the verdict depends on failed (the only cause that is
+evidence about the judge, and the only one worth retrying); ``truncated``: the producer marked
+the answer truncated, so a failure may be the truncation's; ``search_cut``: the claim's citation
+failed and its support search was cut by ``max_judge_calls_per_answer`` before any passage was
+found to support it, so neither ``misattributed`` nor ``multi_hop`` can be said.
+"""
+
+UNJUDGED_CAUSES: tuple[UnjudgedCause, ...] = ("judge_failure", "truncated", "search_cut")
 
 
 class Passage(BaseModel):
@@ -126,6 +140,11 @@ class ClaimResult(BaseModel):
     overlap: bool = False
     irrelevant_ids: list[str] = Field(default_factory=list)
     reason: str | None = None
+    unjudged_cause: UnjudgedCause | None = None
+    """Set exactly when the claim lacks its verdict (``unjudged``, or ``uncited`` with
+    ``faithful`` unknown): why."""
+    search_cut: int = 0
+    """Passages the misattribution search did not ask about (``max_judge_calls_per_answer``)."""
 
 
 class AnswerScore(BaseModel):
@@ -137,6 +156,10 @@ class AnswerScore(BaseModel):
     environment: str | None = None
     trace_id: str | None = None
     claims: list[ClaimResult] = Field(default_factory=list)
+    judge_calls: int = 0
+    """Judge calls made for this answer (``entails``, or batch calls with a batch judge)."""
+    judge_calls_cut: int = 0
+    """Judge calls not made because of ``max_judge_calls_per_answer`` (sum of ``search_cut``)."""
     _evidence: dict[str, str] = PrivateAttr(default_factory=dict)
     """Excerpts of the passages the claims cite or are supported by (:mod:`monitor.excerpts`),
     set by the scorer for the results record; never serialised."""

@@ -13,6 +13,28 @@ The judge calls per claim, in the order they are made:
    alone, and the others without it when it fails alone.
 
 A judge error anywhere a verdict depends on makes the claim ``unjudged``; nothing is guessed.
+Its ``unjudged_cause`` says why (:data:`~monitor.records.UnjudgedCause`).
+
+**One answer cannot monopolise the judge.** Step 3 is the only step whose calls grow with the
+retrieved passages (1,000 passages: 999 calls per failed claim). ``max_judge_calls_per_answer``
+bounds it: steps 1, 2 and 4 of every claim run first (they are needed for any verdict and
+bounded by what each claim cites); whatever is left of the bound is shared fairly among the
+claims that need a search, and each searches its passages in order of lexical overlap with
+the claim (content words in common, then retrieval order), so a cut drops the passages least
+likely to support it. What is not asked is counted (``search_cut`` per claim,
+``judge_calls_cut`` per answer). A cut claim that found a supporter is ``misattributed`` (true,
+with ``supported_by`` possibly incomplete); one that found none is ``unjudged`` with cause
+``search_cut``, because ``multi_hop`` would claim that *no* single passage supports it, which
+was not checked.
+
+**CPU work runs off the event loop** when the scorer is given an ``executor``. With a judge
+that computes its verdict on the CPU (:class:`~monitor.judges.base.CPUJudge`: the lexical and
+learned judges) the whole answer is scored in one of the executor's threads, on a private
+event loop; with any other judge, sentence splitting (pysbd: seconds for a 1 MB answer) and
+ranking passages for a cut search run there. Either way the caller's loop only awaits, so
+heartbeats, ``/healthz`` and ``/metrics`` keep answering while a huge answer is scored (per
+claim, hopping to a thread for each verdict left the loop stalled for 2 s on 12,000 claims:
+the per-claim tasks themselves were the load).
 
 A judge that also offers the batch methods of :class:`~monitor.judges.batch.BatchJudge` (wire
 contract v2) is asked the same questions in fewer calls, with the same verdicts: step 1 becomes
@@ -25,22 +47,26 @@ jointly do). A judge with ``entails`` alone is scored exactly as above.
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 from monitor.claims import CitationSyntax, extract_claims
 from monitor.errors import ConfigError, JudgeError, JudgeInvalidReply
 from monitor.excerpts import excerpts
-from monitor.judges.base import Judge
+from monitor.judges.base import CPUJudge, Judge
 from monitor.judges.batch import BatchJudge, CitedOutcome, SupportOutcome, SupportVerdict
+from monitor.judges.lexical import content_words
 from monitor.records import (
     VERDICTS,
     AnswerRecord,
     AnswerScore,
     Claim,
     ClaimResult,
+    UnjudgedCause,
     Verdict,
     VerdictName,
 )
@@ -49,10 +75,16 @@ from monitor.stats import ratio, wilson
 if TYPE_CHECKING:
     from monitor.calibration import Calibration
 
-__all__ = ["Scorer", "ScoringOptions", "Summary", "summarize"]
+__all__ = ["DEFAULT_MAX_JUDGE_CALLS_PER_ANSWER", "Scorer", "ScoringOptions", "Summary", "summarize"]
 
 Policy = Literal["any_of", "single"]
 _TOKENS = re.compile(r"\w+")
+_R = TypeVar("_R")
+_T = TypeVar("_T")
+_WAVE: Final = 256  # claims of one answer checked concurrently
+
+DEFAULT_MAX_JUDGE_CALLS_PER_ANSWER: Final = 100
+"""``--max-judge-calls-per-answer`` / ``CITEMON_MAX_JUDGE_CALLS_PER_ANSWER``, in judge calls."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -64,11 +96,30 @@ class ScoringOptions:
     overlap_tokens: int = 12
     syntax: CitationSyntax = field(default_factory=CitationSyntax)
     precision: bool = True
+    max_judge_calls_per_answer: int = DEFAULT_MAX_JUDGE_CALLS_PER_ANSWER
+    """Judge calls per answer past which the misattribution search is cut (0: no bound)."""
 
 
 class _Unjudged(Exception):
     def __init__(self, reason: str) -> None:
         self.reason = reason
+
+
+@dataclass(slots=True)
+class _Calls:
+    """One answer's judge calls so far."""
+
+    made: int = 0
+
+
+@dataclass(slots=True)
+class _Search:
+    """A faithful claim whose citation failed: the passages its support is searched in."""
+
+    index: int
+    cited: list[str]
+    others: list[str]
+    asked: list[str] = field(default_factory=list)
 
 
 class Scorer:
@@ -78,14 +129,33 @@ class Scorer:
     answers are held in memory at once (``max_concurrent_answers`` in :meth:`score_many`).
     """
 
-    def __init__(self, judge: Judge, options: ScoringOptions | None = None) -> None:
+    def __init__(
+        self,
+        judge: Judge,
+        options: ScoringOptions | None = None,
+        *,
+        executor: Executor | None = None,
+    ) -> None:
         self.judge = judge
         self.options = options or ScoringOptions()
+        self.executor = executor
+        """Where CPU-bound work runs (None: inline, on the caller's event loop)."""
         if self.options.decompose == "llm" and not hasattr(judge, "decompose"):
             raise ConfigError("--decompose llm needs a judge that can decompose (the http judge)")
+        if self.options.max_judge_calls_per_answer < 0:
+            raise ConfigError("--max-judge-calls-per-answer must be 0 (no bound) or more")
+        self._cpu_judge = isinstance(judge, CPUJudge)
+        self._inline = Scorer(judge, self.options) if executor is not None else None
+
+    async def _cpu(self, fn: Callable[..., _R], *args: Any) -> _R:
+        """``fn(*args)`` in the executor, or inline without one."""
+        if self.executor is None:
+            return fn(*args)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.executor, functools.partial(fn, *args))
 
     async def claims(self, record: AnswerRecord) -> list[Claim]:
-        claims = extract_claims(record, self.options.syntax)
+        claims = await self._cpu(extract_claims, record, self.options.syntax)
         if self.options.decompose == "sentence":
             return claims
         decompose: Callable[[str], Awaitable[list[str]]] = self.judge.decompose  # type: ignore[attr-defined]
@@ -102,22 +172,32 @@ class Scorer:
         self, record: AnswerRecord, claims: Sequence[Claim] | None = None
     ) -> AnswerScore:
         """Score one answer; ``claims`` overrides extraction (the shuffle self-test uses it)."""
+        if self._inline is not None and self._cpu_judge:
+            # The CPU judge's answer in a worker thread: the caller's loop only awaits. A
+            # cancelled caller leaves the thread to finish (it cannot be interrupted).
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(
+                self.executor, _score_in_thread, self._inline, record, claims
+            )
         if claims is None:
             claims = await self.claims(record)
         passages = record.passage_map()
+        calls = _Calls()
         if isinstance(self.judge, BatchJudge):
-            results = await self._batch(self.judge, claims, passages)
-            for result in results:
-                _truncation(result, record)
+            results = await self._batch(self.judge, claims, passages, calls)
         else:
-            results = await asyncio.gather(*(self._claim(c, passages, record) for c in claims))
+            results = await self._per_claim(claims, passages, calls)
+        for result in results:
+            _truncation(result, record)
         score = AnswerScore(
             id=record.id,
             service=record.service,
             version=record.version,
             environment=record.environment,
             trace_id=record.trace_id,
-            claims=list(results),
+            claims=results,
+            judge_calls=calls.made,
+            judge_calls_cut=sum(r.search_cut for r in results),
         )
         score._evidence = excerpts(score, passages)  # for the results record
         return score
@@ -134,58 +214,109 @@ class Scorer:
 
         return list(await asyncio.gather(*(one(r) for r in records)))
 
-    async def _ask(self, claim: str, passages: Mapping[str, str]) -> bool:
-        return (await self._verdict(claim, passages)).entailed
+    async def _ask(self, claim: str, passages: Mapping[str, str], calls: _Calls) -> bool:
+        return (await self._verdict(claim, passages, calls)).entailed
 
-    async def _verdict(self, claim: str, passages: Mapping[str, str]) -> Verdict:
+    async def _verdict(self, claim: str, passages: Mapping[str, str], calls: _Calls) -> Verdict:
+        calls.made += 1
         try:
             return await self.judge.entails(claim, passages)
         except JudgeError as exc:
             raise _Unjudged(f"judge failed: {exc}") from exc
 
-    async def _claim(
-        self, claim: Claim, passages: Mapping[str, str], record: AnswerRecord
-    ) -> ClaimResult:
-        result = ClaimResult(
-            sentence=claim.sentence, text=claim.text, cited_ids=claim.cited_ids, verdict="uncited"
+    async def _per_claim(
+        self, claims: Sequence[Claim], passages: Mapping[str, str], calls: _Calls
+    ) -> list[ClaimResult]:
+        """Steps 1, 2 and 4 of every claim, then the support searches within the bound."""
+        results = [
+            ClaimResult(sentence=c.sentence, text=c.text, cited_ids=c.cited_ids, verdict="uncited")
+            for c in claims
+        ]
+
+        async def first(i: int) -> _Search | None:
+            try:
+                return await self._judge_claim(claims[i], passages, results[i], calls, i)
+            except _Unjudged as exc:
+                _unjudged(results[i], claims[i], exc.reason)
+                return None
+
+        searches = [s for s in await _waves(first, list(range(len(claims)))) if s]
+        if not searches:
+            return results
+        limit = self.options.max_judge_calls_per_answer
+        grants = (
+            _allot([len(s.others) for s in searches], max(0, limit - calls.made))
+            if limit
+            else [len(s.others) for s in searches]
         )
-        try:
-            await self._judge_claim(claim, passages, result)
-        except _Unjudged as exc:
-            _unjudged(result, claim, exc.reason)
-        _truncation(result, record)
-        return result
+        for search, grant in zip(searches, grants, strict=True):
+            if grant >= len(search.others):
+                search.asked = search.others
+            else:
+                ranked = await self._cpu(
+                    _by_overlap, claims[search.index].text, search.others, passages
+                )
+                search.asked = ranked[:grant]
+
+        async def search_one(search: _Search) -> None:
+            claim, result = claims[search.index], results[search.index]
+            try:
+                checks = await asyncio.gather(
+                    *(self._ask(claim.text, {p: passages[p]}, calls) for p in search.asked)
+                )
+            except _Unjudged as exc:
+                _unjudged(result, claim, exc.reason)
+                return
+            found = set(p for p, ok in zip(search.asked, checks, strict=True) if ok)
+            result.search_cut = len(search.others) - len(search.asked)
+            supporters = [p for p in search.others if p in found]  # in retrieval order
+            if not supporters and result.search_cut:
+                _unjudged(
+                    result,
+                    claim,
+                    f"support search cut: {len(search.asked)} of {len(search.others)} passages "
+                    "asked, none entails (max_judge_calls_per_answer)",
+                    cause="search_cut",
+                )
+                result.faithful = True  # the context does entail it (step 2)
+                return
+            self._attribute(result, search.cited, passages, supporters)
+
+        await _waves(search_one, searches)
+        return results
 
     async def _judge_claim(
-        self, claim: Claim, passages: Mapping[str, str], result: ClaimResult
-    ) -> None:
+        self,
+        claim: Claim,
+        passages: Mapping[str, str],
+        result: ClaimResult,
+        calls: _Calls,
+        index: int,
+    ) -> _Search | None:
+        """Steps 1, 2 and 4; a claim that needs step 3 comes back as a :class:`_Search`."""
         cited = [c for c in claim.cited_ids if c in passages]
         if claim.cited and self._citable(claim, cited):
             shown = {c: passages[c] for c in cited}
-            check = await self._verdict(claim.text, shown)
+            check = await self._verdict(claim.text, shown, calls)
             result.reason = check.reason and f"cited: {check.reason}"
             if check.entailed:
                 result.verdict, result.faithful = "correct", True
                 result.supported_by = cited
                 if self.options.precision and len(cited) > 1:
-                    result.irrelevant_ids = await self._irrelevant(claim.text, shown)
+                    result.irrelevant_ids = await self._irrelevant(claim.text, shown, calls)
                     result.supported_by = [c for c in cited if c not in result.irrelevant_ids]
-                return
-        result.faithful = bool(passages) and await self._ask(claim.text, passages)
+                return None
+        result.faithful = bool(passages) and await self._ask(claim.text, passages, calls)
         if not claim.cited:
-            return
+            return None
         if claim.dangling_ids:
             result.verdict = "dangling"
             result.reason = f"cites IDs not retrieved: {', '.join(claim.dangling_ids)}"
-            return
+            return None
         if not result.faithful:
             result.verdict = "unsupported"
-            return
-        others = self._others(cited, passages)
-        checks = await asyncio.gather(*(self._ask(claim.text, {p: passages[p]}) for p in others))
-        self._attribute(
-            result, cited, passages, [p for p, ok in zip(others, checks, strict=True) if ok]
-        )
+            return None
+        return _Search(index, cited, self._others(cited, passages))
 
     def _others(self, cited: list[str], passages: Mapping[str, str]) -> list[str]:
         """The passages a failed claim's support is searched in, in retrieval order."""
@@ -215,7 +346,11 @@ class Scorer:
     # -- the batch path (wire contract v2) ---------------------------------------------------
 
     async def _batch(
-        self, judge: BatchJudge, claims: Sequence[Claim], passages: Mapping[str, str]
+        self,
+        judge: BatchJudge,
+        claims: Sequence[Claim],
+        passages: Mapping[str, str],
+        calls: _Calls,
     ) -> list[ClaimResult]:
         """Every claim of one answer in one call per cited-passage set plus one support search."""
         results = [
@@ -236,6 +371,7 @@ class Scorer:
             shown = {p: passages[p] for p in key}
             precise = self.options.precision and len(shown) > 1
             texts = [claims[i].text for i in members]
+            calls.made += 1
             return await _outcomes(judge.check_citations(texts, shown, precision=precise), texts)
 
         checked = await asyncio.gather(*(check(k, m) for k, m in sets.items()))
@@ -259,6 +395,7 @@ class Scorer:
         still_open.sort()
         texts = [claims[i].text for i in still_open]
         if passages:
+            calls.made += 1
             found = await _outcomes(judge.find_support(texts, passages), texts)
         else:  # nothing retrieved entails nothing, without asking
             found = [SupportVerdict(supported_by=(), joint=False)] * len(still_open)
@@ -286,15 +423,15 @@ class Scorer:
             return len(claim.cited_ids) == 1 and len(cited) == 1
         return bool(cited)
 
-    async def _irrelevant(self, claim: str, shown: Mapping[str, str]) -> list[str]:
+    async def _irrelevant(self, claim: str, shown: Mapping[str, str], calls: _Calls) -> list[str]:
         """ALCE: an ID is irrelevant if it alone fails and the other cited IDs still entail."""
         irrelevant: list[str] = []
         for pid in shown:
             try:
-                if await self._ask(claim, {pid: shown[pid]}):
+                if await self._ask(claim, {pid: shown[pid]}, calls):
                     continue
                 rest = {k: v for k, v in shown.items() if k != pid}
-                if await self._ask(claim, rest):
+                if await self._ask(claim, rest, calls):
                     irrelevant.append(pid)
             except _Unjudged:
                 continue  # precision is a refinement; the claim's verdict stands
@@ -316,19 +453,64 @@ async def _outcomes(call: Awaitable[list[_O]], claims: list[str]) -> list[_O | J
     return got
 
 
-def _unjudged(result: ClaimResult, claim: Claim, reason: str) -> None:
+def _unjudged(
+    result: ClaimResult, claim: Claim, reason: str, cause: UnjudgedCause = "judge_failure"
+) -> None:
     result.verdict = "unjudged" if claim.cited else "uncited"
     result.faithful = None
     result.supported_by = []
     result.reason = reason
+    result.unjudged_cause = cause
 
 
 def _truncation(result: ClaimResult, record: AnswerRecord) -> None:
-    if record.truncated and result.verdict not in ("correct", "uncited"):
+    if not record.truncated or result.unjudged_cause == "judge_failure":
+        # A judge failure stays one: it is retried, and it is evidence about the judge that
+        # the truncation must not turn into a clean score.
+        return
+    if result.verdict not in ("correct", "uncited"):
         # The monitor never saw the whole answer: a failure may be the truncation's.
         result.verdict, result.reason = "unjudged", "input truncated by the producer"
-    if record.truncated and result.faithful is False:
+        result.unjudged_cause = "truncated"
+    if result.faithful is False:
         result.faithful = None
+
+
+async def _waves(fn: Callable[[_T], Awaitable[_R]], items: Sequence[_T]) -> list[_R]:
+    """``fn`` over ``items``, ``_WAVE`` at a time: a 1 MB answer has ~12,000 claims, and
+    starting a task for each in one go held the event loop for 1.5 s (in waves: 0.1 s; an
+    async judge, measured on 12,222 claims). The judge's own cap on requests in flight is far
+    below a wave, so nothing is slower."""
+    out: list[_R] = []
+    for start in range(0, len(items), _WAVE):
+        out.extend(await asyncio.gather(*map(fn, items[start : start + _WAVE])))
+    return out
+
+
+def _score_in_thread(
+    scorer: Scorer, record: AnswerRecord, claims: Sequence[Claim] | None
+) -> AnswerScore:
+    """An executor job: one answer on this thread's own event loop (CPU judges only)."""
+    return asyncio.run(scorer.score(record, claims))
+
+
+def _allot(needs: Sequence[int], budget: int) -> list[int]:
+    """Share ``budget`` among ``needs`` fairly: the smallest needs are met first, the rest get
+    equal shares (max-min fairness); deterministic."""
+    grants = [0] * len(needs)
+    left = budget
+    order = sorted(range(len(needs)), key=lambda i: needs[i])
+    for k, i in enumerate(order):
+        grants[i] = min(needs[i], left // (len(needs) - k))
+        left -= grants[i]
+    return grants
+
+
+def _by_overlap(claim: str, candidates: Sequence[str], passages: Mapping[str, str]) -> list[str]:
+    """``candidates`` most likely first: content words shared with the claim, then retrieval
+    order (``sorted`` is stable)."""
+    words = content_words(claim)
+    return sorted(candidates, key=lambda p: -len(words & content_words(passages[p])))
 
 
 def _share_run(a: str, b: str, n: int) -> bool:

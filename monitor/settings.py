@@ -99,6 +99,9 @@ class Settings(BaseSettings):
 
     # -- work and delivery -------------------------------------------------------------------
     max_inflight_answers: int = Field(default=64, ge=1)
+    cpu_workers: int = Field(default=2, ge=1)
+    """Threads that run CPU-bound scoring (sentence splitting, the lexical and learned judges)
+    off the event loop; more answers than this queue for them."""
     max_uncommitted_records: int = Field(default=4096, ge=1)
     """Records fetched but not yet committed (in flight + finished behind a slower one)."""
     max_answer_attempts: int = Field(default=5, ge=1)
@@ -251,6 +254,12 @@ _FLAGS: Final[tuple[tuple[str, str, Any, str], ...]] = (
         "max_inflight_answers",
         int,
         "answers being scored at once; partitions pause when full (default 64)",
+    ),
+    (
+        "--cpu-workers",
+        "cpu_workers",
+        int,
+        "threads for CPU-bound scoring, off the event loop (default 2)",
     ),
     (
         "--max-answer-attempts",

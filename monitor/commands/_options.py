@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import IO
 
 from monitor.claims import DEFAULT_MARKER_PATTERN, CitationSyntax
 from monitor.errors import ConfigError, InputError
-from monitor.scoring import ScoringOptions
+from monitor.scoring import DEFAULT_MAX_JUDGE_CALLS_PER_ANSWER, ScoringOptions
 
 __all__ = ["add_scoring_arguments", "open_input", "scoring_options"]
 
@@ -42,6 +44,33 @@ def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
         default=12,
         help="shared run of tokens that flags a chunk-overlap misattribution",
     )
+    parser.add_argument(
+        "--max-judge-calls-per-answer",
+        type=_whole("CITEMON_MAX_JUDGE_CALLS_PER_ANSWER"),
+        default=os.environ.get(
+            "CITEMON_MAX_JUDGE_CALLS_PER_ANSWER", str(DEFAULT_MAX_JUDGE_CALLS_PER_ANSWER)
+        ),
+        help="judge calls per answer past which the misattribution search is cut, least "
+        f"likely passages first (default {DEFAULT_MAX_JUDGE_CALLS_PER_ANSWER}; 0: no bound) "
+        "[env CITEMON_MAX_JUDGE_CALLS_PER_ANSWER]",
+    )
+
+
+def _whole(env_var: str) -> Callable[[str], int]:
+    """An argparse ``type``: a whole number >= 0, whose error names the env var too."""
+
+    def convert(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            number = -1
+        if number < 0:
+            raise argparse.ArgumentTypeError(
+                f"{value!r} is not a whole number >= 0 (from the flag or {env_var})"
+            )
+        return number
+
+    return convert
 
 
 def scoring_options(args: argparse.Namespace) -> ScoringOptions:
@@ -62,6 +91,7 @@ def scoring_options(args: argparse.Namespace) -> ScoringOptions:
         decompose=args.decompose,
         overlap_tokens=args.overlap_tokens,
         syntax=syntax,
+        max_judge_calls_per_answer=args.max_judge_calls_per_answer,
     )
 
 

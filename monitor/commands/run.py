@@ -6,6 +6,10 @@ serves /metrics, /healthz and /readyz on --metrics-port. Every flag has a CITEMO
 variable (the flag wins); the Kafka password comes from CITEMON_KAFKA_PASSWORD or
 --kafka-password-file and the judge's API key from CITEMON_JUDGE_API_KEY, never from a flag.
 SIGTERM or Ctrl-C stops intake, drains answers in flight (--drain-timeout), commits and exits 0.
+If a background task dies (commit loop, lag loop, metrics server), /healthz turns 503, the same
+drain runs and the process exits 1 with the cause logged. CPU-bound scoring runs in
+--cpu-workers threads, off the event loop; --max-judge-calls-per-answer bounds one answer's
+judge calls (the misattribution search is cut, least likely passages first, and counted).
 
 Self-checks: --calibration FILE (from `citemon calibrate --output`) adds the gauge
 citemon_citation_accuracy_corrected, the windowed accuracy corrected for the judge's measured
@@ -19,8 +23,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -77,7 +83,11 @@ async def serve(
     judge = load_judge(args.judge, options, observer=GateObserver(metrics.judge, gate))
     if args.judge in ("http", "classifier"):
         metrics.judge.set_limit(options.concurrency)
-    pipeline = Pipeline(settings, Scorer(judge, scoring or ScoringOptions()), metrics, gate=gate)
+    # CPU-bound scoring (pysbd, the offline judges) runs here, off the event loop, so that
+    # heartbeats, /healthz and /metrics answer while a 1 MB answer is split and judged.
+    executor = ThreadPoolExecutor(settings.cpu_workers, thread_name_prefix="citemon-cpu")
+    scorer = Scorer(judge, scoring or ScoringOptions(), executor=executor)
+    pipeline = Pipeline(settings, scorer, metrics, gate=gate)
     log.info("settings: %s", settings.describe())
     server = MetricsServer(
         registry,
@@ -95,10 +105,19 @@ async def serve(
                     f"cannot serve metrics on {settings.metrics_host}:{settings.metrics_port}: "
                     f"{exc.strerror or exc} (--metrics-port / --metrics-host)"
                 ) from None
+            # What is alive now (modules, the judge, the clients) lives as long as the process:
+            # keep it out of the collector's full passes, which hold the GIL, and so the event
+            # loop, for as long as they scan (0.4 s stalls while a 2 MB answer was scored off
+            # the loop without this; bench/loop_stall.py).
+            gc.collect()
+            gc.freeze()
+            pipeline.supervise(server.task)
+            stack.callback(pipeline.stop_supervising)  # before the server closes
             if on_ready is not None:
                 on_ready(pipeline, server)
             return await pipeline.run(stop)
     finally:
+        executor.shutdown(wait=False, cancel_futures=True)
         aclose = getattr(judge, "aclose", None)
         if aclose is not None:
             await aclose()

@@ -119,7 +119,7 @@ async def _run(args: argparse.Namespace) -> int:
             )
         )
     claims = [c for s in scores for c in s.claims]
-    failed = [c for c in claims if (c.reason or "").startswith("judge failed")]
+    failed = [c for c in claims if c.unjudged_cause == "judge_failure"]
     if failed:  # the table shows why only with --explain; a dead judge must not pass quietly
         print(
             f"citemon: the judge failed on {len(failed)} of {len(claims)} claim(s), so they have "

@@ -7,7 +7,7 @@ from typing import Protocol, runtime_checkable
 
 from monitor.records import Verdict
 
-__all__ = ["Judge", "JudgeObserver"]
+__all__ = ["CPUJudge", "Judge", "JudgeObserver"]
 
 
 @runtime_checkable
@@ -18,6 +18,20 @@ class Judge(Protocol):
     A judge raises :class:`monitor.errors.JudgeError` when it cannot answer; the scorer turns that
     into ``unjudged``, never into a verdict.
     """
+
+    async def entails(self, claim: str, passages: Mapping[str, str]) -> Verdict: ...
+
+
+@runtime_checkable
+class CPUJudge(Protocol):
+    """A judge whose verdict is pure computation (no I/O): the lexical and learned judges.
+
+    ``check`` is the same verdict as ``entails``, synchronously. The monitor's scorer scores a
+    CPU judge's answers in worker threads (each on a private event loop), so the judge must
+    be thread-safe and its ``entails`` must not touch another event loop.
+    """
+
+    def check(self, claim: str, passages: Mapping[str, str]) -> Verdict: ...
 
     async def entails(self, claim: str, passages: Mapping[str, str]) -> Verdict: ...
 

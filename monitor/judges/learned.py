@@ -115,8 +115,9 @@ class LearnedJudge:
     """Implements :class:`~monitor.judges.base.Judge` with :class:`LearnedModel`.
 
     ``confidence`` is the model's probability for the verdict it gave (0.5–1.0). Scoring is
-    CPU-bound and fast (about a millisecond for a short passage, tens for a 100 kB page); it runs
-    inline rather than in a thread because the scorer's concurrency gains nothing from it.
+    CPU-bound and fast (about a millisecond for a short passage, tens for a 100 kB page); the
+    monitor's scorer runs :meth:`check` in its worker pool so that a long answer does not hold
+    the event loop.
     """
 
     confidence_means = "verdict"
@@ -134,6 +135,10 @@ class LearnedJudge:
         return self.model.probability(self.model.features(claim, passages))
 
     async def entails(self, claim: str, passages: Mapping[str, str]) -> Verdict:
+        return self.check(claim, passages)
+
+    def check(self, claim: str, passages: Mapping[str, str]) -> Verdict:
+        """The verdict, synchronously (:class:`~monitor.judges.base.CPUJudge`)."""
         if not any(t.strip() for t in passages.values()):
             # Empty text entails nothing; say so rather than let a feature of nothing decide.
             return Verdict(entailed=False, confidence=1.0, reason="learned: no passage text")

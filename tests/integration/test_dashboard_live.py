@@ -392,7 +392,8 @@ async def test_every_target_is_covered_here() -> None:
     checked = {
         (2, "A"), (2, "B"), (3, "A"), (4, "A"), (5, "A"), (7, "A"), (8, "A"), (9, "A"),
         (10, "A"), *((11, r) for r in "ABCDEFG"), (14, "A"), (15, "A"), (17, "A"), (18, "A"),
-        (20, "A"), (20, "B"), (21, "A"), (22, "A"), (23, "A"), (24, "A"),
+        (20, "A"), (20, "B"), (21, "A"), (22, "A"), (23, "A"), (24, "A"), (25, "A"),
+        (26, "A"), (26, "B"),
     }  # fmt: skip
     every = {(p["id"], t["refId"]) for p, t in targets()}
     assert every == checked | set(NO_DATA), every ^ (checked | set(NO_DATA))
@@ -684,6 +685,22 @@ async def test_pipeline_panels(live: Live) -> None:
     _, up = target(23, "A")
     (s,) = await live.range(substitute(up["expr"], grafana_vars()))
     assert last(s) == 1
+
+    # The demo's spans are self-contained (no multi-span traces) and the lexical judge never
+    # fails or hits the call bound: every outcome and cause is there, at 0.
+    _, traces = target(25, "A")
+    result = await live.range(substitute(traces["expr"], grafana_vars()))
+    assert {s["metric"]["outcome"]: last(s) for s in result} == dict.fromkeys(
+        ("completed", "settled", "dropped_incomplete", "evicted", "superseded"), 0
+    )
+    _, causes = target(26, "A")
+    result = await live.range(substitute(causes["expr"], grafana_vars()))
+    assert {s["metric"]["cause"]: last(s) for s in result} == dict.fromkeys(
+        ("judge_failure", "truncated", "search_cut"), 0
+    )
+    _, cut = target(26, "B")
+    (s,) = await live.range(substitute(cut["expr"], grafana_vars()))
+    assert last(s) == 0
 
     _, build = target(24, "A")
     assert build["instant"] and build["format"] == "table"

@@ -45,7 +45,10 @@ def test_score_json_matches_the_design_contract(
         "overlap": False,
         "irrelevant_ids": [],
         "reason": None,
+        "unjudged_cause": None,
+        "search_cut": 0,
     }
+    assert answer["judge_calls"] == 9 and answer["judge_calls_cut"] == 0
 
 
 def test_bad_lines_are_reported_and_skipped(

@@ -261,3 +261,22 @@ def test_every_metric_name_is_exported_or_recorded() -> None:
 @pytest.mark.parametrize("name", ["citemon_answers_total", "citemon_judge_request_seconds_bucket"])
 def test_name_check_sees_suffixed_series(name: str) -> None:
     assert name in exported_names()
+
+
+def test_the_pipeline_row_shows_trace_outcomes_and_unjudged_causes() -> None:
+    dash = json.loads(DASHBOARD.read_text())
+    rows = [p for p in dash["panels"] if p["type"] == "row"]
+    pipeline_y = next(r["gridPos"]["y"] for r in rows if r["title"] == "Pipeline")
+    assert pipeline_y == max(r["gridPos"]["y"] for r in rows)  # the last row: all below it
+    below = {
+        p["title"]: [t["expr"] for t in p["targets"]]
+        for p in dash["panels"]
+        if p["type"] != "row" and p["gridPos"]["y"] > pipeline_y
+    }
+    assert below["Multi-span traces by assembler outcome"] == [
+        "sum by (outcome) (rate(citemon_traces_total[$__rate_interval]))"
+    ]
+    assert below["Unjudged claims by cause, and judge calls cut"] == [
+        "sum by (cause) (rate(citemon_unjudged_claims_total[$__rate_interval]))",
+        "sum(rate(citemon_judge_calls_cut_total[$__rate_interval]))",
+    ]

@@ -9,7 +9,7 @@ from aiokafka import TopicPartition
 
 from monitor.consumer import OffsetTracker
 from monitor.pipeline import DedupeWindow, JudgeGate, judge_failed
-from monitor.records import AnswerScore, ClaimResult
+from monitor.records import AnswerScore, ClaimResult, UnjudgedCause
 
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
 
@@ -60,18 +60,26 @@ def test_dedupe_window_is_bounded_lru() -> None:
     assert ("t2", "s") in window and ("t3", "s") not in window
 
 
-def _score(reason: str | None) -> AnswerScore:
+def _score(cause: UnjudgedCause | None, reason: str | None = None) -> AnswerScore:
     return AnswerScore(
         claims=[
-            ClaimResult(sentence=0, text="x", cited_ids=["p"], verdict="unjudged", reason=reason)
+            ClaimResult(
+                sentence=0,
+                text="x",
+                cited_ids=["p"],
+                verdict="unjudged",
+                reason=reason,
+                unjudged_cause=cause,
+            )
         ]
     )
 
 
 def test_judge_failed_only_for_judge_errors() -> None:
-    assert judge_failed(_score("judge failed: 503"))
-    assert not judge_failed(_score("input truncated by the producer"))
-    assert not judge_failed(_score(None))
+    assert judge_failed(_score("judge_failure"))
+    assert not judge_failed(_score("truncated"))
+    assert not judge_failed(_score("search_cut"))
+    assert not judge_failed(_score(None, reason="judge failed: 503"))  # the cause, not the text
 
 
 async def test_gate_holds_during_an_outage_and_probes_one_at_a_time() -> None:
