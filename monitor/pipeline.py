@@ -318,7 +318,7 @@ class Pipeline:
             budget_per_minute=settings.budget_per_minute,
             max_keys=settings.max_budget_keys,
         )
-        self.assembler = assembler or TraceAssembler()
+        self.assembler = assembler or TraceAssembler(window_s=settings.trace_window_s)
         self.gate = gate or JudgeGate(
             backoff_s=settings.answer_retry_backoff_s,
             backoff_max_s=settings.answer_retry_backoff_max_s,

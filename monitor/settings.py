@@ -106,6 +106,9 @@ class Settings(BaseSettings):
     drain_timeout_s: float = Field(default=30.0, ge=0)
     revoke_timeout_s: float = Field(default=5.0, ge=0)
     lag_interval_s: float = Field(default=5.0, gt=0)
+    trace_window_s: float = Field(default=30.0, gt=0)
+    """How long an OpenInference trace whose root never arrives is held for its other parts
+    before it is settled (scored if it has documents and an answer)."""
 
     # -- metrics -----------------------------------------------------------------------------
     metrics_host: str = "0.0.0.0"
