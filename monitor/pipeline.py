@@ -37,11 +37,23 @@ Guarantees, and how each is kept:
   caught and counted, never retried, cancelled at shutdown. It shares the judge (and so its
   cap on requests in flight) and skips while the judge is down; it cannot fail, delay or
   change the real answer, and its scores reach only the canary's own metrics.
-* **Rebalances and shutdown.** On revoke: stop taking records of those partitions, wait up to
+* **Rebalances and shutdown.** On revoke: stop taking records of those partitions, discard the
+  traces the assembler holds with a part there (their records stay unfinished, so the next
+  owner reads and assembles them again; nothing of them is scored or counted here), wait up to
   ``revoke_timeout_s`` for their answers, commit what is finished, cancel the rest (the next
   owner redoes it). On stop (SIGTERM): stop intake, drain up to ``drain_timeout_s``, commit, log
   the counts. The commit and closing the clients get ``close_timeout_s`` more: with the broker
   away they would wait for it, so past that the process exits uncommitted, as after a kill.
+* **Counted exactly once across owners** (DESIGN "Counting guarantee"). A count follows only
+  a commit the broker accepted, and the broker accepts a partition's commit only from its
+  current owner: with a results topic, each input partition has its own transactional
+  producer whose ID (``<prefix>-<topic>-<partition>``) every replica shares, opened at
+  assignment, so the new owner's ``init_transactions`` fences a replaced one (frozen past its
+  session timeout, then woken) before the new owner reads the committed offset; a fenced
+  commit drops that partition's work uncounted (:meth:`Pipeline._lose`). Without a results
+  topic the offset commit carries the group generation, which the group coordinator checks.
+  Neither leaves a window between a check and the commit: the commit is the check. See
+  :class:`~monitor.consumer.KafkaDelivery`.
 """
 
 from __future__ import annotations
@@ -319,7 +331,9 @@ class Pipeline:
             budget_per_minute=settings.budget_per_minute,
             max_keys=settings.max_budget_keys,
         )
-        self.assembler = assembler or TraceAssembler(window_s=settings.trace_window_s)
+        self.assembler = (
+            assembler if assembler is not None else TraceAssembler(window_s=settings.trace_window_s)
+        )
         self.gate = gate or JudgeGate(
             backoff_s=settings.answer_retry_backoff_s,
             backoff_max_s=settings.answer_retry_backoff_max_s,
