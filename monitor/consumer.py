@@ -37,6 +37,10 @@ __all__ = ["Entry", "KafkaDelivery", "OffsetTracker", "OutMessage", "Ready"]
 
 log = logging.getLogger(__name__)
 
+_OPEN_TIMEOUT_S = 30.0
+"""A partition's producer not started by then (the broker is away) is retried later."""
+_CLOSE_TIMEOUT_S = 5.0
+
 TP = TypeVar("TP", bound=Hashable)
 
 
@@ -241,7 +245,8 @@ class KafkaDelivery:
             acks="all",
         )
         try:
-            await producer.start()
+            async with asyncio.timeout(_OPEN_TIMEOUT_S):
+                await producer.start()
         except BaseException:
             await _stop_quietly(producer)
             raise
@@ -304,18 +309,31 @@ class KafkaDelivery:
         producer = self._producers.get(r.tp)
         if producer is None:
             raise KafkaError(f"{r.tp}: no transactional producer (not opened yet)")
-        async with producer.transaction():
-            for m in messages:
-                await producer.send(m.topic, value=m.value, key=m.key, headers=list(m.headers))
-            await producer.send_offsets_to_transaction(
-                {r.tp: OffsetAndMetadata(r.offset, "")}, self._settings.group
-            )
+        futures: list[asyncio.Future[Any]] = []
+        try:
+            async with producer.transaction():
+                for m in messages:
+                    futures.append(
+                        await producer.send(
+                            m.topic, value=m.value, key=m.key, headers=list(m.headers)
+                        )
+                    )
+                await producer.send_offsets_to_transaction(
+                    {r.tp: OffsetAndMetadata(r.offset, "")}, self._settings.group
+                )
+        finally:
+            for fut in futures:  # a fenced transaction fails them all: the error is raised above
+                if fut.done() and not fut.cancelled():
+                    fut.exception()
         self.transactions += 1
         self.commits += 1
 
 
 async def _stop_quietly(producer: Any) -> None:
+    """Close a producer within ``_CLOSE_TIMEOUT_S``; past it (the broker is away) abandon it: its
+    open transaction is aborted by the partition's next ``init_transactions``."""
     try:
-        await producer.stop()
+        async with asyncio.timeout(_CLOSE_TIMEOUT_S):
+            await producer.stop()
     except Exception as exc:  # closing after a fatal error (fenced) may complain; nothing to do
         log.warning("stopping a producer: %s", type(exc).__name__)

@@ -848,7 +848,7 @@ class Pipeline:
                     ok = False
                     self.stats.commit_failures += 1
                     log.warning(
-                        "commit of partition %d failed, will retry: %s",
+                        "commit failed, will retry (partition %d): %s",
                         r.tp.partition,
                         type(error).__name__,
                     )

@@ -227,6 +227,11 @@ _EXIT_LINE = re.compile(r"citemon run: (\d+) records, (\d+) answers scored")
 _STATS_LINE = re.compile(r"answers_started': (\d+), 'answers_committed': (\d+)")
 
 
+def _assignments(log: Path) -> int:
+    """How often the process logged a partition assignment (each rebalance it joined)."""
+    return log.read_text().count("monitor.pipeline: partitions assigned")
+
+
 def _exit_counts(log: Path) -> tuple[int, int]:
     """(answers started, answers committed and counted) from a stopped process's log."""
     text = log.read_text()
@@ -265,10 +270,13 @@ async def test_replica_frozen_past_its_session_timeout_neither_publishes_nor_cou
         await wait_for(lambda: ready(port_b), 60, "replica B to take the partitions over")
         took_over_s = time.monotonic() - frozen_at
         await _wait_all_committed(kafka_bootstrap, topic, 2, 120)
+        assigned_before = _assignments(log_a)
         a.send_signal(signal.SIGCONT)
-        # Woken, A finishes what its judge held and tries to commit it; then it rejoins the
-        # group and is assigned partitions again (ready), with nothing left to do.
-        await wait_for(lambda: ready(port_a), 60, "replica A to rejoin the group")
+        # Woken, A finishes what its judge held and tries to commit it; then it finds itself
+        # out of the group, rejoins and is assigned a partition again, with nothing left to do.
+        await wait_for(
+            lambda: _assignments(log_a) > assigned_before, 60, "replica A to rejoin the group"
+        )
         a.send_signal(signal.SIGTERM)
         assert await asyncio.to_thread(a.wait, 60) == 0
         b.send_signal(signal.SIGTERM)
