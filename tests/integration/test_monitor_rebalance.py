@@ -169,7 +169,7 @@ async def test_replicas_joining_and_leaving_mid_stream_count_every_trace_once(
     a_open, b_open = True, False
     try:
         await wait_for(lambda: a.pipeline.ready, 30, "the first replica's partitions")
-        sender = asyncio.create_task(_send_paced(kafka_bootstrap, topic, messages, 12.0))
+        sender = asyncio.create_task(_send_paced(kafka_bootstrap, topic, messages, 15.0))
         await wait_for(lambda: _answers(a) >= 40, 60, "the first replica to count 40 answers")
         held_at_join, inflight_at_join = len(a.pipeline.assembler), a.pipeline.inflight
         b = await second.__aenter__()

@@ -135,7 +135,7 @@ def test_parts_are_released_only_once_the_assembler_lets_the_trace_go() -> None:
     assert (ready.offset, p.assembler.dropped_incomplete) == (4, 1)
 
 
-def test_an_assembled_trace_with_no_record_behind_it_is_not_counted() -> None:
+async def test_an_assembled_trace_with_no_record_behind_it_is_not_counted() -> None:
     clock = Clock()
     p, registry = pipeline(clock)
     retriever, llm = rootless_parts()
