@@ -366,6 +366,7 @@ class Pipeline:
         # as long as the broker is away, so without a deadline a SIGTERM during a broker
         # restart waited for the broker (drain 30 s + this 10 s stays inside Kubernetes' 45 s).
         self._close_timeout_s = close_timeout_s
+        self._skip_final_commit = False
 
     # -- probes --------------------------------------------------------------------------------
 
@@ -440,8 +441,7 @@ class Pipeline:
             self._started = False
             await self._drain()
             await self._stop_canaries()
-            for task in background:
-                task.cancel()
+            await self._stop_background(background)
             await self._close(background, delivery, consumer)
             log.info("citemon run stopped: %s; %r", asdict(self.stats), self.sampler)
         if self._fatal is not None:
@@ -500,7 +500,32 @@ class Pipeline:
             task.cancel()
         await asyncio.gather(*self._canaries, return_exceptions=True)
 
+    async def _stop_background(self, background: list[asyncio.Task[None]]) -> None:
+        """Cancel the commit and lag loops, but never in the middle of a commit.
+
+        A transaction cancelled while its commit is on the wire may still commit at the broker
+        while its entries stay unconfirmed here: the final commit would then publish the same
+        results again (the count stays right, the results topic would not). So wait for the
+        commit lock; if a commit holds it past ``close_timeout_s`` (the broker is away), cancel
+        anyway and skip the final commit, exiting as after a kill: the partition's next owner
+        finds that transaction complete or aborted before it reads the offset."""
+        try:
+            await asyncio.wait_for(self._commit_lock.acquire(), self._close_timeout_s)
+        except TimeoutError:
+            self._skip_final_commit = True
+            for task in background:
+                task.cancel()
+            return
+        try:
+            for task in background:
+                task.cancel()
+        finally:
+            self._commit_lock.release()
+
     async def _final_commit(self) -> None:
+        if self._skip_final_commit:
+            log.warning("a commit was cut short at shutdown: skipping the final commit")
+            return
         for _ in range(3):
             if await self.commit():
                 return

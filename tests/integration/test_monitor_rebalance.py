@@ -158,7 +158,10 @@ async def test_replicas_joining_and_leaving_mid_stream_count_every_trace_once(
         topic,
         ("--judge", "tests.integration.slow_judge:factory"),
         results_topic=results,
-        trace_window_s=1.5,
+        # The window outlasts the revoke's wait (as the defaults do, 30 s and 5 s), so a revoke
+        # finds traces still held for assembly and must not leave them to be counted later.
+        trace_window_s=3.0,
+        revoke_timeout_s=1.0,
         session_timeout_ms=SESSION_TIMEOUT_MS,
         max_inflight_answers=8,
     )
