@@ -228,6 +228,15 @@ class KafkaDelivery:
         """Whether ``tp`` can be delivered (always, without transactions)."""
         return not self.transactional or tp in self._producers
 
+    def broken(self, tp: Any) -> bool:
+        """Whether ``tp``'s producer is in aiokafka's fatal state (fenced, or its sender died,
+        e.g. a connection closed mid-request while the broker stopped): it can never commit
+        again, and only the group may hand out a fresh one (re-initialising it here could fence
+        the partition's real owner)."""
+        manager = getattr(self._producers.get(tp), "_txn_manager", None)
+        is_fatal = getattr(manager, "is_fatal_error", None)
+        return bool(callable(is_fatal) and is_fatal())
+
     async def open(self, tp: Any) -> None:
         """Start ``tp``'s transactional producer: ``init_transactions`` fences any earlier
         owner of the partition and completes or aborts its last transaction."""
@@ -254,10 +263,8 @@ class KafkaDelivery:
 
     async def close(self, tps: Iterable[Any]) -> None:
         """Close the producers of revoked partitions."""
-        for tp in tps:
-            producer = self._producers.pop(tp, None)
-            if producer is not None:
-                await _stop_quietly(producer)
+        closing = [self._producers.pop(tp) for tp in list(tps) if tp in self._producers]
+        await asyncio.gather(*(_stop_quietly(p) for p in closing))
 
     async def stop(self) -> None:
         await self.close(list(self._producers))

@@ -441,15 +441,20 @@ class Pipeline:
             self._started = False
             await self._drain()
             await self._stop_canaries()
-            await self._stop_background(background)
-            await self._close(background, delivery, consumer)
+            deadline = asyncio.get_running_loop().time() + self._close_timeout_s
+            await self._stop_background(background, deadline)
+            await self._close(background, delivery, consumer, deadline)
             log.info("citemon run stopped: %s; %r", asdict(self.stats), self.sampler)
         if self._fatal is not None:
             raise self._fatal
         return self.stats
 
     async def _close(
-        self, background: list[asyncio.Task[None]], delivery: KafkaDelivery, consumer: Any
+        self,
+        background: list[asyncio.Task[None]],
+        delivery: KafkaDelivery,
+        consumer: Any,
+        deadline: float,
     ) -> None:
         """The final commit within ``close_timeout_s``, then close the clients.
 
@@ -459,7 +464,6 @@ class Pipeline:
         the transaction left open.
         """
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._close_timeout_s
         try:
             async with asyncio.timeout_at(deadline):
                 await asyncio.gather(*background, return_exceptions=True)
@@ -500,17 +504,19 @@ class Pipeline:
             task.cancel()
         await asyncio.gather(*self._canaries, return_exceptions=True)
 
-    async def _stop_background(self, background: list[asyncio.Task[None]]) -> None:
+    async def _stop_background(self, background: list[asyncio.Task[None]], deadline: float) -> None:
         """Cancel the commit and lag loops, but never in the middle of a commit.
 
         A transaction cancelled while its commit is on the wire may still commit at the broker
         while its entries stay unconfirmed here: the final commit would then publish the same
         results again (the count stays right, the results topic would not). So wait for the
-        commit lock; if a commit holds it past ``close_timeout_s`` (the broker is away), cancel
-        anyway and skip the final commit, exiting as after a kill: the partition's next owner
-        finds that transaction complete or aborted before it reads the offset."""
+        commit lock; if a commit holds it past ``deadline`` (the close deadline: the broker is
+        away), cancel anyway and skip the final commit, exiting as after a kill: the
+        partition's next owner finds that transaction complete or aborted before it reads the
+        offset."""
         try:
-            await asyncio.wait_for(self._commit_lock.acquire(), self._close_timeout_s)
+            async with asyncio.timeout_at(deadline):
+                await self._commit_lock.acquire()
         except TimeoutError:
             self._skip_final_commit = True
             for task in background:
@@ -864,10 +870,14 @@ class Pipeline:
             outcomes = await delivery.deliver([(r, messages) for r, messages, _ in batches])
             ok = True
             fenced: set[Any] = set()
+            broken: set[Any] = set()
             for r, _, counted in batches:
                 error = outcomes.get(r.tp)
                 if isinstance(error, ProducerFenced):
                     fenced.add(r.tp)
+                    continue
+                if error is not None and delivery.broken(r.tp):
+                    broken.add(r.tp)
                     continue
                 if error is not None:
                     ok = False
@@ -882,7 +892,10 @@ class Pipeline:
                     continue
                 self._confirmed(r, counted)
             if fenced:
-                self._lose(fenced)
+                self._lose(fenced, "have a new owner (our transactional producer was fenced)")
+                ok = False
+            if broken:
+                self._lose(broken, "lost their transactional producer to a fatal client error")
                 ok = False
             self._publish_lag()
             self._work_changed.set()
@@ -978,14 +991,16 @@ class Pipeline:
                 self.stats.cancelled_at_revoke += 1
         self._tracker.revoke(tps)
 
-    def _lose(self, tps: set[Any]) -> None:
-        """Our producer of ``tps`` was fenced: another replica owns them now (we were frozen
-        or cut off past the session timeout). Drop their work uncounted, take no more of
-        their records, and ask the group for a fresh assignment (which reopens producers)."""
+    def _lose(self, tps: set[Any], why: str) -> None:
+        """Our producer of ``tps`` can no longer commit: fenced (another replica owns them
+        now; we were frozen or cut off past the session timeout) or broken for good. Drop
+        their work uncounted, take no more of their records, and ask the group for a fresh
+        assignment: a partition assigned to us again gets a new producer there, the one place
+        where initialising its transactional ID cannot fence its real owner."""
         log.error(
-            "partitions %s have a new owner (our transactional producer was fenced): dropping "
-            "their uncommitted work, uncounted, and rejoining the group",
+            "partitions %s %s: dropping their uncommitted work, uncounted, and rejoining the group",
             sorted(tp.partition for tp in tps),
+            why,
         )
         self.stats.partitions_lost += len(tps)
         self._revoking |= tps
