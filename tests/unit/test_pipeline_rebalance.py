@@ -155,3 +155,35 @@ def test_every_replica_derives_the_same_transactional_id_per_partition() -> None
     )
     prefixed = Settings(transactional_id="prod-eu")
     assert prefixed.transactional_id_for("otlp_spans", 0) == "prod-eu-otlp_spans-0"
+
+
+async def test_a_lost_partition_is_dropped_uncounted_and_read_no_more() -> None:
+    """What a fenced (or broken) producer's partition leaves: nothing to count, nothing taken."""
+    clock = Clock()
+    p, registry = pipeline(clock)
+    retriever, llm = rootless_parts()
+    other, _ = rootless_parts()
+    p._take(TP0, Rec(0, encode_spans(retriever).SerializeToString()))
+    p._take(TP1, Rec(0, encode_spans(other).SerializeToString()))  # another trace, on TP1
+    p._lose({TP0}, "have a new owner")
+    assert len(p.assembler) == 1 and p.assembler.discarded == 1  # TP1's part is still held
+    assert p._tracker.partitions == [TP1] and p.stats.partitions_lost == 1
+    p._take(TP0, Rec(1, encode_spans(llm).SerializeToString()))
+    assert p.stats.records == 2  # TP0's records are no longer taken
+    clock.now = 60.0
+    p._tick_assembler()
+    assert p.stats.answers_started == 0 and answers(registry) == 0
+
+
+async def test_a_trace_split_over_partitions_is_discarded_whole_and_the_kept_part_released() -> (
+    None
+):
+    clock = Clock()
+    p, _ = pipeline(clock)
+    retriever, llm = rootless_parts()  # one trace, spread over two partitions (not keyed by ID)
+    p._take(TP0, Rec(0, encode_spans(retriever).SerializeToString()))
+    p._take(TP1, Rec(5, encode_spans(llm).SerializeToString()))
+    await p._on_revoked([TP0])
+    assert len(p.assembler) == 0
+    (ready,) = p._tracker.ready()  # TP1's part no longer holds its offset back
+    assert (ready.tp, ready.offset) == (TP1, 6)
