@@ -47,11 +47,23 @@ Guarantees, and how each is kept:
   intake, drains and makes :meth:`Pipeline.run` raise :class:`~monitor.errors.MonitorFailed`
   with the cause logged, so ``citemon run`` exits 1 instead of stalling with a healthy probe
   while intake pauses forever behind an uncommitted backlog.
-* **Rebalances and shutdown.** On revoke: stop taking records of those partitions, wait up to
+* **Rebalances and shutdown.** On revoke: stop taking records of those partitions, discard the
+  traces the assembler holds with a part there (their records stay unfinished, so the next
+  owner reads and assembles them again; nothing of them is scored or counted here), wait up to
   ``revoke_timeout_s`` for their answers, commit what is finished, cancel the rest (the next
   owner redoes it). On stop (SIGTERM): stop intake, drain up to ``drain_timeout_s``, commit, log
   the counts. The commit and closing the clients get ``close_timeout_s`` more: with the broker
   away they would wait for it, so past that the process exits uncommitted, as after a kill.
+* **Counted exactly once across owners** (DESIGN "Counting guarantee"). A count follows only
+  a commit the broker accepted, and the broker accepts a partition's commit only from its
+  current owner: with a results topic, each input partition has its own transactional
+  producer whose ID (``<prefix>-<topic>-<partition>``) every replica shares, opened at
+  assignment, so the new owner's ``init_transactions`` fences a replaced one (frozen past its
+  session timeout, then woken) before the new owner reads the committed offset; a fenced
+  commit drops that partition's work uncounted (:meth:`Pipeline._lose`). Without a results
+  topic the offset commit carries the group generation, which the group coordinator checks.
+  Neither leaves a window between a check and the commit: the commit is the check. See
+  :class:`~monitor.consumer.KafkaDelivery`.
 """
 
 from __future__ import annotations
@@ -324,6 +336,7 @@ class PipelineStats:
     rebalances: int = 0
     undecodable_batches: int = 0
     rewound_partitions: int = 0
+    partitions_lost: int = 0
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -336,7 +349,7 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         await self._pipeline._on_revoked(list(revoked))
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
-        self._pipeline._on_assigned(list(assigned))
+        await self._pipeline._on_assigned(list(assigned))
 
 
 class Pipeline:
@@ -367,7 +380,9 @@ class Pipeline:
             budget_per_minute=settings.budget_per_minute,
             max_keys=settings.max_budget_keys,
         )
-        self.assembler = assembler if assembler is not None else TraceAssembler()
+        self.assembler = (
+            assembler if assembler is not None else TraceAssembler(window_s=settings.trace_window_s)
+        )
         self.gate = gate or JudgeGate(
             backoff_s=settings.answer_retry_backoff_s,
             backoff_max_s=settings.answer_retry_backoff_max_s,
@@ -383,6 +398,10 @@ class Pipeline:
         self._parts: OrderedDict[str, tuple[float, list[Entry[Any]]]] = OrderedDict()
         self._assigned: set[Any] = set()
         self._revoking: set[Any] = set()
+        # Assigned partitions whose transactional producer is not yet open (records ignored)
+        # and, once it is, the committed offset read after it fenced the previous owner.
+        self._opening: set[Any] = set()
+        self._floor: dict[Any, int] = {}
         self._paused = False
         self._ends: dict[Any, int] = {}
         self._commit_lock = asyncio.Lock()
@@ -403,6 +422,7 @@ class Pipeline:
         # as long as the broker is away, so without a deadline a SIGTERM during a broker
         # restart waited for the broker (drain 30 s + this 10 s stays inside Kubernetes' 45 s).
         self._close_timeout_s = close_timeout_s
+        self._skip_final_commit = False
 
     # -- probes --------------------------------------------------------------------------------
 
@@ -412,7 +432,7 @@ class Pipeline:
     @property
     def ready(self) -> bool:
         """For ``/readyz``: running, with partitions assigned."""
-        return self._started and bool(self._assigned) and self._fatal is None
+        return self._started and bool(self._assigned - self._opening) and self._fatal is None
 
     @property
     def live(self) -> bool:
@@ -487,10 +507,13 @@ class Pipeline:
             heartbeat_interval_ms=max(100, s.session_timeout_ms // 4),
         )
         delivery = KafkaDelivery(s, consumer)
+        # Set before the consumer starts: the assignment callback opens producers with them.
+        self._consumer = consumer
+        self._delivery = delivery
         try:
+            await delivery.start()
             consumer.subscribe([s.topic], listener=_Listener(self))
             await consumer.start()
-            await delivery.start()
         except KafkaConnectionError as exc:
             await delivery.stop()
             await consumer.stop()
@@ -503,8 +526,6 @@ class Pipeline:
             await delivery.stop()
             await consumer.stop()
             raise
-        self._consumer = consumer
-        self._delivery = delivery
         self._started = True
         log.info(
             "consuming %s as group %s (%s)",
@@ -523,16 +544,20 @@ class Pipeline:
             await self._drain()
             await self._stop_canaries()
             self._closing = True
-            for task in background:
-                task.cancel()
-            await self._close(background, delivery, consumer)
+            deadline = asyncio.get_running_loop().time() + self._close_timeout_s
+            await self._stop_background(background, deadline)
+            await self._close(background, delivery, consumer, deadline)
             log.info("citemon run stopped: %s; %r", asdict(self.stats), self.sampler)
         if self._fatal is not None:
             raise self._fatal
         return self.stats
 
     async def _close(
-        self, background: list[asyncio.Task[None]], delivery: KafkaDelivery, consumer: Any
+        self,
+        background: list[asyncio.Task[None]],
+        delivery: KafkaDelivery,
+        consumer: Any,
+        deadline: float,
     ) -> None:
         """The final commit within ``close_timeout_s``, then close the clients.
 
@@ -542,7 +567,6 @@ class Pipeline:
         the transaction left open.
         """
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._close_timeout_s
         try:
             async with asyncio.timeout_at(deadline):
                 await asyncio.gather(*background, return_exceptions=True)
@@ -589,7 +613,34 @@ class Pipeline:
             task.cancel()
         await asyncio.gather(*self._canaries, return_exceptions=True)
 
+    async def _stop_background(self, background: list[asyncio.Task[None]], deadline: float) -> None:
+        """Cancel the commit and lag loops, but never in the middle of a commit.
+
+        A transaction cancelled while its commit is on the wire may still commit at the broker
+        while its entries stay unconfirmed here: the final commit would then publish the same
+        results again (the count stays right, the results topic would not). So wait for the
+        commit lock; if a commit holds it past ``deadline`` (the close deadline: the broker is
+        away), cancel anyway and skip the final commit, exiting as after a kill: the
+        partition's next owner finds that transaction complete or aborted before it reads the
+        offset."""
+        try:
+            async with asyncio.timeout_at(deadline):
+                await self._commit_lock.acquire()
+        except TimeoutError:
+            self._skip_final_commit = True
+            for task in background:
+                task.cancel()
+            return
+        try:
+            for task in background:
+                task.cancel()
+        finally:
+            self._commit_lock.release()
+
     async def _final_commit(self) -> None:
+        if self._skip_final_commit:
+            log.warning("a commit was cut short at shutdown: skipping the final commit")
+            return
         for _ in range(3):
             if await self.commit():
                 return
@@ -664,8 +715,10 @@ class Pipeline:
                 self._take(tp, record)
 
     def _take(self, tp: Any, rec: Any) -> None:
-        if tp not in self._assigned or tp in self._revoking:
+        if tp not in self._assigned or tp in self._revoking or tp in self._opening:
             return  # fetched before a revoke: the next owner reads it from the committed offset
+        if rec.offset < self._floor.get(tp, -1):
+            return  # fetched before the seek to the offset committed under the last owner
         self.stats.records += 1
         self._taken_to[tp] = rec.offset + 1
         entry = self._tracker.add(tp, rec.offset, rec.timestamp)
@@ -792,7 +845,18 @@ class Pipeline:
                 self._admit_assembled(record, entry.timestamp_ms)
 
     def _admit_assembled(self, record: AnswerRecord, timestamp_ms: int) -> None:
+        """Score an assembled trace with the Kafka records of its parts, which hold it.
+
+        A trace with no record behind it (its partition was revoked or lost) is not scored:
+        nothing could commit it, and counting it here would count it a second time where its
+        partition's new owner reads it again. Revoking discards such traces from the
+        assembler (:meth:`_drop_held`), so this is a guard, not a path."""
         _, held = self._parts.pop(record.trace_id or "", (0.0, []))
+        if not held:
+            log.warning(
+                "trace %s assembled with no Kafka record behind it: not scored", record.trace_id
+            )
+            return
         try:
             self._admit(record, held, timestamp_ms)
         finally:
@@ -800,19 +864,32 @@ class Pipeline:
                 self._tracker.release(e)
 
     def _tick_assembler(self) -> None:
-        """Score traces the assembler settled by time; release parts whose trace is gone."""
+        """Score traces the assembler settled by time; release the parts of traces it no
+        longer holds (dropped incomplete, evicted, superseded, or a late part of a trace
+        already answered): their records are finished and may commit."""
         self.assembler.expire()
         for record in self.assembler.take_ready():
             self._admit_assembled(record, -1)
-        horizon = self._clock() - self.assembler.window_s - 1.0
-        while self._parts:
-            tid, (first, held) = next(iter(self._parts.items()))
-            if first > horizon:
-                break
-            del self._parts[tid]
+        for tid in [t for t in self._parts if t not in self.assembler]:
+            _, held = self._parts.pop(tid)
             for e in held:
                 self._tracker.release(e)
         self._work_changed.set()
+
+    def _drop_held(self, tps: set[Any]) -> None:
+        """Discard the traces held for assembly that have a part in ``tps`` (being revoked or
+        lost): they are never scored here, and their records there stay unfinished, so no
+        offset commits past them and the partition's next owner assembles them again. (Spans
+        of one trace share a partition when the exporter keys them by trace ID, as
+        ``deploy/otel-collector.yaml`` does; parts of a discarded trace elsewhere are
+        released.)"""
+        doomed = [tid for tid, (_, held) in self._parts.items() if any(e.tp in tps for e in held)]
+        self.assembler.discard(doomed)
+        for tid in doomed:
+            _, held = self._parts.pop(tid)
+            for e in held:
+                if e.tp not in tps:
+                    self._tracker.release(e)
 
     def _admit(self, record: AnswerRecord, entries: list[Entry[Any]], timestamp_ms: int) -> None:
         key = (record.trace_id, record.span_id)
@@ -859,11 +936,11 @@ class Pipeline:
                         key = (record.trace_id or "").encode() or None
                         self._dead_letter(entries[-1], key, value, "score_error", repr(exc))
                     return
+            # Counted only when this entry's offset commits; an answer whose entries all died
+            # (revoked, lost) is counted by the partition's next owner, not here.
             home = max((e for e in entries if e.alive), key=lambda e: e.offset, default=None)
             if home is not None:
                 home.scores.append((score, record.span_id))
-            elif not entries:
-                self.metrics.record_answer(score)  # nothing to commit it with
         except asyncio.CancelledError:
             cancelled = True
             raise
@@ -982,46 +1059,75 @@ class Pipeline:
             await asyncio.sleep(self.settings.commit_interval_s)
             self._faults.check("citemon-commit")
             self._tick_assembler()
+            if self._opening:
+                await self._open_partitions()
             await self.commit()
 
     async def commit(self) -> bool:
         """Deliver and commit every partition's finished prefix; count it once committed.
 
-        Returns False when the commit failed (it is retried on the next tick). A fenced
-        producer (another live process with our transactional ID) is fatal.
+        Each partition commits on its own (its own transaction with a results topic); returns
+        False when any failed (retried on the next tick). A partition whose producer was
+        fenced has a new owner: its uncommitted work is dropped, uncounted (:meth:`_lose`).
         """
         delivery = self._delivery
         if delivery is None:
             return True
         async with self._commit_lock:
-            ready = [r for r in self._tracker.ready() if r.tp in self._assigned]
+            ready = [
+                r
+                for r in self._tracker.ready()
+                if r.tp in self._assigned and delivery.is_open(r.tp)
+            ]
             if not ready:
                 return True
-            messages, counted = self._outputs(ready)
-            try:
-                await delivery.deliver(ready, messages)
-            except ProducerFenced as exc:
-                self._fatal = exc
-                log.error("another process took our transactional ID: stopping")
-                return False
-            except (KafkaError, OSError, TimeoutError) as exc:
-                self.stats.commit_failures += 1
-                log.warning("commit failed, will retry: %s", type(exc).__name__)
-                return False
-            self._tracker.confirm(ready)
-            self.stats.commits += 1
-            for score, key in counted:
-                self._dedupe.add(key)
-                self.metrics.record_answer(score)
-            self.stats.answers_committed += len(counted)
-            for r in ready:
-                for e in r.entries:
-                    for reason in e.dead_letters:
-                        self.metrics.dead_letter(reason)
-                        self.stats.dead_letters += 1
+            batches = self._outputs(ready)
+            outcomes = await delivery.deliver([(r, messages) for r, messages, _ in batches])
+            ok = True
+            fenced: set[Any] = set()
+            broken: set[Any] = set()
+            for r, _, counted in batches:
+                error = outcomes.get(r.tp)
+                if isinstance(error, ProducerFenced):
+                    fenced.add(r.tp)
+                    continue
+                if error is not None and delivery.broken(r.tp):
+                    broken.add(r.tp)
+                    continue
+                if error is not None:
+                    ok = False
+                    self.stats.commit_failures += 1
+                    log.warning(
+                        "commit failed, will retry (partition %d): %s",
+                        r.tp.partition,
+                        type(error).__name__,
+                    )
+                    if not isinstance(error, KafkaError | OSError | TimeoutError):
+                        log.error("unexpected commit error", exc_info=error)
+                    continue
+                self._confirmed(r, counted)
+            if fenced:
+                self._lose(fenced, "have a new owner (our transactional producer was fenced)")
+                ok = False
+            if broken:
+                self._lose(broken, "lost their transactional producer to a fatal client error")
+                ok = False
             self._publish_lag()
             self._work_changed.set()
-            return True
+            return ok
+
+    def _confirmed(self, r: Ready[Any], counted: list[tuple[AnswerScore, Key]]) -> None:
+        """``r`` committed: forget its entries and count what it carried (no ``await``)."""
+        self._tracker.confirm([r])
+        self.stats.commits += 1
+        for score, key in counted:
+            self._dedupe.add(key)
+            self.metrics.record_answer(score)
+        self.stats.answers_committed += len(counted)
+        for e in r.entries:
+            for reason in e.dead_letters:
+                self.metrics.dead_letter(reason)
+                self.stats.dead_letters += 1
 
     def _publish_lag(self) -> dict[Any, int]:
         lags: dict[Any, int] = {}
@@ -1034,13 +1140,14 @@ class Pipeline:
 
     def _outputs(
         self, ready: Iterable[Ready[Any]]
-    ) -> tuple[list[OutMessage], list[tuple[AnswerScore, Key]]]:
-        """Messages to produce with the commit, and the scores to count after it (deduplicated
-        against the window and within the batch)."""
-        messages: list[OutMessage] = []
-        counted: list[tuple[AnswerScore, Key]] = []
+    ) -> list[tuple[Ready[Any], list[OutMessage], list[tuple[AnswerScore, Key]]]]:
+        """Per partition: the messages to produce with its commit, and the scores to count
+        after it (deduplicated against the window and within the batch)."""
+        out: list[tuple[Ready[Any], list[OutMessage], list[tuple[AnswerScore, Key]]]] = []
         batch_keys: set[Key] = set()
         for r in ready:
+            messages: list[OutMessage] = []
+            counted: list[tuple[AnswerScore, Key]] = []
             for e in r.entries:
                 messages.extend(e.messages)
                 for score, span_id in e.scores:
@@ -1053,47 +1160,134 @@ class Pipeline:
                     result = self._result(score, span_id)
                     if result is not None:
                         messages.append(result)
-        return messages, counted
+            out.append((r, messages, counted))
+        return out
 
     # -- rebalances ----------------------------------------------------------------------------
 
     async def _on_revoked(self, revoked: list[Any]) -> None:
+        """Before a rebalance: finish what is in flight for ``revoked`` (up to
+        ``revoke_timeout_s``), commit it, and forget the rest, traces held for assembly
+        included, so nothing of those partitions is ever counted here afterwards."""
         self.stats.rebalances += 1
         gone = set(revoked)
         if not gone:
             return
         self._revoking |= gone
+        self._drop_held(gone)
         deadline = self._clock() + self.settings.revoke_timeout_s
-        while self._tracker.unfinished(gone) and self._clock() < deadline:
+        while self._jobs_in(gone) and self._clock() < deadline:
             self._work_changed.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(
                     self._work_changed.wait(), max(0.01, deadline - self._clock())
                 )
         await self.commit()
-        for task, tps in list(self._jobs.items()):
-            if tps & gone:
-                task.cancel()
-                self.stats.cancelled_at_revoke += 1
-        self._tracker.revoke(gone)
-        for tid, (_, held) in list(self._parts.items()):
-            if any(e.tp in gone for e in held):
-                del self._parts[tid]
+        self._forget(gone)
+        if self._delivery is not None:
+            async with self._commit_lock:
+                await self._delivery.close(gone)
         self._assigned -= gone
+        self._opening -= gone
         for tp in gone:
             self._ends.pop(tp, None)
+            self._floor.pop(tp, None)
             self.metrics.forget_partition(tp.topic, tp.partition)
         log.info("partitions revoked: %s", sorted(tp.partition for tp in gone))
 
-    def _on_assigned(self, assigned: list[Any]) -> None:
+    def _jobs_in(self, tps: set[Any]) -> bool:
+        return any(job_tps & tps for job_tps in self._jobs.values())
+
+    def _forget(self, tps: set[Any]) -> None:
+        """Cancel the answers of ``tps`` and drop their uncommitted records (uncounted)."""
+        for task, job_tps in list(self._jobs.items()):
+            if job_tps & tps:
+                task.cancel()
+                self.stats.cancelled_at_revoke += 1
+        self._tracker.revoke(tps)
+
+    def _lose(self, tps: set[Any], why: str) -> None:
+        """Our producer of ``tps`` can no longer commit: fenced (another replica owns them
+        now; we were frozen or cut off past the session timeout) or broken for good. Drop
+        their work uncounted, take no more of their records, and ask the group for a fresh
+        assignment: a partition assigned to us again gets a new producer there, the one place
+        where initialising its transactional ID cannot fence its real owner."""
+        log.error(
+            "partitions %s %s: dropping their uncommitted work, uncounted, and rejoining the group",
+            sorted(tp.partition for tp in tps),
+            why,
+        )
+        self.stats.partitions_lost += len(tps)
+        self._revoking |= tps
+        self._drop_held(tps)
+        self._forget(tps)
+        coordinator = getattr(self._consumer, "_coordinator", None)
+        request_rejoin = getattr(coordinator, "request_rejoin", None)
+        if callable(request_rejoin):
+            request_rejoin()
+
+    async def _on_assigned(self, assigned: list[Any]) -> None:
         for tp in assigned:  # a new owner's intake starts at the committed offset
             self._taken_to.pop(tp, None)
-        self._assigned |= set(assigned)
-        self._revoking -= set(assigned)
+        fresh = set(assigned)
+        self._assigned |= fresh
+        self._revoking -= fresh
         self._tracker.assign(assigned)
+        if self._delivery is not None and self._delivery.transactional:
+            self._opening |= fresh
         if self._paused and self._consumer is not None and assigned:
             self._consumer.pause(*assigned)
         log.info("partitions assigned: %s", sorted(tp.partition for tp in assigned))
+        if self._opening:
+            await self._open_partitions()
+
+    async def _open_partitions(self) -> None:
+        """Open the transactional producers of newly assigned partitions, then read their
+        committed offsets and seek there.
+
+        The order closes the race with a frozen previous owner: ``init_transactions`` fences
+        it and waits for its last transaction to complete or abort, so the offset read
+        *afterwards* includes everything it managed to commit (aiokafka fetched a committed
+        offset already, concurrently with this callback, which may predate that commit).
+        Records of a partition are ignored until then; one that fails to open (the broker is
+        away) is retried on the next commit tick.
+        """
+        delivery, consumer = self._delivery, self._consumer
+        if delivery is None or consumer is None:
+            return
+        async with self._commit_lock:
+            tps = sorted(self._opening & self._assigned, key=lambda tp: tp.partition)
+            outcomes = await asyncio.gather(
+                *(delivery.open(tp) for tp in tps), return_exceptions=True
+            )
+            for tp, out in zip(tps, outcomes, strict=True):
+                if tp not in self._opening:
+                    continue  # revoked meanwhile
+                if isinstance(out, BaseException):
+                    log.warning(
+                        "opening the producer of partition %d failed, will retry: %s",
+                        tp.partition,
+                        type(out).__name__,
+                    )
+                    continue
+                try:
+                    committed = await consumer.committed(tp)
+                    if committed is None:
+                        await consumer.seek_to_beginning(tp)
+                    else:
+                        consumer.seek(tp, committed)
+                except (KafkaError, OSError, TimeoutError) as exc:
+                    log.warning(
+                        "reading the committed offset of partition %d failed, will retry: %s",
+                        tp.partition,
+                        type(exc).__name__,
+                    )
+                    continue
+                if committed is not None:
+                    self._floor[tp] = committed
+                    self._tracker.set_committed(tp, committed)
+                self._opening.discard(tp)
+            self._work_changed.set()
 
     # -- lag -----------------------------------------------------------------------------------
 

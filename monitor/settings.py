@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import socket
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -71,9 +70,10 @@ class Settings(BaseSettings):
     """Characters kept of each cited or supporting passage in a results record's ``excerpts``
     (the text the shim recorded, after its redaction hook); 0 = no excerpts."""
     transactional_id: str | None = None
-    """Producer transactional ID for ``results_topic``; default ``citemon-<group>-<hostname>``.
-    It must be stable across restarts of one replica (so a restart fences its dead predecessor
-    and aborts its open transaction at once) and distinct between live replicas."""
+    """*Prefix* of the results producers' transactional IDs; default ``citemon-<group>``. Each
+    input partition has its own ID, ``<prefix>-<topic>-<partition>`` (:meth:`transactional_id_for`),
+    so whichever replica owns a partition fences the one before it. Give every replica of a
+    group the same prefix (leave it unset), and no other group or deployment the same one."""
     client_id: str = "citemon"
     security_protocol: SecurityProtocol = "PLAINTEXT"
     sasl_mechanism: SaslMechanism | None = None
@@ -114,6 +114,9 @@ class Settings(BaseSettings):
     drain_timeout_s: float = Field(default=30.0, ge=0)
     revoke_timeout_s: float = Field(default=5.0, ge=0)
     lag_interval_s: float = Field(default=5.0, gt=0)
+    trace_window_s: float = Field(default=30.0, gt=0)
+    """How long an OpenInference trace whose root never arrives is held for its other parts
+    before it is settled (scored if it has documents and an answer)."""
 
     # -- metrics -----------------------------------------------------------------------------
     metrics_host: str = "0.0.0.0"
@@ -162,8 +165,13 @@ class Settings(BaseSettings):
     # -- derived -----------------------------------------------------------------------------
 
     @property
-    def effective_transactional_id(self) -> str:
-        return self.transactional_id or f"citemon-{self.group}-{socket.gethostname()}"
+    def transactional_id_prefix(self) -> str:
+        return self.transactional_id or f"citemon-{self.group}"
+
+    def transactional_id_for(self, topic: str, partition: int) -> str:
+        """The transactional ID of input partition ``topic``/``partition``'s results producer:
+        the same on every replica, so the partition's next owner fences the previous one."""
+        return f"{self.transactional_id_prefix}-{topic}-{partition}"
 
     def password(self) -> SecretStr | None:
         """The Kafka password, from env or its file (read now, so a rotated file is seen)."""
@@ -234,7 +242,13 @@ _FLAGS: Final[tuple[tuple[str, str, Any, str], ...]] = (
         int,
         "characters of each cited/supporting passage in a result's excerpts; 0 = none (240)",
     ),
-    ("--transactional-id", "transactional_id", str, "results producer ID (stable per replica)"),
+    (
+        "--transactional-id",
+        "transactional_id",
+        str,
+        "prefix of the per-partition results producer IDs, the same on every replica "
+        "(default citemon-<group>)",
+    ),
     ("--security-protocol", "security_protocol", str, "PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"),
     ("--sasl-mechanism", "sasl_mechanism", str, "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
     ("--kafka-username", "kafka_username", str, "SASL user (password: CITEMON_KAFKA_PASSWORD)"),

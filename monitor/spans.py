@@ -825,9 +825,27 @@ class TraceAssembler:
         self.dropped_incomplete = 0
         self.evicted = 0
         self.superseded = 0
+        self.discarded = 0
 
     def __len__(self) -> int:
         return len(self._traces)
+
+    def __contains__(self, trace_id: object) -> bool:
+        """Whether the trace is held, waiting for parts or for its window."""
+        return trace_id in self._traces
+
+    def discard(self, trace_ids: Iterable[str]) -> int:
+        """Forget held traces without scoring them (their Kafka partition was revoked: the
+        next owner reads their parts again); returns how many were held. They are not
+        remembered as answered, so parts read again later start them afresh."""
+        n = 0
+        for tid in trace_ids:
+            pending = self._traces.pop(tid, None)
+            if pending is not None:
+                self.nbytes -= pending.nbytes
+                n += 1
+        self.discarded += n
+        return n
 
     def __repr__(self) -> str:
         return (

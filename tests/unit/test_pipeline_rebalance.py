@@ -1,0 +1,189 @@
+"""The pipeline's bookkeeping on a revoke, without a broker: what a revoked partition leaves
+behind (traces held for assembly, answers in flight) is never scored or counted here, and the
+transactional IDs every replica derives for a partition are the same."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiokafka import TopicPartition
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from prometheus_client import CollectorRegistry
+
+from monitor.judges.lexical import LexicalJudge
+from monitor.metrics import Metrics
+from monitor.pipeline import Pipeline
+from monitor.scoring import Scorer
+from monitor.settings import Settings
+from monitor.spans import TraceAssembler, decode_otlp
+
+TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Rec:
+    """The fields of a consumed record the pipeline reads (a ConsumerRecord's)."""
+
+    offset: int
+    value: bytes
+    key: bytes | None = None
+    timestamp: int = -1
+
+
+def rootless_parts() -> tuple[list[ReadableSpan], list[ReadableSpan]]:
+    """A RETRIEVER span and an LLM span whose root lives in another service."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "bot"}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("oi")
+    with tracer.start_as_current_span("POST /chat"):
+        tracer.start_span(
+            "retrieve",
+            attributes={
+                "openinference.span.kind": "RETRIEVER",
+                "retrieval.documents.0.document.id": "n-1",
+                "retrieval.documents.0.document.content": "Logs are kept 90 days.",
+            },
+        ).end()
+        tracer.start_span(
+            "synthesize",
+            attributes={"openinference.span.kind": "LLM", "output.value": "Kept 90 days [n-1]."},
+        ).end()
+    retriever, llm, _root = exporter.get_finished_spans()
+    return [retriever], [llm]
+
+
+def pipeline(clock: Clock) -> tuple[Pipeline, CollectorRegistry]:
+    registry = CollectorRegistry()
+    settings = Settings(trace_window_s=5.0, revoke_timeout_s=0.0)
+    p = Pipeline(
+        settings,
+        Scorer(LexicalJudge()),
+        Metrics(registry),
+        assembler=TraceAssembler(window_s=5.0, clock=clock),
+        clock=clock,
+    )
+    p._assigned = {TP0, TP1}
+    p._tracker.assign([TP0, TP1])
+    return p, registry
+
+
+def answers(registry: CollectorRegistry) -> float:
+    return sum(
+        s.value for m in registry.collect() for s in m.samples if s.name == "citemon_answers_total"
+    )
+
+
+async def test_a_revoked_partitions_held_trace_is_discarded_never_scored_or_counted() -> None:
+    clock = Clock()
+    p, registry = pipeline(clock)
+    retriever, llm = rootless_parts()
+    p._take(TP0, Rec(0, encode_spans(retriever).SerializeToString()))
+    p._take(TP0, Rec(1, encode_spans(llm).SerializeToString()))
+    assert len(p.assembler) == 1 and p._tracker.unfinished([TP0]) == 2
+    await p._on_revoked([TP0])
+    assert len(p.assembler) == 0 and p.assembler.discarded == 1
+    clock.now = 60.0  # far past the window: nothing is left to settle
+    p._tick_assembler()
+    assert p.stats.answers_started == 0 and p.inflight == 0
+    assert answers(registry) == 0
+    assert p._tracker.partitions == [TP1]  # TP0's records dropped, uncommitted: re-read there
+
+
+async def test_a_kept_partitions_held_trace_is_settled_with_its_records() -> None:
+    clock = Clock()
+    p, _ = pipeline(clock)
+    retriever, llm = rootless_parts()
+    p._take(TP1, Rec(7, encode_spans(retriever).SerializeToString()))
+    p._take(TP1, Rec(8, encode_spans(llm).SerializeToString()))
+    await p._on_revoked([TP0])  # another partition: the trace stays held
+    assert len(p.assembler) == 1
+    clock.now = 5.0
+    p._tick_assembler()
+    assert p.stats.answers_started == 1
+    (job,) = list(p._jobs)
+    assert p._jobs[job] == frozenset({TP1})  # it travels with both of its records
+    await job
+    (ready,) = p._tracker.ready()
+    assert (ready.tp, ready.offset) == (TP1, 9)
+    assert [len(e.scores) for e in ready.entries] == [0, 1]  # counted only with offset 8's commit
+
+
+def test_parts_are_released_only_once_the_assembler_lets_the_trace_go() -> None:
+    clock = Clock()
+    p, _ = pipeline(clock)
+    retriever, _ = rootless_parts()  # documents but never an answer
+    p._take(TP1, Rec(3, encode_spans(retriever).SerializeToString()))
+    clock.now = 4.9
+    p._tick_assembler()
+    assert p._tracker.ready() == []  # still held: the offset cannot commit past it
+    clock.now = 5.0
+    p._tick_assembler()  # dropped incomplete by the window: its record is finished
+    (ready,) = p._tracker.ready()
+    assert (ready.offset, p.assembler.dropped_incomplete) == (4, 1)
+
+
+async def test_an_assembled_trace_with_no_record_behind_it_is_not_counted() -> None:
+    clock = Clock()
+    p, registry = pipeline(clock)
+    retriever, llm = rootless_parts()
+    p.assembler.add(decode_otlp(encode_spans(retriever + llm).SerializeToString()).spans)
+    clock.now = 5.0
+    p._tick_assembler()  # no Kafka record holds it (the pre-fix "count at once" path)
+    assert p.stats.answers_started == 0 and answers(registry) == 0
+
+
+def test_every_replica_derives_the_same_transactional_id_per_partition() -> None:
+    a, b = Settings(group="citemon"), Settings(group="citemon")
+    assert a.transactional_id_for("otlp_spans", 3) == "citemon-citemon-otlp_spans-3"
+    assert a.transactional_id_for("otlp_spans", 3) == b.transactional_id_for("otlp_spans", 3)
+    assert a.transactional_id_for("otlp_spans", 3) != a.transactional_id_for("otlp_spans", 4)
+    assert Settings(group="other").transactional_id_for("otlp_spans", 3) != (
+        a.transactional_id_for("otlp_spans", 3)
+    )
+    prefixed = Settings(transactional_id="prod-eu")
+    assert prefixed.transactional_id_for("otlp_spans", 0) == "prod-eu-otlp_spans-0"
+
+
+async def test_a_lost_partition_is_dropped_uncounted_and_read_no_more() -> None:
+    """What a fenced (or broken) producer's partition leaves: nothing to count, nothing taken."""
+    clock = Clock()
+    p, registry = pipeline(clock)
+    retriever, llm = rootless_parts()
+    other, _ = rootless_parts()
+    p._take(TP0, Rec(0, encode_spans(retriever).SerializeToString()))
+    p._take(TP1, Rec(0, encode_spans(other).SerializeToString()))  # another trace, on TP1
+    p._lose({TP0}, "have a new owner")
+    assert len(p.assembler) == 1 and p.assembler.discarded == 1  # TP1's part is still held
+    assert p._tracker.partitions == [TP1] and p.stats.partitions_lost == 1
+    p._take(TP0, Rec(1, encode_spans(llm).SerializeToString()))
+    assert p.stats.records == 2  # TP0's records are no longer taken
+    clock.now = 60.0
+    p._tick_assembler()
+    assert p.stats.answers_started == 0 and answers(registry) == 0
+
+
+async def test_a_trace_split_over_partitions_is_discarded_whole_and_the_kept_part_released() -> (
+    None
+):
+    clock = Clock()
+    p, _ = pipeline(clock)
+    retriever, llm = rootless_parts()  # one trace, spread over two partitions (not keyed by ID)
+    p._take(TP0, Rec(0, encode_spans(retriever).SerializeToString()))
+    p._take(TP1, Rec(5, encode_spans(llm).SerializeToString()))
+    await p._on_revoked([TP0])
+    assert len(p.assembler) == 0
+    (ready,) = p._tracker.ready()  # TP1's part no longer holds its offset back
+    assert (ready.tp, ready.offset) == (TP1, 6)
