@@ -276,6 +276,13 @@ def expectations() -> str:
         check("59m", ACC, [], "An hour of healthy traffic, the noise, the quiet service: nothing."),
         check("59m", IDS, [], "Nor for IDs per claim."),
         check("61m", ACC, [], "One minute after the deploy: pending (the blip's minute too)."),
+        check("61m45s", ACC, [], "Still pending 1 min 45 s after the deploy..."),
+        check(
+            "62m",
+            ACC,
+            [accuracy_alert("severe", "v2", "fast", "33.33%")],
+            "...and firing at 2 min 0 s.",
+        ),
         check(
             "63m",
             ACC,
@@ -288,7 +295,15 @@ def expectations() -> str:
             [ids_alert("gamer", "v2'rc1", "fast", 3.4, shown="3.42")],
             "3.4 IDs per claim pages fast; broad's 2.2 waits for the slow path.",
         ),
-        check("68m", ACC, [], "Rolled back at 66 m: resolved, and the slow path never fired."),
+        check(
+            "67m", ACC, [], "Rolled back at 66 m: resolved a minute later (the 1-minute window)."
+        ),
+        check(
+            "70m45s",
+            ACC,
+            [accuracy_alert("moderate", "v2", "slow", "66.67%")],
+            "Severe's slow path, pending since 60m30s, would fire now but v2 no longer serves.",
+        ),
         check(
             "65m",
             ACC,
