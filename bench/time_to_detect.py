@@ -10,7 +10,7 @@ seconds from v2's first scored answer (its ``citemon_answers_total`` series appe
 monitor's ``/metrics``, polled every 0.1 s) to ``CitationAccuracyDrop`` firing for v2 (polled on
 Prometheus's ``/api/v1/alerts`` every 0.5 s), and when it turned pending (``activeAt``).
 
-    .venv/bin/python -m bench time_to_detect      (about 6 minutes; needs the broker on 9092)
+    .venv/bin/python -m bench time_to_detect      (about 5 minutes; needs the broker on 9092)
 
 ``tests/integration/test_time_to_detect.py`` (``-m slow``) runs the same measurement and asserts
 the ≤ 180 s target.
