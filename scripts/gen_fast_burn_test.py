@@ -185,8 +185,8 @@ def accuracy_alert(service: str, version: str, path: str, pct: str) -> str:
         description = (
             f"Over the last 5 minutes, and still in the last minute, only {pct} of cited "
             f"claims of {service} version {version} in prod are supported by the passage they "
-            "cite: 30 points or more below the service's 1-day level, on at least 60 cited "
-            "claims. Check the verdict mix: misattributed means the right passage was "
+            "cite: more than 30 points below the service's 1-day level, on at least 60 "
+            "cited claims. Check the verdict mix: misattributed means the right passage was "
             "retrieved but the wrong one cited."
         )
     else:
