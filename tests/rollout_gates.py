@@ -69,9 +69,10 @@ def argo_metrics() -> list[dict[str, Any]]:
 
 def render_argo(text: str, args: Mapping[str, str]) -> str:
     """fasttemplate substitution of ``{{args.NAME}}``, with the template's default values."""
-    values = {
+    values: dict[str, str] = {
         a["name"]: a["value"] for a in argo_template()["spec"]["args"] if "value" in a
-    } | dict(args)
+    }
+    values |= args
 
     def sub(m: re.Match[str]) -> str:
         tag = m.group(1).strip()
