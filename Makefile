@@ -75,7 +75,7 @@ lint: install
 	$(BIN)/ruff format --check monitor instrumentation tests bench scripts deploy
 	$(BIN)/mypy
 
-bench: install kafka-up
+bench: install tools kafka-up
 	$(BIN)/python -m bench
 
 clean:

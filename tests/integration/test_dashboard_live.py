@@ -390,7 +390,7 @@ def close(got: float, want: float, *, rel: float = 0.0, abs_: float = 0.0) -> bo
 async def test_every_target_is_covered_here() -> None:
     """Every panel target is checked below or listed in NO_DATA: a new panel needs a check."""
     checked = {
-        (2, "A"), (2, "B"), (3, "A"), (4, "A"), (5, "A"), (7, "A"), (8, "A"), (9, "A"),
+        (2, "A"), (2, "B"), (2, "C"), (3, "A"), (4, "A"), (5, "A"), (7, "A"), (8, "A"), (9, "A"),
         (10, "A"), *((11, r) for r in "ABCDEFG"), (14, "A"), (15, "A"), (17, "A"), (18, "A"),
         (20, "A"), (20, "B"), (21, "A"), (22, "A"), (23, "A"), (24, "A"), (25, "A"),
         (26, "A"), (26, "B"),
@@ -433,6 +433,12 @@ async def test_quality_panels_show_each_version(live: Live) -> None:
     accuracy = by_version(await live.range(substitute(target(2, "A")[1]["expr"], grafana_vars())))
     assert last(accuracy["v1"]) > 0.8
     assert last(accuracy["v2"]) < 0.5
+    # The fast path's 5-minute line (compressed like the 15-minute one: the same whole run).
+    fast = by_version(await live.range(substitute(target(2, "C")[1]["expr"], grafana_vars())))
+    assert set(fast) == set(VERSIONS)
+    for version, s in fast.items():
+        exact = live.increase[version].verdicts["correct"] / live.increase[version].cited
+        assert close(last(s), exact, abs_=RATIO_TOLERANCE), (version, last(s), exact)
 
 
 async def test_corrected_accuracy_pools_the_recorded_window(live: Live) -> None:

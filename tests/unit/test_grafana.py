@@ -132,12 +132,29 @@ def test_rules_unit_tests_pass() -> None:
     assert out.count("SUCCESS") == len(tests), out
 
 
+def alert_rules() -> list[dict[str, Any]]:
+    return [r for r in all_rules() if "alert" in r]
+
+
+def firing_paths() -> set[tuple[str, str]]:
+    """(alertname, path) of every alert some promtool test expects firing."""
+    found = set()
+    for path in (GRAFANA / "rules" / "tests").glob("*.yml"):
+        for test in yaml.safe_load(path.read_text())["tests"]:
+            for check in test.get("alert_rule_test", []):
+                for alert in check.get("exp_alerts") or []:
+                    found.add((check["alertname"], alert["exp_labels"].get("path", "")))
+    return found
+
+
 def test_every_alert_exists_is_guarded_annotated_and_tested() -> None:
-    alerts = {r["alert"]: r for r in all_rules() if "alert" in r}
+    rules = alert_rules()
+    alerts = {r["alert"]: r for r in rules}
     assert set(alerts) == set(ALERTS)
     tests_text = "".join(p.read_text() for p in (GRAFANA / "rules" / "tests").glob("*.yml"))
     runbooks = (GRAFANA / "runbooks.md").read_text()
-    for name, rule in alerts.items():
+    for rule in rules:
+        name = rule["alert"]
         assert rule["for"], name
         assert rule["labels"]["severity"] in ("critical", "warning"), name
         notes = rule["annotations"]
@@ -149,15 +166,71 @@ def test_every_alert_exists_is_guarded_annotated_and_tested() -> None:
         assert re.search(
             rf"alertname: {name}\n        exp_alerts:\n          - exp_labels", tests_text
         )
-    for name in QUALITY_ALERTS:
-        expr = alerts[name]["expr"]
-        assert "and on (service, version, environment)" in expr, name  # the sample guard
-        assert re.search(r">= 30\b", expr), name
+        if name in QUALITY_ALERTS:
+            path = rule["labels"]["path"]
+            # Every path of every quality alert is asserted firing, by its `path` label.
+            assert (name, path) in firing_paths(), (name, path)
+            expr = rule["expr"]
+            assert "and on (service, version, environment)" in expr, name  # the sample guard
+            guard = int(re.findall(r">= (\d+)\s*$", expr)[0])
+            assert guard == {"slow": 30, "fast": 60}[path], (name, path)
     # The judge alert is guarded by a minimum number of requests, not only an error ratio.
     judge = alerts["CitationJudgeFailing"]["expr"]
     assert re.search(
         r"\band on \(job, namespace\)\s+citemon_job:judge_requests:\S+ \* 300 >= 20\b", judge
     )
+
+
+def test_accuracy_and_ids_alerts_have_a_fast_and_a_slow_path() -> None:
+    """The multi-window design: a fast path (5 m + 1 m windows, higher guard, `for: 1m`) for
+    large drops and the 15-minute slow path (confirmed by 5 m, `for: 10m`) for moderate ones."""
+    paths: dict[str, dict[str, dict[str, Any]]] = {}
+    for rule in alert_rules():
+        if rule["alert"] in QUALITY_ALERTS:
+            paths.setdefault(rule["alert"], {})[rule["labels"]["path"]] = rule
+    assert {n: set(p) for n, p in paths.items()} == {
+        "CitationAccuracyDrop": {"fast", "slow"},
+        "CitationIdsPerClaimClimbing": {"fast", "slow"},
+        "CitationCoverageDrop": {"slow"},
+    }
+    for name in ("CitationAccuracyDrop", "CitationIdsPerClaimClimbing"):
+        fast, slow = paths[name]["fast"], paths[name]["slow"]
+        assert (fast["for"], slow["for"]) == ("1m", "10m"), name
+        assert fast["labels"]["severity"] == slow["labels"]["severity"], name
+        assert set(re.findall(r"ratio(\d+m)\b", fast["expr"])) == {"5m", "1m"}, name
+        assert set(re.findall(r"ratio(\d+m)\b", slow["expr"])) == {"15m", "5m"}, name
+    accuracy_fast = paths["CitationAccuracyDrop"]["fast"]["expr"]
+    assert accuracy_fast.count("citemon_service:citation_accuracy:ratio1d - 0.3)") == 2
+
+
+# The line agreed with `citemon inspect` (README, grafana/runbooks.md): labels single-quoted for a
+# shell, a quote inside a label closed, escaped and reopened ('\'').
+_QUOTED = "'{{{{ reReplaceAll \"'\" \"'\\\\''\" $labels.{} }}}}'"
+INSPECT_LINE = (
+    f"citemon inspect --service {_QUOTED.format('service')} --version {_QUOTED.format('version')}"
+    f" --environment {_QUOTED.format('environment')} --since 30m"
+)
+
+
+def test_quality_alerts_print_the_agreed_inspect_line() -> None:
+    for rule in alert_rules():
+        if rule["alert"] in QUALITY_ALERTS:
+            extra = " --verdict uncited" if rule["alert"] == "CitationCoverageDrop" else ""
+            assert rule["annotations"]["inspect"] == INSPECT_LINE + extra, rule["alert"]
+        else:
+            assert "inspect" not in rule["annotations"], rule["alert"]
+
+
+def test_fast_burn_promtool_test_is_generated() -> None:
+    """grafana/rules/tests/fast_burn_test.yml is what its generator writes (no hand drift)."""
+    import importlib.util
+
+    path = REPO / "scripts" / "gen_fast_burn_test.py"
+    spec = importlib.util.spec_from_file_location("gen_fast_burn_test", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert (GRAFANA / "rules" / "tests" / "fast_burn_test.yml").read_text() == module.render()
 
 
 def test_alert_names_are_design_mds() -> None:
