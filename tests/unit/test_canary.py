@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
+from aiokafka import TopicPartition
 from prometheus_client import CollectorRegistry
 
 from monitor.calibration import Calibration, corrected_accuracy
@@ -350,6 +351,22 @@ def _correct_record(trace_id: str) -> AnswerRecord:
     )
 
 
+async def _score_and_commit(pipeline: Pipeline, trace_ids_: list[str]) -> None:
+    """Each answer scored by a job holding a record of its own, then committed the way
+    ``Pipeline.commit`` counts it once delivered (no broker here: these tests are about the
+    canary; tests/integration covers delivery)."""
+    tp = TopicPartition("t", 0)
+    pipeline._assigned = {tp}
+    pipeline._tracker.assign([tp])
+    # pending 1 each: the job's release finishes it, as the intake's would after _admit
+    entries = [pipeline._tracker.add(tp, offset) for offset in range(len(trace_ids_))]
+    await asyncio.gather(
+        *(pipeline._job(_correct_record(t), [e]) for t, e in zip(trace_ids_, entries, strict=True))
+    )
+    for ready, _, counted in pipeline._outputs(pipeline._tracker.ready()):
+        pipeline._confirmed(ready, counted)
+
+
 async def test_a_failing_canary_leaves_the_real_answer_alone() -> None:
     judge = _FailsOnWrongCitations(
         {"Alpha is one.": {"p1"}, "Beta is two.": {"p2"}, "Gamma is three.": {"p3"}}
@@ -358,8 +375,7 @@ async def test_a_failing_canary_leaves_the_real_answer_alone() -> None:
     metrics = Metrics(reg)
     pipeline = Pipeline(Settings(canary_rate=1.0), Scorer(judge), metrics)
     ids = trace_ids(5)
-    for tid in ids:
-        await pipeline._job(_correct_record(tid), [])  # no entries: counted at once
+    await _score_and_commit(pipeline, ids)
     await asyncio.gather(*pipeline._canaries)
     assert value(reg, "citemon_answers_total", **SVE) == 5
     assert value(reg, "citemon_claims_total", **SVE, verdict="correct") == 15
@@ -377,7 +393,7 @@ async def test_the_pipeline_canary_counts_only_the_canary() -> None:
     ids = trace_ids(400, seed=11)
     picked = [t for t in ids if canary_selected(t, 0.25)]
     pipeline = Pipeline(Settings(canary_rate=0.25), Scorer(OracleJudge(truth)), metrics)
-    await asyncio.gather(*(pipeline._job(_correct_record(t), []) for t in ids))
+    await _score_and_commit(pipeline, ids)
     await asyncio.gather(*pipeline._canaries)
     assert value(reg, "citemon_answers_total", **SVE) == 400
     assert value(reg, "citemon_claims_total", **SVE, verdict="correct") == 1200
@@ -393,7 +409,7 @@ async def test_the_pipeline_canary_counts_only_the_canary() -> None:
         Metrics(reg2),
         max_inflight_canaries=1,
     )
-    await asyncio.gather(*(slow._job(_correct_record(t), []) for t in ids[:10]))
+    await _score_and_commit(slow, ids[:10])
     await asyncio.gather(*slow._canaries)
     scored = value(reg2, "citemon_judge_canary_answers_total", outcome="scored")
     dropped = value(reg2, "citemon_judge_canary_answers_total", outcome="dropped")

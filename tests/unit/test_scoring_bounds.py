@@ -201,7 +201,7 @@ async def test_a_large_fetch_is_decoded_in_slices_and_a_rebalance_drops_the_rest
     pipeline = Pipeline(
         Settings(sample_rate=0.0), Scorer(LexicalJudge()), Metrics(CollectorRegistry())
     )
-    pipeline._on_assigned([tp])
+    await pipeline._on_assigned([tp])
     records = _fetch(tp, 40)
     yields = 0
 
