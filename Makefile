@@ -9,10 +9,10 @@ STAMP := $(VENV)/.installed
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml instrumentation/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e ./instrumentation -e '.[dev]'
 	@touch $(STAMP)
 
 # llama.cpp's OpenAI-compatible server (llama-cpp-python) and `gguf`, for the tests that drive
@@ -79,4 +79,5 @@ bench: install tools kafka-up
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache *.egg-info
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache *.egg-info monitor/*.egg-info \
+	  instrumentation/*.egg-info build instrumentation/build dist

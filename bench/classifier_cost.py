@@ -19,9 +19,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from monitor.judges.classifier import ClassifierJudge
-from monitor.records import AnswerRecord, AnswerScore, Verdict
-from monitor.scoring import Scorer
+from citemon.engine.records import AnswerRecord, AnswerScore, Verdict
+from citemon.engine.scoring import Scorer
+from citemon.judges.classifier import ClassifierJudge
 
 __all__ = ["DATA", "Counted", "measure", "run"]
 

@@ -19,8 +19,8 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from instrumentation import record_answer
-from monitor.spans import TraceAssembler, decode_otlp_proto
+from citemon.otlp.spans import TraceAssembler, decode_otlp_proto
+from citemon_instrumentation import record_answer
 
 ANSWERS = 1000
 SPANS_PER_MESSAGE = 50

@@ -12,9 +12,9 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from monitor.claims import _PARAGRAPH, _segmenter
-from monitor.records import AnswerRecord, Verdict
-from monitor.scoring import Scorer
+from citemon.engine.claims import _PARAGRAPH, _segmenter
+from citemon.engine.records import AnswerRecord, Verdict
+from citemon.engine.scoring import Scorer
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "expertqa" / "val.jsonl"
 

@@ -5,7 +5,7 @@ Writes 30,000 results records (the bundled sample's answers scored by the lexica
 transactions of 500, as ``citemon run`` commits them, then times the real CLI in a subprocess
 (three runs each): the default view (``--since 1h``, the 20 worst failed claims), a filtered
 one, and ``--last 100``, against the interpreter's own start-up (``citemon inspect --help``).
-Peak RSS is the child's ``ru_maxrss``: the :class:`~monitor.inspection.Worst` heap keeps
+Peak RSS is the child's ``ru_maxrss``: the :class:`~citemon.quality.inspection.Worst` heap keeps
 ``--limit`` findings, not the hour.
 """
 
@@ -28,10 +28,10 @@ PER_TRANSACTION = 500
 
 
 async def _bodies() -> list[bytes]:
-    from monitor.excerpts import recut
-    from monitor.judges.lexical import LexicalJudge
-    from monitor.sample import sample_records
-    from monitor.scoring import Scorer
+    from citemon.demo.data import sample_records
+    from citemon.engine.excerpts import recut
+    from citemon.engine.scoring import Scorer
+    from citemon.judges.lexical import LexicalJudge
 
     records = list(sample_records())
     scores = await Scorer(LexicalJudge()).score_many(records)
@@ -90,7 +90,7 @@ async def _drop(topic: str) -> None:
 def _time(flags: list[str]) -> tuple[float, str]:
     t0 = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "monitor.cli", "inspect", *flags],
+        [sys.executable, "-m", "citemon.cli", "inspect", *flags],
         cwd=REPO,
         capture_output=True,
         text=True,

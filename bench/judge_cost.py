@@ -1,6 +1,6 @@
 """Judge prompt cost on ExpertQA: wire contract v2 beside v1, the naive scheme and a RAGAS pass.
 
-Every request is the real prompt :mod:`monitor.judges.prompts` builds (system message included,
+Every request is the real prompt :mod:`citemon.judges.prompts` builds (system message included,
 16-hex-digit nonce), counted two ways: characters ÷ 4 (the usual rule of thumb for English with
 BPE tokenizers; the headline figure) and whitespace-separated words (a tokenizer-free cross-check).
 The judge is a deterministic stub (entailed iff every content word of the claim occurs in the
@@ -23,16 +23,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from monitor.claims import extract_claims
-from monitor.judges.batch import CitedOutcome, CitedVerdict, SupportOutcome, SupportVerdict
-from monitor.judges.prompts import (
+from citemon.engine.claims import extract_claims
+from citemon.engine.records import AnswerRecord, AnswerScore, Verdict
+from citemon.engine.scoring import Scorer
+from citemon.judges.batch import CitedOutcome, CitedVerdict, SupportOutcome, SupportVerdict
+from citemon.judges.prompts import (
     Message,
     build_cited_messages,
     build_entailment_messages,
     build_support_messages,
 )
-from monitor.records import AnswerRecord, AnswerScore, Verdict
-from monitor.scoring import Scorer
 
 __all__ = ["DATA", "Cost", "measure", "run"]
 

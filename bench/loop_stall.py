@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Final
 
 REPO: Final = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path[:0] = [str(REPO / "monitor"), str(REPO)]  # citemon from monitor/, without installing
 
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans  # noqa: E402
 from opentelemetry.sdk.resources import Resource  # noqa: E402
@@ -36,10 +36,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
     InMemorySpanExporter,
 )
 
-from monitor.judges.lexical import LexicalJudge  # noqa: E402
-from monitor.records import AnswerRecord  # noqa: E402
-from monitor.scoring import Scorer  # noqa: E402
-from monitor.spans import decode_otlp  # noqa: E402
+from citemon.engine.records import AnswerRecord  # noqa: E402
+from citemon.engine.scoring import Scorer  # noqa: E402
+from citemon.judges.lexical import LexicalJudge  # noqa: E402
+from citemon.otlp.spans import decode_otlp  # noqa: E402
 
 SENTENCE: Final = (
     "The reactor output rose by twelve percent in the third quarter of the year. [p0] "

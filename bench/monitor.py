@@ -29,13 +29,13 @@ from typing import Final
 import httpx
 
 REPO: Final = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path[:0] = [str(REPO / "monitor"), str(REPO)]  # citemon from monitor/, without installing
 
 from aiokafka import AIOKafkaProducer  # noqa: E402
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: E402
 
-from monitor.demo_service import otlp_template  # noqa: E402
-from monitor.sample import QUESTIONS, answer  # noqa: E402
+from citemon.demo.data import QUESTIONS, answer  # noqa: E402
+from citemon.demo.service import otlp_template  # noqa: E402
 from tests.judge_server import Fault, JudgeServer  # noqa: E402
 
 BOOTSTRAP: Final = os.environ.get("CITEMON_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
@@ -125,7 +125,7 @@ async def _delete(*names: str) -> None:
 def _start(topic: str, judge_url: str, port: int, *extra: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [
-            str(REPO / ".venv" / "bin" / "python"), "-m", "monitor.cli", "run",
+            str(REPO / ".venv" / "bin" / "python"), "-m", "citemon.cli", "run",
             "--bootstrap-servers", BOOTSTRAP, "--topic", topic, "--group", f"bench.{topic}",
             "--dlq-topic", f"{topic}.dlq", "--metrics-port", str(port),
             "--metrics-host", "127.0.0.1", "--budget-per-minute", "0",

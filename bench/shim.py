@@ -20,7 +20,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-from instrumentation import ShimStats, answer_span, record_answer
+from citemon_instrumentation import ShimStats, answer_span, record_answer
 
 ROUNDS = 25
 CALLS_PER_ROUND = 400

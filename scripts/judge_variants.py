@@ -20,10 +20,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path[:0] = [str(REPO / "monitor"), str(REPO)]  # citemon from monitor/, without installing
 
-from monitor.judges.features import FEATURE_NAMES  # noqa: E402 (path set above)
-from monitor.judges.training import (  # noqa: E402
+from citemon.judges.features import FEATURE_NAMES  # noqa: E402 (path set above)
+from citemon.judges.training import (  # noqa: E402
     _docs,
     balanced_accuracy,
     build_idf,

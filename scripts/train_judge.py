@@ -5,8 +5,8 @@
 Prints grouped k-fold cross-validated balanced accuracy per dataset (answers grouped for
 ExpertQA, cited pages for WiCE), the same on the pooled data, train-on-one/test-on-the-other,
 and the lexical judge on the same pairs; then fits on ALL the development data and writes
-``monitor/data/learned_judge.json`` with those figures in its ``meta``. The CV figures describe
-models that never saw the pairs they scored; the shipped weights saw everything.
+``monitor/citemon/data/learned_judge.json`` with those figures in its ``meta``. The CV figures
+describe models that never saw the pairs they scored; the shipped weights saw everything.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path[:0] = [str(REPO / "monitor"), str(REPO)]  # citemon from monitor/, without installing
 
-from monitor.judges.learned import WEIGHTS_RESOURCE  # noqa: E402 (path set above)
-from monitor.judges.lexical import LexicalJudge  # noqa: E402
-from monitor.judges.training import (  # noqa: E402
+from citemon.judges.learned import WEIGHTS_RESOURCE  # noqa: E402 (path set above)
+from citemon.judges.lexical import LexicalJudge  # noqa: E402
+from citemon.judges.training import (  # noqa: E402
     load_expertqa,
     load_wice,
     quality_report,
@@ -39,7 +39,9 @@ def main() -> int:
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-idf-terms", type=int, default=12000, help="IDF table size cap")
-    parser.add_argument("--output", type=Path, default=REPO / "monitor" / "data" / WEIGHTS_RESOURCE)
+    parser.add_argument(
+        "--output", type=Path, default=REPO / "monitor" / "citemon" / "data" / WEIGHTS_RESOURCE
+    )
     args = parser.parse_args()
 
     figures = quality_report(

@@ -22,6 +22,43 @@ def need_server(what: str, why: str) -> None:
     pytest.skip(message)
 
 
+#: ``CITEMON_*`` variables that configure the test harness, not citemon: the local brokers
+#: (``deploy/kafka.sh``'s documented variables and the bootstrap address the integration tests
+#: read), the Collector build (``deploy/collector.sh``) and the ports/timings of the tests that
+#: start their own broker. :func:`_clean_citemon_env` keeps these and clears every other
+#: ``CITEMON_*`` variable, so a developer's own settings (``CITEMON_JUDGE``, ``CITEMON_TOPIC``…)
+#: never leak into a test; a test that wants one sets it with ``monkeypatch.setenv``.
+HARNESS_ENV: frozenset[str] = frozenset(
+    {
+        "CITEMON_CACHE",
+        "CITEMON_GO",
+        "CITEMON_COLLECTOR_MANIFEST",
+        "CITEMON_KAFKA_BOOTSTRAP",
+        "CITEMON_KAFKA_PORT",
+        "CITEMON_KAFKA_CONTROLLER_PORT",
+        "CITEMON_KAFKA_VERSION",
+        "CITEMON_KAFKA_HEAP",
+        "CITEMON_KAFKA_START_TIMEOUT_S",
+        "CITEMON_KAFKA_STOP_TIMEOUT_S",
+        "CITEMON_KAFKA_SECURITY",
+        "CITEMON_KAFKA_SASL_PORT",
+        "CITEMON_KAFKA_SASL_CONTROLLER_PORT",
+        "CITEMON_KAFKA_SSL_PORT",
+        "CITEMON_TEST_RESTART_KAFKA_PORT",
+        "CITEMON_TEST_SHIM_KAFKA_PORT",
+        "CITEMON_TEST_BROKER_DOWN_S",
+    }
+)
+
+
+@pytest.fixture(autouse=True)
+def _clean_citemon_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test starts without the ``CITEMON_*`` variables citemon reads (see HARNESS_ENV)."""
+    for name in list(os.environ):
+        if name.startswith("CITEMON_") and name not in HARNESS_ENV:
+            monkeypatch.delenv(name)
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """``../shared/data`` (labelled data for calibration); skipped where it is absent."""

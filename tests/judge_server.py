@@ -2,12 +2,12 @@
 
 It speaks just enough HTTP/1.1 (keep-alive, Content-Length or chunked bodies) to serve
 ``POST …/chat/completions`` the way vLLM or OpenAI would, and understands the nonce-tagged
-prompts of wire contract v1 (:mod:`monitor.judges.prompts`), so it can answer with *known*
+prompts of wire contract v1 (:mod:`citemon.judges.prompts`), so it can answer with *known*
 verdicts: by default a claim is entailed iff every content word of it occurs in the passages
 shown (:func:`content_word_rule`), and a sentence is decomposed by splitting on ``;`` and
 ``and`` (:func:`split_rule`).
 
-It also speaks wire contract v2 (:mod:`monitor.judges.batch`): a request carrying several
+It also speaks wire contract v2 (:mod:`citemon.judges.batch`): a request carrying several
 ``<claim id="c1" …>`` tags is a citation check (``kind="cited"``) or a support search
 (``kind="support"``), and each claim is answered with the same ``rule``, so v1 and v2 replies
 agree by construction: ``entailed`` = rule(claim, shown); ``supported_by`` = the shown passages

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from monitor.errors import JudgeHTTPError
-from monitor.records import Verdict
+from citemon.engine.records import Verdict
+from citemon.errors import JudgeHTTPError
 
 
 class OracleJudge:

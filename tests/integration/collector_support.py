@@ -29,7 +29,7 @@ from aiokafka.protocol.fetch import FetchRequest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from monitor.batches import CODECS, split_batches
+from citemon.service.batches import CODECS, split_batches
 from tests.conftest import REPO, need_server
 from tests.integration.prometheus_support import free_port
 

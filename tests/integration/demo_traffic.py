@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from monitor.demo_service import FakeRAGService
+from citemon.demo.service import FakeRAGService
 
 __all__ = ["Traffic"]
 

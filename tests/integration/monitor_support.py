@@ -16,15 +16,15 @@ import httpx
 from aiokafka import AIOKafkaConsumer
 from prometheus_client import CollectorRegistry
 
-from monitor.cli import build_parser
-from monitor.commands.run import serve
-from monitor.demo_service import FakeRAGService
-from monitor.judges.lexical import LexicalJudge
-from monitor.metrics import MetricsServer
-from monitor.pipeline import Pipeline, PipelineStats
-from monitor.records import AnswerRecord
-from monitor.scoring import Scorer
-from monitor.settings import Settings, settings_from_args
+from citemon.cli import build_parser
+from citemon.commands.run import serve
+from citemon.demo.service import FakeRAGService
+from citemon.engine.records import AnswerRecord
+from citemon.engine.scoring import Scorer
+from citemon.judges.lexical import LexicalJudge
+from citemon.metrics.exporter import MetricsServer
+from citemon.service.pipeline import Pipeline, PipelineStats
+from citemon.service.settings import Settings, settings_from_args
 from tests.conftest import REPO
 
 __all__ = [
@@ -194,7 +194,7 @@ def start_process(
     full_env = {**os.environ, **(env or {})}
     out = open(log_path, "ab") if log_path is not None else subprocess.DEVNULL  # noqa: SIM115
     return subprocess.Popen(
-        [PYTHON, "-m", "monitor.cli", "--log-level", "INFO", "run", *flags],
+        [PYTHON, "-m", "citemon.cli", "--log-level", "INFO", "run", *flags],
         cwd=REPO,
         env=full_env,
         stdout=out,

@@ -8,8 +8,8 @@ import asyncio
 import os
 from collections.abc import Mapping
 
-from monitor.judges.lexical import LexicalJudge
-from monitor.records import Verdict
+from citemon.engine.records import Verdict
+from citemon.judges.lexical import LexicalJudge
 
 __all__ = ["SlowLexicalJudge", "factory"]
 

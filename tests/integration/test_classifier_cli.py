@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from monitor.cli import main
-from monitor.records import AnswerRecord, Verdict
-from monitor.sample import sample_records
-from monitor.scoring import Scorer
+from citemon.cli import main
+from citemon.demo.data import sample_records
+from citemon.engine.records import AnswerRecord, Verdict
+from citemon.engine.scoring import Scorer
 from tests.tei_server import TEIServer, share_score
 
 PASSAGE = "alpha bravo charlie delta echo"

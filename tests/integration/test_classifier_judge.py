@@ -11,9 +11,9 @@ import logging
 
 import pytest
 
-from monitor.errors import JudgeHTTPError, JudgeInvalidReply
-from monitor.judges.batch import EntailsBatch
-from monitor.judges.classifier import ClassifierJudge
+from citemon.errors import JudgeHTTPError, JudgeInvalidReply
+from citemon.judges.batch import EntailsBatch
+from citemon.judges.classifier import ClassifierJudge
 from tests.integration.test_http_judge_faults import RecordingObserver
 from tests.judge_server import Fault
 from tests.tei_server import OVERLOADED, UNHEALTHY, TEIServer, share_score
@@ -125,7 +125,7 @@ async def test_tei_batch_size_error_lowers_the_cap_and_loses_no_pair(
         async with ClassifierJudge(
             server.base_url, window_words=10, overlap_words=0, batch_pairs=16, **FAST
         ) as judge:
-            with caplog.at_level(logging.WARNING, logger="monitor.judges.classifier"):
+            with caplog.at_level(logging.WARNING, logger="citemon.judges.classifier"):
                 verdict = await judge.entails(CLAIM + " w85", {"p1": passage})
             assert judge.batch_pairs == 4
             sizes = server.batch_sizes()
@@ -307,7 +307,7 @@ async def test_teis_info_sets_the_cap_before_the_first_batch(
         async with ClassifierJudge(
             server.base_url, window_words=10, overlap_words=0, batch_pairs=16, **FAST
         ) as judge:
-            with caplog.at_level(logging.INFO, logger="monitor.judges.classifier"):
+            with caplog.at_level(logging.INFO, logger="citemon.judges.classifier"):
                 verdicts = await asyncio.gather(
                     judge.entails(CLAIM + " w85", {"p1": passage}),
                     judge.entails(CLAIM + " w15", {"p1": passage}),

@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from monitor.calibration import Calibration
-from monitor.scoring import Scorer
+from citemon.engine.scoring import Scorer
+from citemon.quality.calibration import Calibration
 from tests.integration.conftest import TopicFactory
 from tests.integration.monitor_support import (
     expected_verdicts,

@@ -30,12 +30,12 @@ from opentelemetry.sdk.trace.export import (
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client.samples import Sample
 
-from instrumentation import answer_span, record_answer
-from monitor.batches import CODECS
-from monitor.errors import DecodeError
-from monitor.records import AnswerRecord
-from monitor.sample import QUESTIONS, answer
-from monitor.spans import TraceAssembler, decode_otlp_proto
+from citemon.demo.data import QUESTIONS, answer
+from citemon.engine.records import AnswerRecord
+from citemon.errors import DecodeError
+from citemon.otlp.spans import TraceAssembler, decode_otlp_proto
+from citemon.service.batches import CODECS
+from citemon_instrumentation import answer_span, record_answer
 from tests.integration.collector_support import (
     SHIPPED_CONFIG,
     RunningCollector,

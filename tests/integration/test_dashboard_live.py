@@ -45,12 +45,12 @@ import pytest_asyncio
 import yaml
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from monitor.calibration import Calibration, corrected_accuracy
-from monitor.demo_service import DEMO_SERVICE, FakeRAGService
-from monitor.judges.lexical import LexicalJudge
-from monitor.metrics import CITED_VERDICTS
-from monitor.records import AnswerRecord
-from monitor.scoring import Scorer
+from citemon.demo.service import DEMO_SERVICE, FakeRAGService
+from citemon.engine.records import AnswerRecord
+from citemon.engine.scoring import Scorer
+from citemon.judges.lexical import LexicalJudge
+from citemon.metrics.exporter import CITED_VERDICTS
+from citemon.quality.calibration import Calibration, corrected_accuracy
 from tests.conftest import REPO, need_server
 from tests.integration.monitor_support import start_process
 from tests.integration.prometheus_support import free_port, run_prometheus

@@ -23,7 +23,8 @@ from typing import Any
 import httpx
 import pytest
 
-from monitor.errors import (
+from citemon.engine.records import Verdict
+from citemon.errors import (
     ConfigError,
     JudgeError,
     JudgeHTTPError,
@@ -31,11 +32,10 @@ from monitor.errors import (
     JudgeRateLimited,
     JudgeTimeout,
 )
-from monitor.judges.base import Judge, JudgeObserver
-from monitor.judges.batch import CitedVerdict
-from monitor.judges.http import MINICHECK_MAX_TOKENS, HTTPBatchJudge, HTTPJudge
-from monitor.judges.prompts import MINICHECK_SYSTEM
-from monitor.records import Verdict
+from citemon.judges.base import Judge, JudgeObserver
+from citemon.judges.batch import CitedVerdict
+from citemon.judges.http import MINICHECK_MAX_TOKENS, HTTPBatchJudge, HTTPJudge
+from citemon.judges.prompts import MINICHECK_SYSTEM
 from tests.judge_server import REFUSALS, Fault, JudgeServer, RecordedRequest
 
 FAST = {"backoff_base_s": 0.005, "backoff_max_s": 0.05}
@@ -536,7 +536,7 @@ async def test_a_refused_schema_falls_back_to_json_object_with_the_schema_once(
 ) -> None:
     status, body = REFUSALS[server_kind]
     observer = CauseObserver()
-    caplog.set_level(logging.WARNING, logger="monitor.judges.http")
+    caplog.set_level(logging.WARNING, logger="citemon.judges.http")
     async with (
         JudgeServer(refuse={"json_schema": (status, body)}) as server,
         # retries=0: the fallback must not spend the retry budget.
@@ -580,7 +580,7 @@ async def test_requests_queued_behind_a_refusal_use_the_fallback(cap: int) -> No
 async def test_the_fallback_is_remembered_per_endpoint_and_model(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="monitor.judges.http")
+    caplog.set_level(logging.WARNING, logger="citemon.judges.http")
     async with JudgeServer(refuse={"json_schema": REFUSALS["openai"]}) as server:
         async with HTTPJudge(server.base_url, "m", **FAST) as judge:
             await judge.entails("Logs are kept.", {"p": "Logs are kept."})
@@ -742,7 +742,7 @@ async def test_minicheck_request_reply_and_confidence(server: JudgeServer) -> No
 async def test_minicheck_without_logprobs_has_no_confidence(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="monitor.judges.http")
+    caplog.set_level(logging.WARNING, logger="citemon.judges.http")
     async with (
         JudgeServer(refuse={"logprobs": REFUSALS["no-logprobs"]}) as server,
         HTTPJudge(server.base_url, "m", reply_format="minicheck", retries=0, **FAST) as judge,

@@ -24,13 +24,13 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from instrumentation import KafkaSpanExporter, record_answer
-from monitor.demo_service import _resource
-from monitor.excerpts import excerpt_of
-from monitor.inspection import SEVERITY
-from monitor.judges.lexical import LexicalJudge
-from monitor.sample import specimen
-from monitor.scoring import Scorer
+from citemon.demo.data import specimen
+from citemon.demo.service import _resource
+from citemon.engine.excerpts import excerpt_of
+from citemon.engine.scoring import Scorer
+from citemon.judges.lexical import LexicalJudge
+from citemon.quality.inspection import SEVERITY
+from citemon_instrumentation import KafkaSpanExporter, record_answer
 from tests.conftest import REPO
 from tests.integration.conftest import SecuredKafka, TopicFactory
 from tests.integration.monitor_support import (
@@ -56,7 +56,7 @@ def inspect(bootstrap: str, results: str, *flags: str) -> subprocess.CompletedPr
         [
             PYTHON,
             "-m",
-            "monitor.cli",
+            "citemon.cli",
             "inspect",
             "--bootstrap-servers",
             bootstrap,
@@ -140,7 +140,7 @@ async def test_inspect_reads_what_a_real_monitor_wrote(
         # One more, committed later (the results then span at least two commit times), while
         # `inspect --follow` watches for its service: the monitor's commit reaches the tail.
         follower = await asyncio.create_subprocess_exec(
-            PYTHON, "-m", "monitor.cli", "inspect", "--bootstrap-servers", kafka_bootstrap,
+            PYTHON, "-m", "citemon.cli", "inspect", "--bootstrap-servers", kafka_bootstrap,
             "--results-topic", results, "--follow", "--service", REDACTED_SERVICE,
             "--verdict", "all", "--format", "json",
             cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -315,7 +315,7 @@ async def test_follow_prints_a_new_committed_record_and_stops_on_a_signal(
     try:
         await commit("1" * 32)
         proc = await asyncio.create_subprocess_exec(
-            PYTHON, "-m", "monitor.cli", "inspect", "--bootstrap-servers", kafka_bootstrap,
+            PYTHON, "-m", "citemon.cli", "inspect", "--bootstrap-servers", kafka_bootstrap,
             "--results-topic", results, "--follow", "--format", "json",
             cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )  # fmt: skip
@@ -384,7 +384,7 @@ async def test_inspect_connects_over_sasl_ssl_as_run_does(
         "CITEMON_KAFKA_PASSWORD": password,
         "CITEMON_SSL_CAFILE": str(kafka_sasl.ssl_cafile),
     }
-    argv = [PYTHON, "-m", "monitor.cli", "--log-level", "DEBUG", "inspect", "--bootstrap-servers",
+    argv = [PYTHON, "-m", "citemon.cli", "--log-level", "DEBUG", "inspect", "--bootstrap-servers",
             kafka_sasl.ssl_bootstrap, "--results-topic", results, "--format", "json"]  # fmt: skip
     done = await asyncio.to_thread(_run, argv, env)
     assert done.returncode == 0, done.stderr[-3000:]

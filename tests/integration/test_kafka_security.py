@@ -26,10 +26,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.demo_service import otlp_template
-from monitor.errors import KafkaUnavailable
-from monitor.records import AnswerRecord
-from monitor.sample import QUESTIONS, answer
+from citemon.demo.data import QUESTIONS, answer
+from citemon.demo.service import otlp_template
+from citemon.engine.records import AnswerRecord
+from citemon.errors import KafkaUnavailable
 from tests.conftest import REPO
 from tests.integration.conftest import SecuredKafka, TopicFactory
 from tests.integration.monitor_support import (
@@ -107,7 +107,7 @@ def _metrics_text(port: int) -> str:
 def _citemon(flags: list[str], log_path: Path) -> subprocess.Popen[bytes]:
     """``citemon --log-level DEBUG run …``: DEBUG so that any leak of the password would show."""
     return subprocess.Popen(
-        [PYTHON, "-m", "monitor.cli", "--log-level", "DEBUG", "run", *flags],
+        [PYTHON, "-m", "citemon.cli", "--log-level", "DEBUG", "run", *flags],
         cwd=REPO,
         stdout=log_path.open("wb"),
         stderr=subprocess.STDOUT,

@@ -25,12 +25,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from monitor.errors import JudgeInvalidReply
-from monitor.judges.batch import CitedVerdict, SupportVerdict
-from monitor.judges.http import HTTPBatchJudge, HTTPJudge
-from monitor.judges.prompts import build_minicheck_messages
-from monitor.records import VERDICTS, Verdict
-from monitor.sample import sample_records
+from citemon.demo.data import sample_records
+from citemon.engine.records import VERDICTS, Verdict
+from citemon.errors import JudgeInvalidReply
+from citemon.judges.batch import CitedVerdict, SupportVerdict
+from citemon.judges.http import HTTPBatchJudge, HTTPJudge
+from citemon.judges.prompts import build_minicheck_messages
 from tests.conftest import REPO
 from tests.integration.conftest import TopicFactory
 from tests.integration.llama_support import SLOTS, LlamaServer, llama_server
@@ -100,7 +100,7 @@ CASES = [
 async def test_v1_schema_refused_then_json_object_with_the_schema(
     json_server: LlamaServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="monitor.judges.http")
+    caplog.set_level(logging.WARNING, logger="citemon.judges.http")
     observer = Observer()
     async with HTTPJudge(
         json_server.base_url,

@@ -19,8 +19,8 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from monitor.metrics import Metrics, MetricsServer
-from monitor.records import AnswerScore, ClaimResult
+from citemon.engine.records import AnswerScore, ClaimResult
+from citemon.metrics.exporter import Metrics, MetricsServer
 from tests.conftest import REPO
 from tests.integration.prometheus_support import free_port, query, run_prometheus
 

@@ -12,7 +12,7 @@ from tests.integration.monitor_support import PYTHON, REPO
 def test_demo_shows_the_v2_accuracy_drop(kafka_bootstrap: str) -> None:
     done = subprocess.run(
         [
-            PYTHON, "-m", "monitor.cli", "demo", "--bootstrap-servers", kafka_bootstrap,
+            PYTHON, "-m", "citemon.cli", "demo", "--bootstrap-servers", kafka_bootstrap,
             "--duration", "14", "--deploy-at", "5", "--rate", "20", "--interval", "2",
             "--metrics-port", "0",
         ],

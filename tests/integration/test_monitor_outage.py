@@ -7,8 +7,8 @@ from collections.abc import Mapping
 
 import pytest
 
-from monitor.records import Verdict
-from monitor.scoring import Scorer
+from citemon.engine.records import Verdict
+from citemon.engine.scoring import Scorer
 from tests.integration.conftest import TopicFactory
 from tests.integration.monitor_support import (
     expected_verdicts,

@@ -26,8 +26,8 @@ from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from monitor.errors import MonitorFailed
-from monitor.pipeline import FAULT_ENV
+from citemon.errors import MonitorFailed
+from citemon.service.pipeline import FAULT_ENV
 from tests.integration.conftest import TopicFactory
 from tests.integration.monitor_support import (
     metric_sum,

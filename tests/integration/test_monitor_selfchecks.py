@@ -13,19 +13,19 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from monitor.calibration import Calibration, corrected_accuracy
-from monitor.canary import (
+from citemon.engine.claims import extract_claims
+from citemon.engine.records import AnswerRecord
+from citemon.engine.scoring import Scorer
+from citemon.judges.lexical import LexicalJudge
+from citemon.metrics.exporter import CITED_VERDICTS
+from citemon.quality.calibration import Calibration, corrected_accuracy
+from citemon.quality.canary import (
     CitedCounts,
     canary_selected,
     canary_sensitivity,
     cited_counts,
     shuffled_check,
 )
-from monitor.claims import extract_claims
-from monitor.judges.lexical import LexicalJudge
-from monitor.metrics import CITED_VERDICTS
-from monitor.records import AnswerRecord
-from monitor.scoring import Scorer
 from tests.integration.conftest import TopicFactory
 from tests.integration.monitor_support import (
     expected_verdicts,

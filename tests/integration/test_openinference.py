@@ -29,9 +29,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from monitor.errors import DecodeError
-from monitor.records import AnswerRecord
-from monitor.spans import TraceAssembler, decode_otlp_proto
+from citemon.engine.records import AnswerRecord
+from citemon.errors import DecodeError
+from citemon.otlp.spans import TraceAssembler, decode_otlp_proto
 
 # The instrumentor calls a LangChain API that langchain-core 1.x deprecates; with warnings as
 # errors that would abort its span updates. Its warning, not ours: let it through.

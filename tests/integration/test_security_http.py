@@ -46,7 +46,7 @@ ANSWER = {
 
 def _citemon(url: str, data: Path, key: str, *extra: str) -> subprocess.CompletedProcess[str]:
     """``citemon --log-level DEBUG score DATA --judge http`` with ``key`` in the environment."""
-    command = [sys.executable, "-m", "monitor.cli", "--log-level", "DEBUG", "score", str(data)]
+    command = [sys.executable, "-m", "citemon.cli", "--log-level", "DEBUG", "score", str(data)]
     return subprocess.run(
         [*command, "--judge", "http", "--judge-base-url", url, "--judge-retries", "1", *extra],
         env={**os.environ, "CITEMON_JUDGE_API_KEY": key},

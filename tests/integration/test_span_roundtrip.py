@@ -13,9 +13,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from instrumentation import KafkaSpanExporter, answer_span, record_answer
-from monitor.records import AnswerRecord, Passage
-from monitor.spans import TraceAssembler, decode_otlp_proto
+from citemon.engine.records import AnswerRecord, Passage
+from citemon.otlp.spans import TraceAssembler, decode_otlp_proto
+from citemon_instrumentation import KafkaSpanExporter, answer_span, record_answer
 from tests.integration.conftest import TopicFactory
 
 RESOURCE = Resource.create(

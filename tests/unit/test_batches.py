@@ -1,4 +1,4 @@
-"""monitor.batches on record batches built by aiokafka's own builder (no broker needed)."""
+"""citemon.service.batches on record batches built by aiokafka's own builder (no broker needed)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from aiokafka.record.util import calc_crc32c
 from aiokafka.structs import TopicPartition
 
-from monitor.batches import CODECS, disable_codecs, split_batches, unpack_batches
+from citemon.service.batches import CODECS, disable_codecs, split_batches, unpack_batches
 
 TP = TopicPartition("t", 0)
 

@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from monitor.calibration import (
+from citemon.cli import main
+from citemon.engine.records import Verdict
+from citemon.errors import ConfigError
+from citemon.quality.calibration import (
     Calibration,
     Confusion,
     JudgedPair,
@@ -20,9 +23,6 @@ from monitor.calibration import (
     kappa_ci,
     pairs_from_rows,
 )
-from monitor.cli import main
-from monitor.errors import ConfigError
-from monitor.records import Verdict
 
 HAND = Confusion(tp=8, fn=2, tn=6, fp=4)
 

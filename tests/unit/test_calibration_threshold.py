@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from monitor.calibration import (
+from citemon.engine.records import Verdict
+from citemon.quality.calibration import (
     Calibration,
     Confusion,
     JudgedPair,
@@ -16,7 +17,6 @@ from monitor.calibration import (
     roc_auc,
     threshold_bootstrap,
 )
-from monitor.records import Verdict
 
 # Entailed pairs score 0.9, 0.8, 0.4; the others 0.7, 0.3, 0.2, 0.1.
 POS = [0.9, 0.8, 0.4]

@@ -12,8 +12,18 @@ import pytest
 from aiokafka import TopicPartition
 from prometheus_client import CollectorRegistry
 
-from monitor.calibration import Calibration, corrected_accuracy
-from monitor.canary import (
+from citemon.cli import build_parser
+from citemon.commands.run import serve
+from citemon.demo.data import sample_records, specimen
+from citemon.engine.records import AnswerRecord, Verdict
+from citemon.engine.scoring import Scorer, ScoringOptions, Summary
+from citemon.errors import ConfigError, JudgeHTTPError
+from citemon.judges.batch import EntailsBatch
+from citemon.judges.http import HTTPBatchJudge
+from citemon.judges.lexical import LexicalJudge
+from citemon.metrics.exporter import Metrics
+from citemon.quality.calibration import Calibration, corrected_accuracy
+from citemon.quality.canary import (
     CitedCounts,
     _digest,  # the seed of shuffled_check's rotation
     canary_selected,
@@ -21,20 +31,10 @@ from monitor.canary import (
     cited_counts,
     shuffled_check,
 )
-from monitor.cli import build_parser
-from monitor.commands.run import serve
-from monitor.errors import ConfigError, JudgeHTTPError
-from monitor.judges.batch import EntailsBatch
-from monitor.judges.http import HTTPBatchJudge
-from monitor.judges.lexical import LexicalJudge
-from monitor.metrics import Metrics
-from monitor.pipeline import Pipeline
-from monitor.records import AnswerRecord, Verdict
-from monitor.sample import sample_records, specimen
-from monitor.sampling import ratio_bound, trace_id_sampled
-from monitor.scoring import Scorer, ScoringOptions, Summary
-from monitor.selftest import CanaryResult, rotate_citations, run_canary
-from monitor.settings import Settings, settings_from_args
+from citemon.quality.selftest import CanaryResult, rotate_citations, run_canary
+from citemon.service.pipeline import Pipeline
+from citemon.service.sampling import ratio_bound, trace_id_sampled
+from citemon.service.settings import Settings, settings_from_args
 from tests.judge_server import JudgeServer
 from tests.oracles import SPECIMEN_TRUTH, OracleJudge, YesJudge
 from tests.unit.test_metrics import SVE, FakeClock, answer, claim
@@ -316,7 +316,7 @@ async def test_an_unreadable_calibration_stops_start_up(tmp_path: Path) -> None:
 def test_cli_exits_2_on_an_unreadable_calibration(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from monitor.cli import main
+    from citemon.cli import main
 
     assert main(["run", "--calibration", str(tmp_path / "missing.json")]) == 2
     assert "cannot read calibration file" in capsys.readouterr().err

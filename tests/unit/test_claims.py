@@ -6,14 +6,14 @@ import time
 
 import pytest
 
-from monitor.claims import (
+from citemon.engine.claims import (
     CitationSyntax,
     _segments,
     extract_claims,
     split_sentences,
     strip_markers,
 )
-from monitor.records import AnswerRecord, Passage
+from citemon.engine.records import AnswerRecord, Passage
 
 
 def record(answer: str, ids: list[str]) -> AnswerRecord:

@@ -6,18 +6,18 @@ from collections.abc import Mapping
 
 import pytest
 
-from monitor.cli import build_parser
-from monitor.errors import ConfigError, JudgeInvalidReply
-from monitor.judges import (
+from citemon.cli import build_parser
+from citemon.engine.records import Verdict
+from citemon.errors import ConfigError, JudgeInvalidReply
+from citemon.judges import (
     JudgeOptions,
     ThresholdJudge,
     entailment_score,
     judge_options,
     load_judge,
 )
-from monitor.judges.classifier import ClassifierJudge, chunk_words, parse_predictions
-from monitor.judges.learned import LearnedJudge
-from monitor.records import Verdict
+from citemon.judges.classifier import ClassifierJudge, chunk_words, parse_predictions
+from citemon.judges.learned import LearnedJudge
 
 
 def test_a_text_that_fits_is_one_chunk_as_is() -> None:

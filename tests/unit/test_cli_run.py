@@ -4,7 +4,7 @@ import socket
 
 import pytest
 
-from monitor.cli import main
+from citemon.cli import main
 
 
 def closed_port() -> int:

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from monitor.cli import main
-from monitor.compare import VersionCounts, compare
-from monitor.judges.lexical import LexicalJudge
-from monitor.sample import FAULTS, QUESTIONS, answer
-from monitor.scoring import Scorer
+from citemon.cli import main
+from citemon.demo.data import FAULTS, QUESTIONS, answer
+from citemon.engine.scoring import Scorer
+from citemon.judges.lexical import LexicalJudge
+from citemon.quality.compare import VersionCounts, compare
 
 
 def _scores_file(tmp_path: Path, rounds: int = 3) -> Path:

@@ -19,9 +19,9 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 
-from monitor.calibration import Calibration
-from monitor.metrics import Metrics
-from monitor.records import AnswerScore, ClaimResult
+from citemon.engine.records import AnswerScore, ClaimResult
+from citemon.metrics.exporter import Metrics
+from citemon.quality.calibration import Calibration
 from tests.conftest import REPO, need_server
 
 GRAFANA = REPO / "grafana"
@@ -318,7 +318,9 @@ def test_every_metric_name_is_exported_or_recorded() -> None:
     used = {name for text in texts for name in _NAME.findall(text)}
     assert len(used) >= 15
     unknown = {n for n in used if n not in exported and n not in recorded}
-    assert not unknown, f"names neither exported by monitor.metrics nor recorded: {unknown}"
+    assert not unknown, (
+        f"names neither exported by citemon.metrics.exporter nor recorded: {unknown}"
+    )
     # And the rules only build on what the monitor exports (no recording rule reads another
     # rule's output before it is defined).
     seen: set[str] = set()

@@ -11,16 +11,16 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from monitor.cli import main
-from monitor.excerpts import MAX_EXCERPT_CHARS, MAX_EXCERPTS, excerpt_of, excerpts
-from monitor.inspection import Filter, Worst, findings, parse_result, read_results_file
-from monitor.judges.lexical import LexicalJudge
-from monitor.metrics import Metrics
-from monitor.pipeline import Pipeline
-from monitor.records import AnswerScore, ClaimResult
-from monitor.sample import specimen
-from monitor.scoring import Scorer
-from monitor.settings import Settings
+from citemon.cli import main
+from citemon.demo.data import specimen
+from citemon.engine.excerpts import MAX_EXCERPT_CHARS, MAX_EXCERPTS, excerpt_of, excerpts
+from citemon.engine.records import AnswerScore, ClaimResult
+from citemon.engine.scoring import Scorer
+from citemon.judges.lexical import LexicalJudge
+from citemon.metrics.exporter import Metrics
+from citemon.quality.inspection import Filter, Worst, findings, parse_result, read_results_file
+from citemon.service.pipeline import Pipeline
+from citemon.service.settings import Settings
 
 T0 = 1_764_576_000_000  # 2025-12-01T08:00:00Z
 
@@ -501,8 +501,8 @@ def test_over_broad_citations_of_correct_claims_are_shown(
 
 
 def test_kafka_flags_are_run_s_and_env_vars_apply(monkeypatch: pytest.MonkeyPatch) -> None:
-    from monitor.cli import build_parser
-    from monitor.settings import settings_from_args
+    from citemon.cli import build_parser
+    from citemon.service.settings import settings_from_args
 
     monkeypatch.setenv("CITEMON_RESULTS_TOPIC", "from-env.scores")
     monkeypatch.setenv("CITEMON_SECURITY_PROTOCOL", "SASL_SSL")
@@ -613,7 +613,7 @@ def test_order_does_not_depend_on_fetch_order() -> None:
 
 async def test_a_held_score_keeps_kilobytes_however_long_its_passages() -> None:
     # Scores wait for their offset to commit; they keep capped excerpts, not the passages.
-    from monitor.records import AnswerRecord, Passage
+    from citemon.engine.records import AnswerRecord, Passage
 
     long = "Retention is ninety days. " + "filler words here " * 2000  # ~36,000 characters
     rec = AnswerRecord(
@@ -637,9 +637,9 @@ async def test_a_held_score_keeps_kilobytes_however_long_its_passages() -> None:
 
 
 def test_the_excerpt_setting_is_bounded() -> None:
-    from monitor.cli import build_parser
-    from monitor.errors import ConfigError
-    from monitor.settings import settings_from_args
+    from citemon.cli import build_parser
+    from citemon.errors import ConfigError
+    from citemon.service.settings import settings_from_args
 
     too_many = str(MAX_EXCERPT_CHARS + 1)
     args = build_parser().parse_args(["run", "--results-excerpt-chars", too_many])

@@ -6,11 +6,11 @@ from importlib import resources
 
 import pytest
 
-from monitor.errors import ConfigError
-from monitor.judges import Judge, load_judge
-from monitor.judges.features import FEATURE_NAMES, extract
-from monitor.judges.learned import WEIGHTS_RESOURCE, LearnedJudge, LearnedModel, load_model
-from monitor.judges.training import balanced_accuracy, fit_model, grouped_folds, strip_markers
+from citemon.errors import ConfigError
+from citemon.judges import Judge, load_judge
+from citemon.judges.features import FEATURE_NAMES, extract
+from citemon.judges.learned import WEIGHTS_RESOURCE, LearnedJudge, LearnedModel, load_model
+from citemon.judges.training import balanced_accuracy, fit_model, grouped_folds, strip_markers
 
 PASSAGE = {
     "p-3310": "Audit log retention is 90 days on the Business plan and 365 days on Enterprise.",
@@ -18,7 +18,7 @@ PASSAGE = {
 
 
 def test_shipped_weights_are_small_and_documented() -> None:
-    file = resources.files("monitor.data").joinpath(WEIGHTS_RESOURCE)
+    file = resources.files("citemon.data").joinpath(WEIGHTS_RESOURCE)
     assert len(file.read_bytes()) < 1_000_000
     model = load_model()
     assert len(model.coef) == len(FEATURE_NAMES)

@@ -9,11 +9,11 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 
-from monitor.errors import INVALID_REPLY_CAUSES
-from monitor.judges.base import JudgeObserver
-from monitor.metrics import JUDGE_OUTCOMES, SPAN_OUTCOMES, Metrics, MetricsServer
-from monitor.pipeline import GateObserver, JudgeGate
-from monitor.records import AnswerScore, ClaimResult, VerdictName
+from citemon.engine.records import AnswerScore, ClaimResult, VerdictName
+from citemon.errors import INVALID_REPLY_CAUSES
+from citemon.judges.base import JudgeObserver
+from citemon.metrics.exporter import JUDGE_OUTCOMES, SPAN_OUTCOMES, Metrics, MetricsServer
+from citemon.service.pipeline import GateObserver, JudgeGate
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 SVE = {"service": "support-bot", "version": "v1", "environment": "prod"}

@@ -7,9 +7,9 @@ import asyncio
 import pytest
 from aiokafka import TopicPartition
 
-from monitor.consumer import OffsetTracker
-from monitor.pipeline import DedupeWindow, JudgeGate, judge_failed
-from monitor.records import AnswerScore, ClaimResult, UnjudgedCause
+from citemon.engine.records import AnswerScore, ClaimResult, UnjudgedCause
+from citemon.service.delivery import OffsetTracker
+from citemon.service.pipeline import DedupeWindow, JudgeGate, judge_failed
 
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
 

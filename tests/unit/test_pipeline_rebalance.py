@@ -14,12 +14,12 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
-from monitor.judges.lexical import LexicalJudge
-from monitor.metrics import Metrics
-from monitor.pipeline import Pipeline
-from monitor.scoring import Scorer
-from monitor.settings import Settings
-from monitor.spans import TraceAssembler, decode_otlp
+from citemon.engine.scoring import Scorer
+from citemon.judges.lexical import LexicalJudge
+from citemon.metrics.exporter import Metrics
+from citemon.otlp.spans import TraceAssembler, decode_otlp
+from citemon.service.pipeline import Pipeline
+from citemon.service.settings import Settings
 
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
 

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import pytest
 
-from monitor.claims import extract_claims
-from monitor.records import AnswerRecord, Passage
-from monitor.sample import sample_records, specimen
-from monitor.scoring import Scorer, ScoringOptions, summarize
-from monitor.selftest import run_canary, shuffle_citations
+from citemon.demo.data import sample_records, specimen
+from citemon.engine.claims import extract_claims
+from citemon.engine.records import AnswerRecord, Passage
+from citemon.engine.scoring import Scorer, ScoringOptions, summarize
+from citemon.quality.selftest import run_canary, shuffle_citations
 from tests.oracles import OracleJudge, YesJudge
 
 C0 = "Audit logs are retained for 90 days on the Business plan."
@@ -195,7 +195,7 @@ class SplittingOracle(OracleJudge):
 
     async def decompose(self, sentence: str) -> list[str]:
         if "fail" in sentence:
-            from monitor.errors import JudgeInvalidReply
+            from citemon.errors import JudgeInvalidReply
 
             raise JudgeInvalidReply("no JSON")
         head, _, tail = sentence.rstrip(".").partition(" and ")
@@ -215,7 +215,7 @@ async def test_llm_decomposition_keeps_citations_and_sentence_index() -> None:
 
 
 def test_llm_decomposition_needs_a_judge_that_decomposes() -> None:
-    from monitor.errors import ConfigError
+    from citemon.errors import ConfigError
 
     with pytest.raises(ConfigError, match="decompose"):
         Scorer(OracleJudge({}), ScoringOptions(decompose="llm"))
@@ -226,7 +226,7 @@ def test_verdict_names_are_design_mds() -> None:
     import re
     import typing
 
-    from monitor.records import VERDICTS, VerdictName
+    from citemon.engine.records import VERDICTS, VerdictName
     from tests.unit.test_deploy import design_section
 
     design = ("correct", "misattributed", "multi_hop", "unsupported", "dangling", "unjudged",

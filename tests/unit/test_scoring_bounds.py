@@ -13,14 +13,14 @@ from aiokafka.structs import ConsumerRecord
 from prometheus_client import CollectorRegistry
 
 from bench.loop_stall import payload as bench_payload
-from monitor.judges.base import CPUJudge
-from monitor.judges.lexical import LexicalJudge
-from monitor.metrics import TRACE_OUTCOMES, Metrics
-from monitor.pipeline import JudgeGate, Pipeline, judge_failed
-from monitor.records import AnswerRecord, Passage, Verdict
-from monitor.scoring import Scorer, ScoringOptions, _allot
-from monitor.settings import Settings
-from monitor.spans import TraceAssembler
+from citemon.engine.records import AnswerRecord, Passage, Verdict
+from citemon.engine.scoring import Scorer, ScoringOptions, _allot
+from citemon.judges.base import CPUJudge
+from citemon.judges.lexical import LexicalJudge
+from citemon.metrics.exporter import TRACE_OUTCOMES, Metrics
+from citemon.otlp.spans import TraceAssembler
+from citemon.service.pipeline import JudgeGate, Pipeline, judge_failed
+from citemon.service.settings import Settings
 from tests.oracles import OracleJudge
 
 CLAIM = "The reactor output rose by twelve percent in the third quarter."

@@ -38,10 +38,12 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry, generate_latest
 
-from monitor.cli import build_parser
-from monitor.errors import ConfigError, DecodeError, JudgeError, JudgeInvalidReply
-from monitor.judges import JudgeOptions, load_judge
-from monitor.judges.http import (
+from citemon.cli import build_parser
+from citemon.engine.records import AnswerRecord, Passage
+from citemon.engine.scoring import Scorer
+from citemon.errors import ConfigError, DecodeError, JudgeError, JudgeInvalidReply
+from citemon.judges import JudgeOptions, load_judge
+from citemon.judges.http import (
     HTTPBatchJudge,
     HTTPJudge,
     parse_cited_reply,
@@ -49,25 +51,23 @@ from monitor.judges.http import (
     parse_entailment_reply,
     parse_support_reply,
 )
-from monitor.judges.lexical import LexicalJudge
-from monitor.judges.prompts import (
+from citemon.judges.lexical import LexicalJudge
+from citemon.judges.prompts import (
     build_cited_messages,
     build_decompose_messages,
     build_entailment_messages,
     build_support_messages,
     choose_nonce,
 )
-from monitor.metrics import JudgeMetrics
-from monitor.records import AnswerRecord, Passage
-from monitor.scoring import Scorer
-from monitor.settings import Settings, add_settings_arguments, settings_from_args
-from monitor.spans import (
+from citemon.metrics.exporter import JudgeMetrics
+from citemon.otlp.spans import (
     DEFAULT_MAX_CONTEXT_BYTES,
     TraceAssembler,
     decode_otlp,
     decode_otlp_json,
     decode_otlp_proto,
 )
+from citemon.service.settings import Settings, add_settings_arguments, settings_from_args
 from tests.conftest import need_server
 from tests.judge_server import Fault, JudgeServer, RecordedRequest
 
@@ -92,7 +92,7 @@ def _leaks(text: str, *secrets: str) -> list[str]:
 def all_logs(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
     """Every logger at DEBUG (httpx, httpcore, aiokafka included): any leak would show."""
     caplog.set_level(logging.DEBUG)
-    for name in ("httpx", "httpcore", "aiokafka", "monitor", "instrumentation"):
+    for name in ("httpx", "httpcore", "aiokafka", "citemon", "citemon_instrumentation"):
         caplog.set_level(logging.DEBUG, logger=name)  # another test may have raised them
     yield caplog
 
@@ -267,7 +267,7 @@ def test_kafka_span_exporter_never_shows_the_sasl_password(
 ) -> None:
     from opentelemetry.sdk.trace.export import SpanExportResult
 
-    from instrumentation import KafkaSpanExporter
+    from citemon_instrumentation import KafkaSpanExporter
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from monitor.cli import build_parser
-from monitor.errors import ConfigError
-from monitor.settings import Settings, parse_duration_s, settings_from_args
+from citemon.cli import build_parser
+from citemon.errors import ConfigError
+from citemon.service.settings import Settings, parse_duration_s, settings_from_args
 
 SECRET = "s3cr3t-Pa55word"
 
@@ -88,7 +88,7 @@ def test_sasl_password_from_env_never_in_repr_logs_or_errors(
     assert options["sasl_mechanism"] == "SCRAM-SHA-512"
     assert options["sasl_plain_username"] == "citemon"
     with caplog.at_level(logging.DEBUG):
-        logging.getLogger("monitor.run").info("settings: %s", s.describe())
+        logging.getLogger("citemon.run").info("settings: %s", s.describe())
     for text in (repr(s), str(s), str(s.describe()), caplog.text, s.model_dump_json()):
         assert SECRET not in text
     assert s.describe()["kafka_password"] == "set"

@@ -17,10 +17,10 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import StatusCode
 from pydantic import BaseModel
 
-from instrumentation import ShimStats, answer_span, record_answer
-from monitor.errors import DecodeError
-from monitor.records import AnswerRecord, Passage
-from monitor.spans import decode_otlp_proto
+from citemon.engine.records import AnswerRecord, Passage
+from citemon.errors import DecodeError
+from citemon.otlp.spans import decode_otlp_proto
+from citemon_instrumentation import ShimStats, answer_span, record_answer
 
 RESOURCE = Resource.create(
     {
@@ -159,7 +159,7 @@ def test_a_failing_redact_hook_never_reaches_the_host_and_records_nothing_raw(
     def broken(text: str) -> str:
         raise RuntimeError(f"redactor down on {text!r}")  # quotes the very text it was given
 
-    caplog.set_level(logging.WARNING, logger="instrumentation")
+    caplog.set_level(logging.WARNING, logger="citemon_instrumentation")
     handled = []
     with answer_span("secret question", tracer_provider=provider, redact=broken, stats=stats) as s:
         s.set_passages([("p-1", "secret passage")])

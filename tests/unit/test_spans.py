@@ -21,10 +21,9 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from instrumentation import record_answer
-from monitor.errors import DecodeError
-from monitor.records import AnswerRecord
-from monitor.spans import (
+from citemon.engine.records import AnswerRecord
+from citemon.errors import DecodeError
+from citemon.otlp.spans import (
     TraceAssembler,
     decode_otlp,
     decode_otlp_json,
@@ -32,6 +31,7 @@ from monitor.spans import (
     is_otlp_json_line,
     iter_otlp_json_lines,
 )
+from citemon_instrumentation import record_answer
 
 RESOURCE = Resource.create(
     {"service.name": "bot", "service.version": "v7", "deployment.environment": "staging"}

@@ -1,0 +1,5 @@
+"""``python -m citemon``: the ``citemon`` command."""
+
+from citemon.cli import main
+
+raise SystemExit(main())

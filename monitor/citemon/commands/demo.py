@@ -1,0 +1,305 @@
+"""Live demo on Kafka: a RAG service ships a buggy deploy and citemon sees citation accuracy drop.
+
+Needs a broker (``make demo`` starts one with ``make kafka-up``). Creates its own topics, runs a
+small synthetic help-centre RAG service that records every answer with the OpenTelemetry shim
+and ships the spans to Kafka with KafkaSpanExporter — first as version v1 (mostly correct
+citations), then a "deploy" of v2 whose every claim cites the first retrieved passage — and
+runs the monitor (``citemon run``, offline judge, /metrics on --metrics-port) in the same
+process. Every --interval seconds it prints a per-version table; it stops by itself after
+--duration seconds, and Ctrl-C stops everything it started. --offline scores the bundled sample
+without Kafka instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import threading
+import time
+import uuid
+from typing import Any, Final
+
+from prometheus_client import CollectorRegistry
+
+from citemon.commands._files import render_table
+from citemon.demo.data import sample_records
+from citemon.engine.scoring import Scorer, summarize
+from citemon.engine.stats import two_proportion_z, wilson
+from citemon.errors import ConfigError
+from citemon.judges import add_judge_arguments, judge_options, load_judge
+from citemon.service.settings import Settings
+
+__all__ = ["add_arguments", "main", "render_versions"]
+
+_MIX: Final = ("correct", "misattributed", "multi_hop", "unsupported", "dangling", "uncited")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--offline", action="store_true", help="score the bundled sample, no Kafka (old demo)"
+    )
+    parser.add_argument("--explain", action="store_true", help="(--offline) reasons per claim")
+    parser.add_argument(
+        "--bootstrap-servers",
+        default=os.environ.get("CITEMON_BOOTSTRAP_SERVERS", "127.0.0.1:9092"),
+        help="Kafka brokers (default 127.0.0.1:9092, what make kafka-up starts)",
+    )
+    parser.add_argument("--duration", type=float, default=45.0, help="seconds (default 45)")
+    parser.add_argument(
+        "--deploy-at", type=float, default=None, help="seconds until v2 ships (default 40%%)"
+    )
+    parser.add_argument("--rate", type=float, default=8.0, help="answers per second (default 8)")
+    parser.add_argument("--interval", type=float, default=3.0, help="seconds between tables")
+    parser.add_argument("--metrics-port", type=int, default=9464, help="/metrics port (9464)")
+    parser.add_argument("--keep-topics", action="store_true", help="do not delete the topics")
+    add_judge_arguments(parser)
+
+
+# -- the table -------------------------------------------------------------------------------
+
+
+def _per_version(registry: CollectorRegistry) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for metric in registry.collect():
+        for sample in metric.samples:
+            version = sample.labels.get("version")
+            if version is None:
+                continue
+            row = out.setdefault(version, {})
+            if sample.name == "citemon_claims_total":
+                row[sample.labels["verdict"]] = row.get(sample.labels["verdict"], 0) + sample.value
+            elif sample.name in (
+                "citemon_answers_total",
+                "citemon_cited_ids_total",
+                "citemon_faithful_claims_total",
+            ):
+                row[sample.name] = row.get(sample.name, 0) + sample.value
+    return {v: row for v, row in out.items() if row.get("citemon_answers_total")}
+
+
+def _cited(row: dict[str, float]) -> int:
+    return int(sum(row.get(v, 0) for v in _MIX if v != "uncited"))
+
+
+def _fmt(value: float | None, spec: str = ".2f") -> str:
+    return "  –" if value is None else format(value, spec)
+
+
+def render_versions(registry: CollectorRegistry) -> str:
+    """Per version: answers, accuracy with its 95% Wilson interval, coverage, IDs per claim,
+    and the verdict mix — all from the monitor's Prometheus counters."""
+    lines = [
+        f"{'version':<8}{'answers':>8}{'accuracy':>10}  {'95% CI':<13}{'coverage':>9}"
+        f"{'IDs/claim':>11}{'faithful':>10}   verdicts: correct/misattr/multi-hop/"
+        "unsupp/dangling/uncited"
+    ]
+    for version, row in sorted(_per_version(registry).items()):
+        cited = _cited(row)
+        correct = int(row.get("correct", 0))
+        judged = cited + int(row.get("uncited", 0))
+        faithful = row.get("citemon_faithful_claims_total", 0)
+        ci = wilson(correct, cited)
+        mix = "/".join(str(int(row.get(v, 0))) for v in _MIX)
+        unjudged = int(row.get("unjudged", 0))
+        lines.append(
+            f"{version:<8}{int(row['citemon_answers_total']):>8}"
+            f"{_fmt(correct / cited if cited else None):>10}  "
+            f"{(f'[{ci[0]:.2f}, {ci[1]:.2f}]' if ci else '–'):<13}"
+            f"{_fmt(cited / judged if judged else None):>9}"
+            f"{_fmt(row.get('citemon_cited_ids_total', 0) / cited if cited else None):>11}"
+            f"{_fmt(faithful / judged if judged else None):>10}   "
+            f"{mix}" + (f" (+{unjudged} unjudged)" if unjudged else "")
+        )
+    return "\n".join(lines)
+
+
+def _verdict_line(registry: CollectorRegistry) -> str | None:
+    rows = _per_version(registry)
+    if "v1" not in rows or "v2" not in rows:
+        return None
+    a, b = rows["v1"], rows["v2"]
+    s1, n1, s2, n2 = int(a.get("correct", 0)), _cited(a), int(b.get("correct", 0)), _cited(b)
+    test = two_proportion_z(s1, n1, s2, n2)
+    if test is None or not n1 or not n2:
+        return None
+    z, p = test
+    return (
+        f"v1 → v2: citation accuracy {s1 / n1:.2f} → {s2 / n2:.2f} "
+        f"({s2 / n2 - s1 / n1:+.2f}; two-proportion z = {z:.1f}, "
+        f"{'p < 1e-6' if p < 1e-6 else f'p = {p:.1g}'}).\n"
+        "Faithfulness does not move: v2 says the same things and cites the wrong passage."
+    )
+
+
+# -- the live demo ---------------------------------------------------------------------------
+
+
+async def _create_topics(bootstrap: str, names: list[str], partitions: int) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
+    try:
+        async with asyncio.timeout(15):
+            await admin.start()
+            await admin.create_topics(
+                [NewTopic(n, num_partitions=partitions, replication_factor=1) for n in names]
+            )
+    except Exception as exc:
+        raise ConfigError(
+            f"cannot reach Kafka at {bootstrap} ({type(exc).__name__}: {exc}); "
+            "start one with `make kafka-up`"
+        ) from None
+    finally:
+        with contextlib.suppress(Exception):
+            await admin.close()
+
+
+async def _delete_topics(bootstrap: str, names: list[str]) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(10):
+            await admin.start()
+            await admin.delete_topics(names)
+    with contextlib.suppress(Exception):
+        await admin.close()
+
+
+def _serve_answers(
+    service: Any, *, rate: float, duration_s: float, deploy_at_s: float, stop: threading.Event
+) -> None:
+    """The RAG service's traffic: v1 until ``deploy_at_s``, then v2 with the attribution bug."""
+    service.deploy("v1")
+    start = time.monotonic()
+    deployed = False
+    n = 0
+    while not stop.is_set():
+        elapsed = time.monotonic() - start
+        if elapsed >= duration_s:
+            return
+        if not deployed and elapsed >= deploy_at_s:
+            service.deploy("v2", first_passage_bug=True)
+            deployed = True
+            print(f">>> t={elapsed:.0f}s: deploy — v2 rolls out (its claims all cite the "
+                  "first retrieved passage)\n", flush=True)  # fmt: skip
+        service.handle()
+        n += 1
+        # Pace by schedule, not by sleep-after-work, so the rate holds.
+        stop.wait(max(0.0, start + n / rate - time.monotonic()))
+
+
+def _check_timing(args: argparse.Namespace, *, deploy_at_s: float, traffic_s: float) -> None:
+    """Refuse what would make a demo without its point: no traffic pacing (a zero rate divided
+    by, a negative one flooding), a busy table loop, or a deploy after the traffic has ended."""
+    if not args.rate > 0:
+        raise ConfigError(f"--rate must be above 0 answers/s, not {args.rate:g}")
+    if not args.interval > 0:
+        raise ConfigError(f"--interval must be above 0 s, not {args.interval:g}")
+    if not 0 <= deploy_at_s < traffic_s:
+        raise ConfigError(
+            f"v2 would never ship: --deploy-at {deploy_at_s:g}s is not within the traffic's "
+            f"0–{traffic_s:g}s (traffic stops 5 s before --duration ends); "
+            "use a longer --duration or an earlier --deploy-at"
+        )
+
+
+async def _live(args: argparse.Namespace) -> int:
+    from citemon.commands.run import serve
+    from citemon.demo.service import FakeRAGService
+
+    run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    topic = f"citemon.demo.{run_id}.spans"
+    topics = [topic, f"{topic}.dlq"]
+    duration = max(5.0, args.duration)
+    deploy_at = args.deploy_at if args.deploy_at is not None else 0.4 * duration
+    # The monitor gets most of the run; the last few seconds let it catch up before the end.
+    traffic_s = max(2.0, duration - 5.0)
+    _check_timing(args, deploy_at_s=deploy_at, traffic_s=traffic_s)
+    await _create_topics(args.bootstrap_servers, topics, partitions=3)
+    settings = Settings(
+        bootstrap_servers=args.bootstrap_servers,
+        topic=topic,
+        group=f"citemon-demo-{run_id}",
+        dlq_topic=topics[1],
+        metrics_port=args.metrics_port,
+        metrics_host="127.0.0.1",
+        commit_interval_s=0.5,
+        lag_interval_s=1.0,
+    )
+    stop = asyncio.Event()
+    stop_traffic = threading.Event()
+    loop = asyncio.get_running_loop()
+
+    def on_signal() -> None:
+        print("\ninterrupted: stopping the service and the monitor", flush=True)
+        stop_traffic.set()
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal)
+    registry = CollectorRegistry()
+    monitor_stop = asyncio.Event()
+    monitor = asyncio.create_task(serve(settings, args, stop=monitor_stop, registry=registry))
+    service = FakeRAGService(args.bootstrap_servers, topic, seed=int(time.time()))
+    print(
+        f"citemon demo: service 'support-bot' → Kafka {args.bootstrap_servers} topic {topic}\n"
+        f"monitor: judge {args.judge}, metrics http://127.0.0.1:{args.metrics_port}/metrics; "
+        f"{args.rate:g} answers/s, v2 ships at t={deploy_at:.0f}s, ends at t={duration:.0f}s\n",
+        flush=True,
+    )
+    traffic = asyncio.create_task(
+        asyncio.to_thread(
+            _serve_answers,
+            service,
+            rate=args.rate,
+            duration_s=min(traffic_s, duration),
+            deploy_at_s=deploy_at,
+            stop=stop_traffic,
+        )
+    )
+    start = time.monotonic()
+    try:
+        while not stop.is_set() and time.monotonic() - start < duration:
+            if monitor.done():
+                monitor.result()  # raises why the monitor stopped
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), args.interval)
+            elapsed = time.monotonic() - start
+            sent = sum(service.answered.values())
+            print(f"t={elapsed:4.0f}s  answers sent {sent}", flush=True)
+            print(render_versions(registry) + "\n", flush=True)
+    finally:
+        stop_traffic.set()
+        with contextlib.suppress(Exception):
+            await traffic
+        await asyncio.to_thread(service.shutdown)
+        monitor_stop.set()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(monitor, settings.drain_timeout_s + 10)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(Exception):
+                loop.remove_signal_handler(sig)
+        if not args.keep_topics:
+            await _delete_topics(args.bootstrap_servers, topics)
+    print("final, from the monitor's Prometheus counters:")
+    print(render_versions(registry))
+    verdict = _verdict_line(registry)
+    if verdict:
+        print("\n" + verdict)
+    return 130 if stop.is_set() else 0
+
+
+async def _offline(args: argparse.Namespace) -> int:
+    scorer = Scorer(load_judge(args.judge, judge_options(args)))
+    scores = await scorer.score_many(sample_records())
+    print(render_table(scores, summarize(scores), "any_of", explain=args.explain))
+    return 0
+
+
+def main(args: argparse.Namespace) -> int:
+    return asyncio.run(_offline(args) if args.offline else _live(args))

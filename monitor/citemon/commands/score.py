@@ -1,0 +1,140 @@
+"""Score a file of answers offline and print citation accuracy, coverage and faithfulness.
+
+Reads citemon JSONL records (DESIGN.md "Input record") or an OpenTelemetry Collector
+file-exporter dump (OTLP JSON lines; detected from the first line). Bad lines are reported with
+their number and skipped (exit status 1), or abort the run with --strict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import AsyncIterator, Iterator
+from itertools import chain
+from typing import IO
+
+from citemon.commands._files import Progress, detect_format, read_jsonl, render_json, render_table
+from citemon.commands._options import add_scoring_arguments, open_input, scoring_options
+from citemon.engine.records import AnswerRecord, AnswerScore
+from citemon.engine.scoring import Scorer, summarize
+from citemon.errors import CitemonError, InputError
+from citemon.judges import add_judge_arguments, judge_options, load_judge
+from citemon.otlp.spans import iter_otlp_json_lines
+from citemon.quality.calibration import Calibration
+
+__all__ = ["add_arguments", "main"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("input", help="JSONL file of answers, or - for standard input")
+    parser.add_argument("--input-format", choices=("auto", "jsonl", "otlp-json"), default="auto")
+    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument("--explain", action="store_true", help="show reasons per claim")
+    parser.add_argument("--strict", action="store_true", help="abort on the first bad line")
+    parser.add_argument(
+        "--calibration",
+        metavar="FILE",
+        help="a `citemon calibrate --output` file: also report corrected accuracy",
+    )
+    add_scoring_arguments(parser)
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=16,
+        help="answers scored at once (the judge cap still bounds requests)",
+    )
+    add_judge_arguments(parser)
+
+
+def _records(stream: IO[str], fmt: str) -> Iterator[tuple[int, AnswerRecord | CitemonError]]:
+    first = stream.readline()
+    if fmt == "auto":
+        fmt = detect_format(first)
+    lines = chain([first], stream)
+    if fmt == "jsonl":
+        yield from read_jsonl(lines)
+        return
+    yield from iter_otlp_json_lines(lines)
+
+
+async def score_stream(
+    scorer: Scorer,
+    items: Iterator[tuple[int, AnswerRecord | CitemonError]],
+    *,
+    concurrency: int,
+    strict: bool,
+    errors: list[CitemonError],
+) -> AsyncIterator[AnswerScore]:
+    """Score records in input order with at most ``concurrency`` answers in flight."""
+    window: list[asyncio.Task[AnswerScore]] = []
+    for number, item in items:
+        if isinstance(item, CitemonError):
+            if strict:
+                raise item
+            where = "" if isinstance(item, InputError) else f"line {number}: "
+            print(f"citemon: skipped {where}{item}", file=sys.stderr)
+            errors.append(item)
+            continue
+        window.append(asyncio.create_task(scorer.score(item)))
+        if len(window) >= concurrency:
+            yield await window.pop(0)
+    for task in window:
+        yield await task
+
+
+async def _run(args: argparse.Namespace) -> int:
+    calibration = Calibration.load(args.calibration) if args.calibration else None
+    # A calibration that chose a threshold for this judge measured its error *at* it: apply it.
+    calibrated = calibration.threshold_for(args.judge) if calibration else None
+    judge = load_judge(args.judge, judge_options(args, calibrated_threshold=calibrated))
+    scorer = Scorer(judge, scoring_options(args))
+    errors: list[CitemonError] = []
+    scores: list[AnswerScore] = []
+    progress = Progress()
+    try:
+        with open_input(args.input) as stream:
+            stream_scores = score_stream(
+                scorer,
+                _records(stream, args.input_format),
+                concurrency=max(1, args.concurrency),
+                strict=args.strict,
+                errors=errors,
+            )
+            async for score in stream_scores:
+                scores.append(score)
+                progress.step()
+    finally:
+        progress.close()
+        aclose = getattr(judge, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    summary = summarize(scores)
+    if args.format == "json":
+        print(render_json(scores, summary, args.policy, calibration))
+    else:
+        print(
+            render_table(
+                scores, summary, args.policy, explain=args.explain, calibration=calibration
+            )
+        )
+    claims = [c for s in scores for c in s.claims]
+    failed = [c for c in claims if c.unjudged_cause == "judge_failure"]
+    if failed:  # the table shows why only with --explain; a dead judge must not pass quietly
+        print(
+            f"citemon: the judge failed on {len(failed)} of {len(claims)} claim(s), so they have "
+            f"no verdict (first: {failed[0].reason})",
+            file=sys.stderr,
+        )
+    no_verdict = bool(claims) and all(c.faithful is None for c in claims)
+    if no_verdict:
+        print("citemon: no claim got a verdict", file=sys.stderr)
+    if errors:
+        print(f"citemon: {len(errors)} bad input line(s) skipped", file=sys.stderr)
+    elif not scores:  # an empty file or pipe is more likely a mistake than a result
+        print(f"citemon: no answers in {args.input}", file=sys.stderr)
+    return 1 if errors or no_verdict or not scores else 0
+
+
+def main(args: argparse.Namespace) -> int:
+    return asyncio.run(_run(args))

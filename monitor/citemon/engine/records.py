@@ -1,0 +1,169 @@
+"""The data citemon passes around: answers in, verdicts out.
+
+Everything here is a pydantic model so that the JSONL input of ``citemon score``, the records the
+span decoder builds and the JSON the scorer writes share one validated shape (DESIGN.md, "Input
+record" and "`citemon score` output").
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+
+__all__ = [
+    "UNJUDGED_CAUSES",
+    "VERDICTS",
+    "AnswerRecord",
+    "AnswerScore",
+    "Claim",
+    "ClaimResult",
+    "Passage",
+    "UnjudgedCause",
+    "Verdict",
+    "VerdictName",
+]
+
+VerdictName = Literal[
+    "correct", "misattributed", "multi_hop", "unsupported", "dangling", "unjudged", "uncited"
+]
+"""A claim's citation verdict; mutually exclusive (DESIGN.md, "Verdicts")."""
+
+VERDICTS: tuple[VerdictName, ...] = (
+    "correct",
+    "misattributed",
+    "multi_hop",
+    "unsupported",
+    "dangling",
+    "unjudged",
+    "uncited",
+)
+
+UnjudgedCause = Literal["judge_failure", "truncated", "search_cut"]
+"""Why a claim has no verdict (``ClaimResult.unjudged_cause``; DESIGN.md, "Verdicts").
+
+``judge_failure``: a judge request the verdict depends on failed (the only cause that is
+evidence about the judge, and the only one worth retrying); ``truncated``: the producer marked
+the answer truncated, so a failure may be the truncation's; ``search_cut``: the claim's citation
+failed and its support search was cut by ``max_judge_calls_per_answer`` before any passage was
+found to support it, so neither ``misattributed`` nor ``multi_hop`` can be said.
+"""
+
+UNJUDGED_CAUSES: tuple[UnjudgedCause, ...] = ("judge_failure", "truncated", "search_cut")
+
+
+class Passage(BaseModel):
+    """One retrieved passage, as the RAG service showed it to its model."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    text: str = ""
+    source: str | None = None
+    score: float | None = None
+    metadata: dict[str, Any] | None = None
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id_as_text(cls, value: Any) -> Any:
+        # Numeric IDs are common in exported data (`"id": 3`); IDs are compared as text.
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+class AnswerRecord(BaseModel):
+    """One answer of a RAG service: the unit citemon scores.
+
+    Only ``answer`` and ``passages`` are required. ``truncated`` is set when the producer had to
+    drop passages or text (span limits, size caps): such an answer is scored ``unjudged`` rather
+    than blamed for a citation the monitor never saw.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str | None = None
+    question: str = ""
+    answer: str
+    passages: list[Passage]
+    service: str | None = None
+    version: str | None = None
+    environment: str | None = None
+    trace_id: str | None = None
+    span_id: str | None = None
+    truncated: bool = False
+    labels: list[dict[str, Any]] | None = None
+
+    def passage_map(self) -> dict[str, str]:
+        """Passage ID → text, in retrieval order (the first passage wins on duplicate IDs)."""
+        out: dict[str, str] = {}
+        for p in self.passages:
+            out.setdefault(p.id, p.text)
+        return out
+
+
+class Verdict(BaseModel):
+    """A judge's answer to "do these passages entail this claim?"."""
+
+    model_config = ConfigDict(frozen=True)
+
+    entailed: bool
+    reason: str | None = None
+    confidence: float | None = None
+
+
+class Claim(BaseModel):
+    """A checkable statement extracted from an answer, with the citations it carries.
+
+    ``cited_ids`` are the resolved IDs in marker order (a numeric marker that is not itself a
+    passage ID is mapped to the passage at that 1-based position); ``dangling_ids`` is the subset
+    of them that names no retrieved passage.
+    """
+
+    sentence: int
+    text: str
+    cited_ids: list[str] = Field(default_factory=list)
+    dangling_ids: list[str] = Field(default_factory=list)
+
+    @property
+    def cited(self) -> bool:
+        return bool(self.cited_ids)
+
+
+class ClaimResult(BaseModel):
+    """The verdict on one claim, as written in ``citemon score --format json``."""
+
+    sentence: int
+    text: str
+    cited_ids: list[str]
+    verdict: VerdictName
+    supported_by: list[str] = Field(default_factory=list)
+    faithful: bool | None = None
+    overlap: bool = False
+    irrelevant_ids: list[str] = Field(default_factory=list)
+    reason: str | None = None
+    unjudged_cause: UnjudgedCause | None = None
+    """Set exactly when the claim lacks its verdict (``unjudged``, or ``uncited`` with
+    ``faithful`` unknown): why."""
+    search_cut: int = 0
+    """Passages the misattribution search did not ask about (``max_judge_calls_per_answer``)."""
+
+
+class AnswerScore(BaseModel):
+    """Per-answer result: the ``answers[]`` element of the score output."""
+
+    id: str | None = None
+    service: str | None = None
+    version: str | None = None
+    environment: str | None = None
+    trace_id: str | None = None
+    claims: list[ClaimResult] = Field(default_factory=list)
+    judge_calls: int = 0
+    """Judge calls made for this answer (``entails``, or batch calls with a batch judge)."""
+    judge_calls_cut: int = 0
+    """Judge calls not made because of ``max_judge_calls_per_answer`` (sum of ``search_cut``)."""
+    _evidence: dict[str, str] = PrivateAttr(default_factory=dict)
+    """Excerpts of the passages the claims cite or are supported by
+    (:mod:`citemon.engine.excerpts`), set by the scorer for the results record; never serialised."""
+
+    @property
+    def evidence(self) -> dict[str, str]:
+        return self._evidence

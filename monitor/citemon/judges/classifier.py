@@ -1,0 +1,621 @@
+"""The classifier judge: a (premise, hypothesis) sequence-pair classifier behind TEI's ``/predict``.
+
+``--judge classifier`` asks a server in the shape of Hugging Face Text Embeddings Inference
+(TEI) — MiniCheck-RoBERTa/DeBERTa, an NLI cross-encoder — whether passages entail a claim::
+
+    POST {base_url}/predict
+    {"inputs": [["<premise chunk>", "<claim>"], …], "truncate": true, "raw_scores": false}
+    → [[{"label": "entailment", "score": 0.93}, {"label": "neutral", "score": 0.05}, …], …]
+
+one list of ``{label, score}`` per pair, in request order (TEI sorts each list by score). The
+claim's score is the ``label`` entry's score (``raw_scores: false``: a probability), the label
+matched case-insensitively (models name it ``entailment``, ``ENTAILMENT`` or ``LABEL_1``); the
+verdict is ``score >= threshold`` and :attr:`Verdict.confidence` is that score, P(entailed) as
+the model estimates it (:attr:`ClassifierJudge.confidence_means` says so to ``citemon
+calibrate``).
+
+Premise and chunks. The passages shown (only those the check is about) are joined, in the order
+given, with a blank line between them. A premise longer than ``window_words`` words is scored in
+chunks of ``window_words`` words that overlap by ``overlap_words``, and the claim's score is the
+maximum over chunks (MiniCheck's rule: one chunk that entails the claim is enough). The unit is
+the whitespace-separated word because the client does not have the server's tokenizer: a word
+is never split, and English runs about 1.3 subword tokens per word, so the default 300-word
+window plus a claim fits a 512-token model. ``truncate: true`` is sent so that an unusually
+token-dense chunk (numbers, URLs) is cut by the server rather than refused; the overlap then
+carries the cut tail into the next chunk.
+
+Batching. All pairs one call needs (every chunk, and in the batch methods every claim and every
+passage subset) are sent in requests of at most ``batch_pairs`` pairs, concurrently under the
+in-flight cap. TEI refuses a batch over its ``--max-client-batch-size`` (default 32) with HTTP
+422 ``batch size N > maximum allowed batch size M``, and a body over ``--payload-limit`` with
+HTTP 413: the judge then lowers its own cap (to M, or to half the batch), says so in the
+log, and sends the same pairs again in smaller requests: no pair is lost or counted twice.
+Before its first batch the judge also reads TEI's ``GET /info`` once and, when the server's
+``max_client_batch_size`` is below ``batch_pairs``, starts at that (a server without ``/info``
+is simply learned from).
+
+Everything else comes from :class:`citemon.judges.http.HTTPJudge`'s transport: the in-flight cap,
+per-attempt timeout, retries with full jitter on 429/5xx/timeouts/dropped connections/invalid
+replies (and on TEI's 424, a backend failure), ``Retry-After`` obeyed by every caller, the reply
+size bound, the API key from ``CITEMON_JUDGE_API_KEY`` (sent as ``Authorization: Bearer``,
+TEI's ``--api-key``), URL credentials as Basic auth and redacted everywhere, the observer behind
+``citemon_judge_requests_total{outcome}``, and the LRU cache (keyed by label, window, overlap,
+claim and passages; the threshold is applied after it, so it holds scores, not verdicts).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import re
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal, TypeVar
+
+import httpx
+
+from citemon.engine.records import Verdict
+from citemon.errors import ConfigError, JudgeError, JudgeHTTPError, JudgeInvalidReply
+from citemon.judges.base import JudgeObserver
+from citemon.judges.batch import CitedOutcome, CitedVerdict, SupportOutcome, SupportVerdict
+from citemon.judges.http import HTTPJudge, _Choice, _content, _Request
+
+__all__ = [
+    "DEFAULT_BATCH_PAIRS",
+    "DEFAULT_LABEL",
+    "DEFAULT_OVERLAP_WORDS",
+    "DEFAULT_THRESHOLD",
+    "DEFAULT_WINDOW_WORDS",
+    "ClassifierJudge",
+    "chunk_words",
+    "parse_predictions",
+]
+
+DEFAULT_LABEL: Final = "entailment"
+"""The label whose score is P(entailed); MiniCheck's checkpoints name it ``LABEL_1``."""
+DEFAULT_THRESHOLD: Final = 0.5
+DEFAULT_BATCH_PAIRS: Final = 32
+"""TEI's default ``--max-client-batch-size``."""
+DEFAULT_WINDOW_WORDS: Final = 300
+DEFAULT_OVERLAP_WORDS: Final = 50
+
+logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+_WORD = re.compile(r"\S+")
+_TEI_BATCH_LIMIT = re.compile(r"maximum allowed batch size (\d+)")
+_SEPARATOR = "\n\n"
+
+
+def chunk_words(text: str, window_words: int, overlap_words: int) -> list[str]:
+    """``text`` in windows of ``window_words`` words, each overlapping the previous by
+    ``overlap_words``; the last window ends at the last word. A text that fits is returned
+    whole, as is; a window keeps the original spacing between its words."""
+    if window_words < 1 or not 0 <= overlap_words < window_words:
+        raise ConfigError(
+            f"need window_words >= 1 and 0 <= overlap_words < window_words, "
+            f"not {window_words} and {overlap_words}"
+        )
+    spans = [m.span() for m in _WORD.finditer(text)]
+    if len(spans) <= window_words:
+        return [text]
+    step = window_words - overlap_words
+    chunks = []
+    start = 0
+    while True:
+        end = min(start + window_words, len(spans))
+        chunks.append(text[spans[start][0] : spans[end - 1][1]])
+        if end == len(spans):
+            return chunks
+        start += step
+
+
+class _LabelMissing(JudgeInvalidReply):
+    """The model has no such label: a configuration error, so asking again cannot help."""
+
+    retriable = False
+
+
+class _BatchTooLarge(JudgeHTTPError):
+    """TEI refused the batch (422 over ``--max-client-batch-size``, 413 over the payload limit)."""
+
+    def __init__(self, message: str, *, status: int, limit: int | None) -> None:
+        super().__init__(message, status=status)
+        self.limit = limit
+
+
+def parse_predictions(content: str, *, pairs: int, label: str) -> list[float]:
+    """The ``label`` score of each pair in a TEI ``/predict`` batch reply, or why not.
+
+    The reply must be a JSON list of ``pairs`` lists of ``{"label": str, "score": number}``; a
+    score must be finite and in [0, 1] (``raw_scores: false`` gives probabilities); a list that
+    names a label twice is invalid; one without ``label`` (case-insensitive) raises a
+    non-retriable :class:`JudgeInvalidReply` that lists the labels the model has.
+    """
+    try:
+        value = json.loads(content)
+    except (ValueError, RecursionError):
+        raise JudgeInvalidReply(f"reply is not JSON: {content[:200]!r}") from None
+    if not isinstance(value, list) or len(value) != pairs:
+        got = f"{len(value)} entries" if isinstance(value, list) else type(value).__name__
+        raise JudgeInvalidReply(f"reply is not a list of {pairs} predictions (got {got})")
+    wanted = label.casefold()
+    scores = []
+    for n, predictions in enumerate(value):
+        if not isinstance(predictions, list):
+            raise JudgeInvalidReply(f"prediction {n} is not a list of {{label, score}}")
+        found: dict[str, float] = {}
+        for item in predictions:
+            name = item.get("label") if isinstance(item, dict) else None
+            score = item.get("score") if isinstance(item, dict) else None
+            if (
+                not isinstance(name, str)
+                or isinstance(score, bool)
+                or not isinstance(score, int | float)
+                or not math.isfinite(score)
+                or not 0.0 <= score <= 1.0
+            ):
+                raise JudgeInvalidReply(f"prediction {n} holds {str(item)[:100]!r}")
+            if name.casefold() in found:
+                raise JudgeInvalidReply(f"prediction {n} names label {name!r} twice")
+            found[name.casefold()] = float(score)
+        if wanted not in found:
+            names = sorted({str(i.get("label")) for i in predictions if isinstance(i, dict)})
+            raise _LabelMissing(
+                f"the model has no label {label!r} (it has {names}): set --judge-label"
+            )
+        scores.append(found[wanted])
+    return scores
+
+
+@dataclass(frozen=True, slots=True)
+class _Predict(_Request):
+    """A ``/predict`` request: its JSON body as it is sent (no chat messages, no schema)."""
+
+    body: dict[str, Any] | None = None
+
+
+class _PredictTransport(HTTPJudge):
+    """:class:`HTTPJudge`'s transport aimed at ``{base_url}/predict``: only :meth:`send` and
+    the cache helpers are used; its chat methods are never called."""
+
+    def __init__(self, base_url: str, model: str, **kwargs: Any) -> None:
+        super().__init__(base_url, model, **kwargs)
+        parsed = httpx.URL(self._base_url)  # credentials already taken out; query kept
+        self._url = str(parsed.copy_with(path=parsed.path.rstrip("/") + "/predict"))
+        self._shown_url = f"{self._shown_base}/predict"
+
+    @property
+    def shown_base(self) -> str:
+        return self._shown_base
+
+    async def send(self, body: dict[str, Any], parse: Callable[[str], _T]) -> _T:
+        """POST ``body`` with the retry budget; a refused batch size is raised at once."""
+        attempt = 0
+        while True:
+            await self._wait_not_before()
+            try:
+                return await self._attempt(_Predict([], None, body), _content(parse))
+            except _BatchTooLarge:
+                raise
+            except JudgeError as exc:
+                if not exc.retriable or attempt >= self._retries:
+                    raise
+                delay = self._backoff(attempt, exc)
+                logger.debug(
+                    "classifier attempt %d/%d failed (%s: %s); retrying in %.3fs",
+                    attempt + 1,
+                    self._retries + 1,
+                    type(exc).__name__,
+                    exc,
+                    delay,
+                )
+                attempt += 1
+                await asyncio.sleep(delay)
+
+    def _body(self, request: _Request, rung: str) -> dict[str, Any]:
+        assert isinstance(request, _Predict) and request.body is not None
+        return request.body
+
+    def _refused(self, rung: str, response: httpx.Response) -> bool:
+        return False  # /predict has no response formats to step down from
+
+    def _read(self, response: httpx.Response, parse: Callable[[_Choice], _T]) -> _T:
+        status = response.status_code
+        if status in (413, 422):
+            found = _TEI_BATCH_LIMIT.search(response.text)
+            if status == 413 or found:
+                raise _BatchTooLarge(
+                    f"judge at {self._shown_url} refused the batch (HTTP {status})",
+                    status=status,
+                    limit=int(found.group(1)) if found else None,
+                )
+        if not 200 <= status < 300:
+            try:
+                return super()._read(response, parse)  # 429 and the other errors, redacted
+            except JudgeHTTPError as exc:
+                if status == 424:  # TEI's backend error (e.g. out of memory under load)
+                    exc.retriable = True
+                raise
+        return parse(_Choice(response.text))
+
+    async def info(self) -> dict[str, Any] | None:
+        """TEI's ``GET /info`` (its limits and labels), or None when the server has none or
+        fails: the judge works without it. One request, outside the cap and the metrics."""
+        parsed = httpx.URL(self._base_url)
+        url = str(parsed.copy_with(path=parsed.path.rstrip("/") + "/info"))
+        auth: dict[str, Any] = {} if self._auth is None else {"auth": self._auth}
+        try:
+            async with asyncio.timeout(self._timeout_s):
+                response = await self._client.get(url, headers=self._headers, **auth)
+            if response.status_code != 200 or len(response.content) > 1_000_000:
+                return None
+            value = response.json()
+        except (TimeoutError, httpx.HTTPError, ValueError):
+            return None
+        return value if isinstance(value, dict) else None
+
+    def key(self, kind: str, claim: str, passages: list[tuple[str, str]]) -> str:
+        return self._key(kind, claim, passages)
+
+    async def cached(self, key: str, call: Callable[[], Awaitable[_T]]) -> _T:
+        return await self._cached(key, call)
+
+    def lookup(self, key: str) -> object | None:
+        if key in self._cache:
+            self._cache.move_to_end(key)
+            self._observe_cache(hit=True)
+            return self._cache[key]
+        self._observe_cache(hit=False)
+        return None
+
+    def store(self, key: str, value: object) -> None:
+        if self._cache_size:
+            self._cache[key] = value
+            self._cache.move_to_end(key)
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+
+
+@dataclass(frozen=True, slots=True)
+class _Score:
+    """A claim's best chunk score over one premise, and where it came from."""
+
+    score: float
+    chunks: int
+    best: int  # 0-based index of the best chunk
+
+
+_Question = tuple[str, tuple[tuple[str, str], ...]]  # claim, passages (ID, text) in order
+
+
+class ClassifierJudge:
+    """A :class:`~citemon.judges.base.Judge` (and :class:`~citemon.judges.batch.BatchJudge`)
+    over a TEI-shaped sequence-pair classifier; see the module docstring.
+
+    ``base_url`` is the server root (``http://127.0.0.1:8080``: TEI serves ``/predict`` there);
+    ``label`` the entailment label, ``threshold`` the score at or above which a claim is
+    entailed, ``batch_pairs`` the most pairs per request, ``window_words`` and
+    ``overlap_words`` the chunking, in words. The other keyword arguments are
+    :class:`~citemon.judges.http.HTTPJudge`'s (``max_inflight``, ``timeout_s``, ``retries``,
+    ``api_key``, ``observer``, ``transport``, ``rng``…).
+    """
+
+    confidence_means: Literal["entailed"] = "entailed"
+    """``Verdict.confidence`` is the model's P(entailed), for ``citemon calibrate``."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        label: str = DEFAULT_LABEL,
+        threshold: float = DEFAULT_THRESHOLD,
+        batch_pairs: int = DEFAULT_BATCH_PAIRS,
+        window_words: int = DEFAULT_WINDOW_WORDS,
+        overlap_words: int = DEFAULT_OVERLAP_WORDS,
+        model: str = "classifier",
+        observer: JudgeObserver | None = None,
+        **http: Any,
+    ) -> None:
+        if not label.strip():
+            raise ConfigError("--judge-label must name the model's entailment label")
+        if not (isinstance(threshold, int | float) and 0.0 <= threshold <= 1.0):
+            raise ConfigError(f"--judge-threshold must be in [0, 1], not {threshold}")
+        if batch_pairs < 1:
+            raise ConfigError(f"--judge-batch-pairs must be at least 1, not {batch_pairs}")
+        if window_words < 1:
+            raise ConfigError(f"--judge-window-words must be at least 1, not {window_words}")
+        if not 0 <= overlap_words < window_words:
+            raise ConfigError(
+                f"--judge-overlap-words must be 0 or more and below --judge-window-words "
+                f"({window_words}), not {overlap_words}"
+            )
+        self._label = label.strip()
+        self._threshold = float(threshold)
+        self._batch_pairs = batch_pairs
+        self._window = window_words
+        self._overlap = overlap_words
+        self._http = _PredictTransport(base_url, model, observer=observer, **http)
+        self._kind = f"predict:{self._label.casefold()}:{window_words}:{overlap_words}"
+        self._probe: asyncio.Task[None] | None = None
+
+    # -- public surface ------------------------------------------------------------------
+
+    @property
+    def label(self) -> str:
+        return self._label
+
+    @property
+    def threshold(self) -> float:
+        return self._threshold
+
+    @property
+    def batch_pairs(self) -> int:
+        """The most pairs per request: the configured cap, or lower once the server said so."""
+        return self._batch_pairs
+
+    @property
+    def max_inflight(self) -> int:
+        return self._http.max_inflight
+
+    def __repr__(self) -> str:
+        inner = repr(self._http)  # base URL without credentials, api_key='***'
+        return (
+            f"ClassifierJudge(label={self._label!r}, threshold={self._threshold:g}, "
+            f"batch_pairs={self._batch_pairs}, window_words={self._window}, "
+            f"overlap_words={self._overlap}, transport={inner})"
+        )
+
+    async def entails(self, claim: str, passages: Mapping[str, str]) -> Verdict:
+        """Whether ``passages`` (ID → text), joined in order, entail ``claim``.
+
+        Raises a :class:`~citemon.errors.JudgeError` when any chunk could not be scored within
+        the retry budget (a maximum over some chunks only could miss the entailing one).
+        """
+        if not passages:
+            return Verdict(entailed=False, reason="no passages were shown")
+        question = (claim, tuple(passages.items()))
+        found = await self._http.cached(self._key(question), lambda: self._score_one(question))
+        return self._verdict(found)
+
+    async def check_citations(
+        self, claims: Sequence[str], passages: Mapping[str, str], *, precision: bool
+    ) -> list[CitedOutcome]:
+        """:class:`~citemon.judges.batch.BatchJudge`: every claim against one citation set in as
+        few requests as the batch cap allows; with ``precision`` (two or more passages), a
+        second round for the entailed claims: each passage alone, and the set without each."""
+        if not passages:
+            return [CitedVerdict(entailed=False, reason="no passages were shown")] * len(claims)
+        shown = tuple(passages.items())
+        first = await self._scores([(c, shown) for c in claims])
+        subsets: dict[str, list[_Question]] = {}
+        if precision and len(shown) > 1:
+            for claim in dict.fromkeys(claims):
+                got = first[self._key((claim, shown))]
+                if isinstance(got, _Score) and got.score >= self._threshold:
+                    subsets[claim] = [(claim, (item,)) for item in shown] + [
+                        (claim, tuple(i for i in shown if i != item)) for item in shown
+                    ]
+        second = await self._scores([q for qs in subsets.values() for q in qs])
+        out: list[CitedOutcome] = []
+        for claim in claims:
+            got = first[self._key((claim, shown))]
+            if isinstance(got, JudgeError):
+                out.append(got)
+                continue
+            verdict = self._verdict(got)
+            if claim not in subsets:
+                out.append(
+                    CitedVerdict(
+                        entailed=verdict.entailed,
+                        reason=verdict.reason,
+                        confidence=verdict.confidence,
+                    )
+                )
+                continue
+            parts = [second[self._key(q)] for q in subsets[claim]]
+            error = next((p for p in parts if isinstance(p, JudgeError)), None)
+            if error is not None:
+                out.append(error)
+                continue
+            alone, spare = parts[: len(shown)], parts[len(shown) :]
+            out.append(
+                CitedVerdict(
+                    entailed=True,
+                    reason=verdict.reason,
+                    confidence=verdict.confidence,
+                    supported_by=tuple(
+                        pid for (pid, _), s in zip(shown, alone, strict=True) if self._yes(s)
+                    ),
+                    dispensable=tuple(
+                        pid for (pid, _), s in zip(shown, spare, strict=True) if self._yes(s)
+                    ),
+                )
+            )
+        return out
+
+    async def find_support(
+        self, claims: Sequence[str], passages: Mapping[str, str]
+    ) -> list[SupportOutcome]:
+        """:class:`~citemon.judges.batch.BatchJudge`: per claim, whether all the passages jointly
+        entail it and, only for those they do, which single passages do: a passage that entails
+        a claim alone makes the whole context entail it too (the scorer's per-claim path makes
+        the same assumption), so a claim the context does not entail costs no per-passage pair.
+        """
+        if not passages:
+            return [SupportVerdict(supported_by=(), joint=False)] * len(claims)
+        shown = tuple(passages.items())
+        joint = await self._scores([(c, shown) for c in claims])
+        held = [c for c in dict.fromkeys(claims) if self._yes(joint[self._key((c, shown))])]
+        alone = await self._scores([(c, (item,)) for c in held for item in shown])
+        out: list[SupportOutcome] = []
+        for claim in claims:
+            whole = joint[self._key((claim, shown))]
+            if isinstance(whole, JudgeError):
+                out.append(whole)
+                continue
+            if not self._yes(whole):
+                reason = self._verdict(whole).reason
+                out.append(SupportVerdict(supported_by=(), joint=False, reason=reason))
+                continue
+            singles = [alone[self._key((claim, (item,)))] for item in shown]
+            error = next((p for p in singles if isinstance(p, JudgeError)), None)
+            if error is not None:
+                out.append(error)
+                continue
+            out.append(
+                SupportVerdict(
+                    supported_by=tuple(
+                        pid for (pid, _), sc in zip(shown, singles, strict=True) if self._yes(sc)
+                    ),
+                    joint=True,
+                    reason=self._verdict(whole).reason,
+                )
+            )
+        return out
+
+    async def aclose(self) -> None:
+        if self._probe is not None and not self._probe.done():
+            self._probe.cancel()
+            await asyncio.gather(self._probe, return_exceptions=True)
+        await self._http.aclose()
+
+    async def __aenter__(self) -> ClassifierJudge:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- scoring -------------------------------------------------------------------------
+
+    def _key(self, question: _Question) -> str:
+        claim, passages = question
+        return self._http.key(self._kind, claim, list(passages))
+
+    def _yes(self, score: _Score | JudgeError) -> bool:
+        return isinstance(score, _Score) and score.score >= self._threshold
+
+    def _verdict(self, found: _Score) -> Verdict:
+        entailed = found.score >= self._threshold
+        where = f"chunk {found.best + 1} of {found.chunks}" if found.chunks > 1 else "one chunk"
+        return Verdict(
+            entailed=entailed,
+            reason=(
+                f"{self._label} score {found.score:.3f} ({where}) "
+                f"{'>=' if entailed else '<'} threshold {self._threshold:g}"
+            ),
+            confidence=found.score,
+        )
+
+    async def _score_one(self, question: _Question) -> _Score:
+        got = (await self._scores_uncached([question]))[0]
+        if isinstance(got, JudgeError):
+            raise got
+        return got
+
+    async def _scores(self, questions: Sequence[_Question]) -> dict[str, _Score | JudgeError]:
+        """Each distinct question's score by key: cached ones from the cache, the rest asked
+        together; errors are per request, so only the questions whose pairs failed get one."""
+        out: dict[str, _Score | JudgeError] = {}
+        ask: dict[str, _Question] = {}
+        for q in questions:
+            key = self._key(q)
+            if key in out or key in ask:
+                continue
+            hit = self._http.lookup(key)
+            if isinstance(hit, _Score):
+                out[key] = hit
+            else:
+                ask[key] = q
+        if ask:
+            scored = await self._scores_uncached(list(ask.values()))
+            for key, got in zip(ask, scored, strict=True):
+                out[key] = got
+                if isinstance(got, _Score):
+                    self._http.store(key, got)
+        return out
+
+    async def _scores_uncached(self, questions: Sequence[_Question]) -> list[_Score | JudgeError]:
+        pairs: list[list[str]] = []
+        owners: list[range] = []
+        for claim, passages in questions:
+            premise = _SEPARATOR.join(text for _, text in passages)
+            chunks = chunk_words(premise, self._window, self._overlap)
+            owners.append(range(len(pairs), len(pairs) + len(chunks)))
+            pairs += [[chunk, claim] for chunk in chunks]
+        scores = await self._predict_all(pairs)
+        out: list[_Score | JudgeError] = []
+        for span in owners:
+            mine = scores[span.start : span.stop]
+            error = next((s for s in mine if isinstance(s, JudgeError)), None)
+            if error is not None:
+                out.append(error)
+                continue
+            values = [float(s) for s in mine if not isinstance(s, JudgeError)]
+            best = max(range(len(values)), key=values.__getitem__)
+            out.append(_Score(values[best], len(values), best))
+        return out
+
+    async def _predict_all(self, pairs: list[list[str]]) -> list[float | JudgeError]:
+        """Every pair's score, in requests of at most the batch cap, sent concurrently."""
+        if self._probe is None:
+            self._probe = asyncio.ensure_future(self._read_info())
+        await asyncio.shield(self._probe)
+        cap = self._batch_pairs
+        batches = [pairs[i : i + cap] for i in range(0, len(pairs), cap)]
+        results = await asyncio.gather(*(self._predict(b) for b in batches))
+        return [s for r in results for s in r]
+
+    async def _read_info(self) -> None:
+        """Before the first batch: TEI's ``max_client_batch_size`` lowers the cap, so no
+        request is refused for its size (a server without ``/info`` is learned from on 422)."""
+        try:
+            info = await self._http.info()
+        except Exception:  # an optional hint must never stop judging
+            logger.debug("classifier judge: reading /info failed", exc_info=True)
+            return
+        limit = info.get("max_client_batch_size") if info else None
+        usable = isinstance(limit, int) and not isinstance(limit, bool) and limit >= 1
+        if usable and isinstance(limit, int) and limit < self._batch_pairs:
+            logger.info(
+                "classifier judge at %s accepts at most %d pairs per request (its /info): "
+                "sending at most that (--judge-batch-pairs %d)",
+                self._http.shown_base,
+                limit,
+                self._batch_pairs,
+            )
+            self._batch_pairs = limit
+
+    async def _predict(self, pairs: list[list[str]]) -> list[float | JudgeError]:
+        if len(pairs) > self._batch_pairs:  # the cap fell while this batch waited
+            return await self._predict_all(pairs)
+        body = {"inputs": pairs, "truncate": True, "raw_scores": False}
+
+        def parse(content: str) -> list[float]:
+            return parse_predictions(content, pairs=len(pairs), label=self._label)
+
+        try:
+            return list(await self._http.send(body, parse))
+        except _BatchTooLarge as exc:
+            smaller = exc.limit if exc.limit is not None else len(pairs) // 2
+            if len(pairs) <= 1 or smaller < 1 or smaller >= len(pairs):
+                return [
+                    JudgeHTTPError(
+                        f"{exc}; a batch of {len(pairs)} cannot be split further", status=exc.status
+                    )
+                ] * len(pairs)
+            if smaller < self._batch_pairs:
+                self._batch_pairs = smaller
+                logger.warning(
+                    "classifier judge at %s refused %d pairs per request (HTTP %s): sending "
+                    "at most %d from now on (--judge-batch-pairs)",
+                    self._http.shown_base,
+                    len(pairs),
+                    exc.status,
+                    smaller,
+                )
+            return await self._predict_all(pairs)
+        except JudgeError as exc:
+            return [exc] * len(pairs)

@@ -1,0 +1,362 @@
+"""Training and honest evaluation of the learned judge, in pure Python.
+
+Used by ``scripts/train_judge.py`` (which writes the shipped weights) and by
+``bench/judge_quality.py`` (which re-measures them): both go through :func:`cross_validate`, so
+the figures in the README and the weights come from one code path.
+
+Honesty rules built in: the IDF table is computed from the training fold only; ExpertQA folds
+are grouped by answer (and WiCE folds by cited page), so a claim is never scored by a model that
+saw its answer or its page; the threshold is fixed at 0.5 with class-balanced weights instead of
+being tuned on the evaluation data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import random
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from citemon.judges.base import Judge
+from citemon.judges.features import content_words, extract, tokens
+from citemon.judges.learned import LearnedModel, _sigmoid
+
+__all__ = [
+    "Example",
+    "FoldResult",
+    "PartialMapping",
+    "balanced_accuracy",
+    "build_idf",
+    "cross_validate",
+    "fit_model",
+    "grouped_folds",
+    "judge_probabilities",
+    "load_expertqa",
+    "load_wice",
+    "predict",
+    "quality_report",
+    "strip_markers",
+    "train",
+]
+
+PartialMapping = Literal["entailed", "not_entailed", "exclude"]
+"""How ExpertQA's ``Partial`` (and WiCE's ``partially_supported``) labels are read."""
+
+_MARKER = re.compile(r"\s*\[\s*[\w\-]+(?:\s*,\s*[\w\-]+)*\s*\]")
+
+
+def strip_markers(text: str) -> str:
+    """Remove ``[n]``-style citation markers and tidy the spaces they leave."""
+    return re.sub(r"\s+([.,;:!?])", r"\1", _MARKER.sub("", text)).strip()
+
+
+@dataclass(frozen=True)
+class Example:
+    """One human-labelled (claim, cited passages) pair."""
+
+    claim: str
+    passages: dict[str, str]
+    entailed: bool
+    group: str  # examples sharing a group never sit on both sides of a split
+    dataset: str
+    label: str  # the human label as written in the data
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def load_wice(path: Path, *, partial: PartialMapping = "not_entailed") -> list[Example]:
+    """WiCE pairs: ``supported`` → entailed, ``not_supported`` → not, ``partially_supported`` →
+    ``partial``. Grouped by the cited page so the same page never trains and tests."""
+    out = []
+    for row in _read_jsonl(path):
+        label = row["label"]
+        if label == "partially_supported":
+            if partial == "exclude":
+                continue
+            entailed = partial == "entailed"
+        else:
+            entailed = label == "supported"
+        group = "wice:" + hashlib.sha1(row["passage"].encode()).hexdigest()[:12]
+        out.append(Example(row["claim"], {"1": row["passage"]}, entailed, group, "wice", label))
+    return out
+
+
+def load_expertqa(path: Path, *, partial: PartialMapping = "not_entailed") -> list[Example]:
+    """ExpertQA annotator claims (markers stripped) with the texts of their cited passages.
+
+    ``Complete`` → entailed, ``Incomplete`` → not, ``Partial`` → ``partial``; ``Missing``,
+    ``N/A``, claims without citations and claims citing a passage with no recorded text are
+    left out. Grouped by answer.
+    """
+    out = []
+    for rec in _read_jsonl(path):
+        texts: dict[str, str] = {}
+        for p in rec["passages"]:
+            texts.setdefault(str(p["id"]), p.get("text") or "")
+        for lab in rec.get("labels") or []:
+            support = lab.get("support")
+            if support == "Partial":
+                if partial == "exclude":
+                    continue
+                entailed = partial == "entailed"
+            elif support in ("Complete", "Incomplete"):
+                entailed = support == "Complete"
+            else:
+                continue
+            ids = [str(i) for i in lab.get("cited_ids") or []]
+            if not ids or any(not texts.get(i) for i in ids):
+                continue
+            passages = {i: texts[i] for i in ids}
+            claim = strip_markers(lab["claim"])
+            out.append(Example(claim, passages, entailed, rec["id"], "expertqa", support))
+    return out
+
+
+def build_idf(docs: Iterable[str], *, max_terms: int) -> tuple[dict[str, float], float]:
+    """Smoothed IDF over stemmed content words; keeps the ``max_terms`` most frequent terms
+    (the rest get the returned default, the IDF of a term seen once) so the shipped table stays
+    small."""
+    df: Counter[str] = Counter()
+    n = 0
+    for doc in docs:
+        n += 1
+        df.update(set(content_words(tokens(doc))))
+    kept = df.most_common(max_terms)
+    idf = {term: round(math.log((n + 1) / (count + 1)) + 1.0, 4) for term, count in kept}
+    default = round(math.log((n + 1) / 2) + 1.0, 4)
+    return idf, default
+
+
+def _docs(examples: Iterable[Example]) -> list[str]:
+    seen: dict[str, None] = {}
+    for ex in examples:
+        for text in ex.passages.values():
+            seen.setdefault(text, None)
+    return list(seen)
+
+
+# ---------------------------------------------------------------------------------------------
+# Logistic regression (Newton/IRLS on standardised features, class-balanced, L2)
+
+
+def _solve(a: list[list[float]], b: list[float]) -> list[float]:
+    """Gaussian elimination with partial pivoting (the systems here are ~20×20)."""
+    n = len(b)
+    m = [[*row, b[i]] for i, row in enumerate(a)]
+    for col in range(n):
+        piv = max(range(col, n), key=lambda r: abs(m[r][col]))
+        m[col], m[piv] = m[piv], m[col]
+        if abs(m[col][col]) < 1e-12:
+            continue
+        for r in range(col + 1, n):
+            f = m[r][col] / m[col][col]
+            if f:
+                for c in range(col, n + 1):
+                    m[r][c] -= f * m[col][c]
+    x = [0.0] * n
+    for r in range(n - 1, -1, -1):
+        if abs(m[r][r]) < 1e-12:
+            continue
+        x[r] = (m[r][n] - sum(m[r][c] * x[c] for c in range(r + 1, n))) / m[r][r]
+    return x
+
+
+def fit_model(
+    X: Sequence[Sequence[float]],
+    y: Sequence[bool],
+    *,
+    l2: float = 1.0,
+    iterations: int = 25,
+    strata: Sequence[str] | None = None,
+) -> LearnedModel:
+    """Class-balanced L2 logistic regression fitted by Newton's method.
+
+    Balanced weights make 0.5 the threshold that targets balanced accuracy, whatever the share
+    of entailed pairs in the training data. With ``strata`` (e.g. the dataset of each row) the
+    balance holds within every stratum, each stratum weighing the same: pooling a 33%-entailed
+    set with a 72%-entailed one must not teach the model that base rates are evidence.
+    """
+    n, d = len(X), len(X[0])
+    mean = [sum(row[j] for row in X) / n for j in range(d)]
+    scale = []
+    for j in range(d):
+        var = sum((row[j] - mean[j]) ** 2 for row in X) / n
+        scale.append(math.sqrt(var) or 1.0)
+    Z = [[1.0] + [(row[j] - mean[j]) / scale[j] for j in range(d)] for row in X]
+    cells = Counter(zip(strata or [""] * n, y, strict=True))
+    weight = [n / (len(cells) * cells[cell]) for cell in zip(strata or [""] * n, y, strict=True)]
+    beta = [0.0] * (d + 1)
+    for _ in range(iterations):
+        grad = [0.0] * (d + 1)
+        hess = [[0.0] * (d + 1) for _ in range(d + 1)]
+        for z, t, wt in zip(Z, y, weight, strict=True):
+            p = _sigmoid(sum(b * v for b, v in zip(beta, z, strict=True)))
+            r = wt * (p - (1.0 if t else 0.0))
+            h = wt * p * (1 - p)
+            for a in range(d + 1):
+                grad[a] += r * z[a]
+                ha = h * z[a]
+                row = hess[a]
+                for b in range(a, d + 1):
+                    row[b] += ha * z[b]
+        for a in range(d + 1):
+            for b in range(a):
+                hess[a][b] = hess[b][a]
+        for a in range(1, d + 1):  # no penalty on the intercept
+            grad[a] += l2 * beta[a]
+            hess[a][a] += l2
+        step = _solve(hess, grad)
+        beta = [b - s for b, s in zip(beta, step, strict=True)]
+        if max(abs(s) for s in step) < 1e-7:
+            break
+    return LearnedModel(mean=mean, scale=scale, coef=beta[1:], intercept=beta[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# Splits and evaluation
+
+
+def grouped_folds(groups: Sequence[str], k: int, *, seed: int = 0) -> list[list[int]]:
+    """Indices split into ``k`` folds with every group wholly inside one fold."""
+    distinct = sorted(set(groups))
+    random.Random(seed).shuffle(distinct)
+    fold_of = {g: i % k for i, g in enumerate(distinct)}
+    folds: list[list[int]] = [[] for _ in range(k)]
+    for i, g in enumerate(groups):
+        folds[fold_of[g]].append(i)
+    return folds
+
+
+def balanced_accuracy(truth: Sequence[bool], predicted: Sequence[bool]) -> float:
+    tp = sum(1 for t, p in zip(truth, predicted, strict=True) if t and p)
+    tn = sum(1 for t, p in zip(truth, predicted, strict=True) if not t and not p)
+    pos = sum(1 for t in truth if t)
+    neg = len(truth) - pos
+    sens = tp / pos if pos else 0.0
+    spec = tn / neg if neg else 0.0
+    return (sens + spec) / 2
+
+
+def featurize(
+    examples: Sequence[Example], idf: dict[str, float], default_idf: float
+) -> list[list[float]]:
+    return [extract(ex.claim, ex.passages, idf, default_idf=default_idf) for ex in examples]
+
+
+def train(
+    examples: Sequence[Example], *, max_idf_terms: int = 20000, l2: float = 1.0
+) -> LearnedModel:
+    """Fit on ``examples``: IDF from their passages, then the logistic model."""
+    idf, default_idf = build_idf(_docs(examples), max_terms=max_idf_terms)
+    features = featurize(examples, idf, default_idf)
+    strata = [ex.dataset for ex in examples]
+    model = fit_model(features, [ex.entailed for ex in examples], l2=l2, strata=strata)
+    model.idf, model.default_idf = idf, default_idf
+    return model
+
+
+def predict(model: LearnedModel, examples: Sequence[Example]) -> list[float]:
+    return [model.probability(x) for x in featurize(examples, model.idf, model.default_idf)]
+
+
+@dataclass
+class FoldResult:
+    """Out-of-fold probabilities for every example (each scored by a model that never saw it)."""
+
+    examples: list[Example]
+    probability: list[float]
+
+    def balanced_accuracy(self, threshold: float = 0.5) -> float:
+        return balanced_accuracy(
+            [ex.entailed for ex in self.examples], [p >= threshold for p in self.probability]
+        )
+
+
+def cross_validate(
+    examples: Sequence[Example],
+    *,
+    k: int = 5,
+    seed: int = 0,
+    trainer: Callable[[Sequence[Example]], LearnedModel] = train,
+    progress: Callable[[int], None] | None = None,
+) -> FoldResult:
+    """Grouped ``k``-fold cross-validation: out-of-fold probabilities for all examples."""
+    folds = grouped_folds([ex.group for ex in examples], k, seed=seed)
+    prob = [0.0] * len(examples)
+    for f, test_idx in enumerate(folds):
+        held = set(test_idx)
+        model = trainer([ex for i, ex in enumerate(examples) if i not in held])
+        for i, p in zip(test_idx, predict(model, [examples[i] for i in test_idx]), strict=True):
+            prob[i] = p
+        if progress is not None:
+            progress(f)
+    return FoldResult(list(examples), prob)
+
+
+def judge_probabilities(judge: Judge, examples: Sequence[Example]) -> list[float]:
+    """Run any judge over ``examples`` through its ``entails`` (1.0 entailed, 0.0 not), so an
+    untrained judge is measured with the same harness as the learned one."""
+
+    async def run() -> list[float]:
+        out = []
+        for ex in examples:
+            verdict = await judge.entails(ex.claim, ex.passages)
+            out.append(1.0 if verdict.entailed else 0.0)
+        return out
+
+    return asyncio.run(run())
+
+
+def quality_report(
+    data_dir: Path,
+    *,
+    partial: PartialMapping = "not_entailed",
+    k: int = 5,
+    seed: int = 0,
+    baseline: Judge | None = None,
+) -> dict[str, Any]:
+    """The learned judge's figures on the development data, every one on data it was not
+    trained on: grouped k-fold CV within each dataset, CV on the pooled data reported per
+    dataset, and train-on-one/test-on-the-other. ``baseline`` (e.g. the lexical judge, which
+    has nothing to train) is scored on every pair with the same metric."""
+    datasets = {
+        "wice": load_wice(data_dir / "wice" / "dev.jsonl", partial=partial),
+        "expertqa": load_expertqa(data_dir / "expertqa" / "val.jsonl", partial=partial),
+    }
+    figures: dict[str, Any] = {"k": k, "seed": seed, "partial": partial, "datasets": {}}
+    pooled = [ex for exs in datasets.values() for ex in exs]
+    pooled_cv = cross_validate(pooled, k=k, seed=seed)
+    start = 0
+    for name, exs in datasets.items():
+        truth = [ex.entailed for ex in exs]
+        within = cross_validate(exs, k=k, seed=seed)
+        pooled_here = pooled_cv.probability[start : start + len(exs)]
+        start += len(exs)
+        row: dict[str, Any] = {
+            "pairs": len(exs),
+            "entailed": sum(truth),
+            "learned_cv": round(within.balanced_accuracy(), 4),
+            "learned_pooled_cv": round(
+                balanced_accuracy(truth, [p >= 0.5 for p in pooled_here]), 4
+            ),
+        }
+        others = [ex for other, oexs in datasets.items() if other != name for ex in oexs]
+        cross = predict(train(others), exs)
+        row["learned_trained_on_other"] = round(
+            balanced_accuracy(truth, [p >= 0.5 for p in cross]), 4
+        )
+        if baseline is not None:
+            base = judge_probabilities(baseline, exs)
+            row["baseline"] = round(balanced_accuracy(truth, [p >= 0.5 for p in base]), 4)
+        figures["datasets"][name] = row
+    return figures

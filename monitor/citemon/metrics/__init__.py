@@ -1,0 +1,1 @@
+"""The Prometheus metrics citemon exports (DESIGN.md's names), and the HTTP server for them."""

@@ -1,0 +1,714 @@
+"""Measuring the judge against human labels, and correcting citation accuracy for its error.
+
+Every citemon number is a judge's verdict. This module says how far to trust it:
+
+* :func:`pairs_from_rows` turns labelled data into (claim, passages, human verdict) pairs. Two
+  shapes are read, detected per row: pairs ``{claim, passage, label}`` (WiCE) and answer records
+  with ``labels`` (ExpertQA), whose annotator claims are matched to citemon's own extracted
+  claims so the judge sees the sentence it would see in production.
+* :func:`evaluate` compares judge and human: confusion matrix, sensitivity (entailed pairs the
+  judge accepts), specificity (non-entailed pairs it rejects), balanced accuracy, Cohen's κ, each
+  with a 95% interval, plus the worst disagreements for a person to read.
+* For a judge that says what its confidence means (``confidence_means``: the classifier's
+  entailment score, the learned judge's verdict probability), :func:`roc_auc` and
+  :func:`best_threshold` rank the pairs by P(entailed): the area under the ROC curve, and the
+  threshold that maximises balanced accuracy, each with an interval from
+  :func:`threshold_bootstrap` (a stratified bootstrap over the labelled pairs, seeded).
+* :class:`Calibration` is the file ``citemon calibrate --output`` writes and ``--calibration``
+  reads; :func:`corrected_accuracy` applies the Rogan–Gladen correction with it. When a
+  threshold was chosen, the file holds it and the counts *at* it, since ``score`` and ``run``
+  apply it: the correction then uses the error of the rule that produced the verdicts.
+
+Intervals: sensitivity and specificity use Wilson score intervals
+(:func:`citemon.engine.stats.wilson`). Balanced accuracy, κ and the corrected accuracy use a
+parametric bootstrap with a fixed seed: each draw takes every proportion from its Jeffreys posterior
+(Beta(s + ½, n − s + ½); for κ a Dirichlet over the four cells), so the interval carries the
+uncertainty of every count involved and is reproducible run to run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import difflib
+import json
+import random
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from citemon.engine.records import AnswerRecord, Verdict
+from citemon.engine.stats import ratio, wilson
+from citemon.errors import ConfigError, JudgeError
+from citemon.judges import entailment_score
+from citemon.judges.base import Judge
+
+__all__ = [
+    "MIN_INFORMATIVENESS",
+    "Calibration",
+    "CalibrationReport",
+    "Confusion",
+    "Disagreement",
+    "JudgedPair",
+    "LabelledPair",
+    "PartialMapping",
+    "ThresholdChoice",
+    "balanced_accuracy_ci",
+    "best_threshold",
+    "corrected_accuracy",
+    "evaluate",
+    "judge_pairs",
+    "kappa",
+    "kappa_ci",
+    "pairs_from_rows",
+    "read_label_rows",
+    "roc_auc",
+    "threshold_bootstrap",
+]
+
+PartialMapping = Literal["entailed", "not_entailed", "exclude"]
+"""How partial support (ExpertQA ``Partial``, WiCE ``partially_supported``) is read."""
+
+MIN_INFORMATIVENESS = 0.05
+"""Below this Youden index (sensitivity + specificity − 1) the judge barely separates entailed
+from non-entailed pairs, and a Rogan–Gladen correction would divide by almost nothing."""
+
+_DRAWS = 4000
+_SEED = 20240601
+_THRESHOLD_DRAWS = 1000
+_MARKER = re.compile(r"\s*\[\s*[\w\-]+(?:\s*,\s*[\w\-]+)*\s*\]")
+_WICE_LABELS = {"supported": True, "not_supported": False, "partially_supported": None}
+_EXPERTQA_LABELS = {"Complete": True, "Incomplete": False, "Partial": None}
+
+
+# ---------------------------------------------------------------------------------------------
+# Metrics
+
+
+class Confusion(BaseModel):
+    """Judge verdicts against human labels; "positive" means *entailed*."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tp: int = 0  # human entailed, judge entailed
+    fn: int = 0  # human entailed, judge not
+    tn: int = 0  # human not, judge not
+    fp: int = 0  # human not, judge entailed
+
+    @property
+    def n(self) -> int:
+        return self.tp + self.fn + self.tn + self.fp
+
+    @property
+    def sensitivity(self) -> float | None:
+        return ratio(self.tp, self.tp + self.fn)
+
+    @property
+    def specificity(self) -> float | None:
+        return ratio(self.tn, self.tn + self.fp)
+
+    @property
+    def balanced_accuracy(self) -> float | None:
+        sens, spec = self.sensitivity, self.specificity
+        return None if sens is None or spec is None else (sens + spec) / 2
+
+    @classmethod
+    def from_pairs(cls, pairs: Iterable[tuple[bool, bool]]) -> Confusion:
+        """From (human entailed, judge entailed) pairs."""
+        c: Counter[tuple[bool, bool]] = Counter(pairs)
+        return cls(tp=c[True, True], fn=c[True, False], tn=c[False, False], fp=c[False, True])
+
+
+def kappa(c: Confusion) -> float | None:
+    """Cohen's κ between judge and human; ``None`` when chance agreement is total."""
+    n = c.n
+    if not n:
+        return None
+    observed = (c.tp + c.tn) / n
+    chance = ((c.tp + c.fp) * (c.tp + c.fn) + (c.fn + c.tn) * (c.fp + c.tn)) / (n * n)
+    return None if chance >= 1.0 else (observed - chance) / (1.0 - chance)
+
+
+def _percentiles(values: list[float]) -> tuple[float, float]:
+    values.sort()
+    lo = values[int(0.025 * (len(values) - 1))]
+    hi = values[round(0.975 * (len(values) - 1))]
+    return lo, hi
+
+
+def _beta(rng: random.Random, successes: int, n: int) -> float:
+    return rng.betavariate(successes + 0.5, n - successes + 0.5)
+
+
+def balanced_accuracy_ci(
+    c: Confusion, *, draws: int = _DRAWS, seed: int = _SEED
+) -> tuple[float, float] | None:
+    """95% interval for balanced accuracy (Jeffreys-posterior parametric bootstrap)."""
+    pos, neg = c.tp + c.fn, c.tn + c.fp
+    if not pos or not neg:
+        return None
+    rng = random.Random(seed)
+    values = [(_beta(rng, c.tp, pos) + _beta(rng, c.tn, neg)) / 2 for _ in range(draws)]
+    return _percentiles(values)
+
+
+def kappa_ci(c: Confusion, *, draws: int = _DRAWS, seed: int = _SEED) -> tuple[float, float] | None:
+    """95% interval for κ: draws of the four cell shares from Dirichlet(counts + ½)."""
+    if kappa(c) is None:
+        return None
+    rng = random.Random(seed)
+    values = []
+    for _ in range(draws):
+        g = [rng.gammavariate(x + 0.5, 1.0) for x in (c.tp, c.fn, c.tn, c.fp)]
+        total = sum(g)
+        tp, fn, tn, fp = (x / total for x in g)
+        chance = (tp + fp) * (tp + fn) + (fn + tn) * (fp + tn)
+        values.append((tp + tn - chance) / (1.0 - chance) if chance < 1.0 else 0.0)
+    return _percentiles(values)
+
+
+# ---------------------------------------------------------------------------------------------
+# Ranking by P(entailed): ROC AUC and the threshold
+
+
+def roc_auc(scored: Sequence[tuple[bool, float]]) -> float | None:
+    """Area under the ROC curve of (human entailed, P(entailed)) pairs: the chance that a random
+    entailed pair scores above a random non-entailed one, ties counting one half (Mann–Whitney
+    U over mid-ranks). ``None`` without both classes."""
+    pos = sum(1 for e, _ in scored if e)
+    neg = len(scored) - pos
+    if not pos or not neg:
+        return None
+    ordered = sorted(scored, key=lambda es: es[1])
+    rank_sum = 0.0
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j < len(ordered) and ordered[j][1] == ordered[i][1]:
+            j += 1
+        mid_rank = (i + 1 + j) / 2  # ranks i+1 … j share their mean
+        rank_sum += mid_rank * sum(1 for e, _ in ordered[i:j] if e)
+        i = j
+    return (rank_sum - pos * (pos + 1) / 2) / (pos * neg)
+
+
+@dataclass(frozen=True)
+class ThresholdChoice:
+    """The rule "entailed iff P(entailed) >= ``threshold``" that maximises balanced accuracy."""
+
+    threshold: float
+    balanced_accuracy: float
+    sensitivity: float
+    specificity: float
+
+
+def best_threshold(scored: Sequence[tuple[bool, float]]) -> ThresholdChoice | None:
+    """The cut that maximises balanced accuracy over (human entailed, P(entailed)) pairs.
+
+    Every distinct score ``s`` is tried as the rule "entailed iff score >= s"; the best (the
+    highest such ``s`` on a tie: the fewer pairs called entailed) is reported as the midpoint
+    between ``s`` and the next lower distinct score (``s`` itself when none is lower), which
+    classifies these pairs identically and sits as far from both as they allow. ``None``
+    without both classes.
+    """
+    pos = sum(1 for e, _ in scored if e)
+    neg = len(scored) - pos
+    if not pos or not neg:
+        return None
+    ordered = sorted(scored, key=lambda es: -es[1])
+    distinct = sorted({sc for _, sc in scored}, reverse=True)
+    best: tuple[float, int, int, int] | None = None  # (ba, index into distinct, tp, tn)
+    tp = fp = 0
+    i = 0
+    for k, cut in enumerate(distinct):
+        while i < len(ordered) and ordered[i][1] >= cut:
+            tp += ordered[i][0]
+            fp += not ordered[i][0]
+            i += 1
+        ba = (tp / pos + (neg - fp) / neg) / 2
+        if best is None or ba > best[0]:
+            best = (ba, k, tp, neg - fp)
+    assert best is not None
+    ba, k, tp_best, tn_best = best
+    cut = distinct[k]
+    threshold = (cut + distinct[k + 1]) / 2 if k + 1 < len(distinct) else cut
+    return ThresholdChoice(threshold, ba, tp_best / pos, tn_best / neg)
+
+
+def threshold_bootstrap(
+    scored: Sequence[tuple[bool, float]], *, draws: int = _THRESHOLD_DRAWS, seed: int = _SEED
+) -> tuple[tuple[float, float], tuple[float, float]] | None:
+    """95% intervals of (ROC AUC, best threshold): a stratified bootstrap over the labelled
+    pairs (each draw resamples the entailed and the non-entailed pairs with replacement, keeping
+    both counts), ``draws`` draws with a fixed ``seed`` so a run is reproducible."""
+    pos = [sc for e, sc in scored if e]
+    neg = [sc for e, sc in scored if not e]
+    if not pos or not neg:
+        return None
+    rng = random.Random(seed)
+    aucs: list[float] = []
+    cuts: list[float] = []
+    for _ in range(draws):
+        sample = [(True, rng.choice(pos)) for _ in pos] + [(False, rng.choice(neg)) for _ in neg]
+        auc = roc_auc(sample)
+        choice = best_threshold(sample)
+        assert auc is not None and choice is not None  # both classes by construction
+        aucs.append(auc)
+        cuts.append(choice.threshold)
+    return _percentiles(aucs), _percentiles(cuts)
+
+
+# ---------------------------------------------------------------------------------------------
+# The calibration file and the Rogan–Gladen correction
+
+
+class Calibration(BaseModel):
+    """A judge's measured error: what ``--calibration FILE`` reads.
+
+    The counts are kept (not only the rates) so that the corrected estimate's interval can carry
+    the calibration's own sampling uncertainty.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    format: int = 1
+    judge: str
+    tp: int
+    fn: int
+    tn: int
+    fp: int
+    sensitivity: float | None = None
+    specificity: float | None = None
+    created: str = ""
+    data: str = ""
+    partial: str = "not_entailed"
+    threshold: float | None = None
+    """Entailed iff P(entailed) >= this; the counts above were measured with it applied."""
+    threshold_ci95: tuple[float, float] | None = None
+    roc_auc: float | None = None
+    roc_auc_ci95: tuple[float, float] | None = None
+
+    def threshold_for(self, judge: str) -> float | None:
+        """The threshold to apply to ``judge``: this file's, if it measured that judge."""
+        return self.threshold if self.judge == judge else None
+
+    @classmethod
+    def from_confusion(cls, c: Confusion, *, judge: str, data: str, partial: str) -> Calibration:
+        return cls(
+            judge=judge,
+            tp=c.tp,
+            fn=c.fn,
+            tn=c.tn,
+            fp=c.fp,
+            sensitivity=c.sensitivity,
+            specificity=c.specificity,
+            created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            data=data,
+            partial=partial,
+        )
+
+    @property
+    def confusion(self) -> Confusion:
+        return Confusion(tp=self.tp, fn=self.fn, tn=self.tn, fp=self.fp)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(self.model_dump_json(indent=2) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> Calibration:
+        """Read a calibration file; :class:`ConfigError` with the reason when it is unusable."""
+        try:
+            calib = cls.model_validate_json(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValidationError) as exc:
+            raise ConfigError(f"cannot read calibration file {path}: {exc}") from exc
+        if calib.format != 1:
+            raise ConfigError(f"calibration file {path}: unknown format {calib.format}")
+        return calib
+
+
+def _rogan_gladen(p_obs: float, sens: float, spec: float) -> float:
+    return min(1.0, max(0.0, (p_obs + spec - 1.0) / (sens + spec - 1.0)))
+
+
+def corrected_accuracy(
+    correct: int,
+    cited: int,
+    calib: Calibration,
+    *,
+    draws: int = _DRAWS,
+    seed: int = _SEED,
+) -> tuple[float, tuple[float, float]] | None:
+    """Citation accuracy corrected for the judge's error (Rogan–Gladen), with a 95% interval.
+
+    ``correct`` of ``cited`` claims were judged correct. The true share π satisfies
+    ``p_obs = sens·π + (1 − spec)·(1 − π)``, so ``π = (p_obs + spec − 1) / (sens + spec − 1)``,
+    clipped to [0, 1]. The interval draws ``p_obs``, ``sens`` and ``spec`` from their Jeffreys
+    posteriors (the observed counts and the calibration counts) and takes percentiles, so it
+    widens with a small calibration set as well as with few cited claims. A draw in which the
+    judge is uninformative (``sens + spec − 1 ≤ 0``) says nothing about π and is counted as 0
+    and 1 alternately, widening the interval honestly.
+
+    Returns ``None`` when there is nothing to correct (``cited == 0``), when the calibration
+    lacks either class, or when the judge is uninformative (``sens + spec − 1 ≤``
+    :data:`MIN_INFORMATIVENESS`): then no correction is trustworthy and none is reported.
+    """
+    c = calib.confusion
+    pos, neg = c.tp + c.fn, c.tn + c.fp
+    sens, spec = c.sensitivity, c.specificity
+    if cited <= 0 or sens is None or spec is None or sens + spec - 1.0 <= MIN_INFORMATIVENESS:
+        return None
+    point = _rogan_gladen(correct / cited, sens, spec)
+    rng = random.Random(seed)
+    values = []
+    flip = False
+    for _ in range(draws):
+        p = _beta(rng, correct, cited)
+        se = _beta(rng, c.tp, pos)
+        sp = _beta(rng, c.tn, neg)
+        if se + sp - 1.0 <= 0.0:
+            values.append(1.0 if flip else 0.0)
+            flip = not flip
+        else:
+            values.append(_rogan_gladen(p, se, sp))
+    return point, _percentiles(values)
+
+
+# ---------------------------------------------------------------------------------------------
+# Labelled data
+
+
+@dataclass(frozen=True)
+class LabelledPair:
+    """A claim, the passages it cites (ID → text), and the human verdict."""
+
+    claim: str
+    passages: dict[str, str]
+    entailed: bool
+    label: str  # as written in the data
+    source: str  # where it came from (line number, answer ID)
+
+
+def read_label_rows(path: str | Path) -> list[dict[str, Any]]:
+    """JSON lines of a labels file; :class:`ConfigError` on unreadable input."""
+    rows = []
+    try:
+        with Path(path).open(encoding="utf-8") as fh:
+            for number, line in enumerate(fh, 1):
+                if line.strip():
+                    try:
+                        row = json.loads(line)
+                    except ValueError as exc:
+                        raise ValueError(f"line {number}: {exc}") from exc
+                    if not isinstance(row, dict):
+                        raise ValueError(f"line {number} is not a JSON object")
+                    row.setdefault("_line", number)
+                    rows.append(row)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read labels {path}: {exc}") from exc
+    return rows
+
+
+def _normalise(text: str) -> str:
+    return " ".join(_MARKER.sub(" ", text).lower().split()).strip(" .")
+
+
+def _map_label(value: bool | None, partial: PartialMapping) -> bool | None:
+    """``None`` in, partial out: the mapping decides (``exclude`` gives ``None``)."""
+    if value is not None:
+        return value
+    return None if partial == "exclude" else partial == "entailed"
+
+
+def _match(text: str, claims: Sequence[str], min_similarity: float) -> int | None:
+    target = _normalise(text)
+    normalised = [_normalise(c) for c in claims]
+    if target in normalised:
+        return normalised.index(target)
+    best, best_i = 0.0, None
+    for i, cand in enumerate(normalised):
+        matcher = difflib.SequenceMatcher(None, target, cand, autojunk=False)
+        if matcher.real_quick_ratio() < min_similarity or matcher.quick_ratio() < min_similarity:
+            continue
+        score = matcher.ratio()
+        if score > best:
+            best, best_i = score, i
+    return best_i if best >= min_similarity else None
+
+
+def pairs_from_rows(
+    rows: Iterable[Mapping[str, Any]],
+    *,
+    partial: PartialMapping = "not_entailed",
+    min_similarity: float = 0.9,
+    limit: int | None = None,
+) -> tuple[list[LabelledPair], Counter[str]]:
+    """Labelled pairs from rows of either shape, and the count of what was skipped, by reason.
+
+    Pair rows (``claim``, ``passage``, ``label``): ``supported`` → entailed, ``not_supported``
+    → not, ``partially_supported`` → ``partial``. Answer rows (``answer``, ``passages``,
+    ``labels``): each annotator claim is matched (normalised text, then similarity ≥
+    ``min_similarity``) to a claim of :func:`citemon.engine.claims.extract_claims` and judged
+    against the passages the annotator label cites; ``Complete`` → entailed, ``Incomplete`` → not,
+    ``Partial`` → ``partial``, anything else (``Missing``, ``N/A``) skipped. Reading stops
+    once ``limit`` pairs are collected.
+    """
+    from citemon.engine.claims import extract_claims  # the claim splitter is only needed here
+
+    pairs: list[LabelledPair] = []
+    skipped: Counter[str] = Counter()
+    for row in rows:
+        if limit is not None and len(pairs) >= limit:
+            break
+        where = f"line {row.get('_line', '?')}"
+        if "claim" in row and "passage" in row and "label" in row:
+            label = str(row["label"])
+            if label not in _WICE_LABELS:
+                skipped[f"unknown label {label!r}"] += 1
+                continue
+            entailed = _map_label(_WICE_LABELS[label], partial)
+            if entailed is None:
+                skipped[f"label {label} (--partial exclude)"] += 1
+            elif not str(row["passage"]).strip():
+                skipped["passage has no text"] += 1
+            else:
+                passages = {"1": str(row["passage"])}
+                pairs.append(LabelledPair(str(row["claim"]), passages, entailed, label, where))
+            continue
+        if "answer" not in row or "labels" not in row:
+            skipped["row has neither claim/passage/label nor answer/labels"] += 1
+            continue
+        try:
+            record = AnswerRecord.model_validate(row)
+        except ValidationError:
+            skipped["invalid answer record"] += 1
+            continue
+        texts = record.passage_map()
+        claims = [c.text for c in extract_claims(record)]
+        source = record.id or where
+        for lab in record.labels or []:
+            support = str(lab.get("support"))
+            if support not in _EXPERTQA_LABELS:
+                skipped[f"label {support}"] += 1
+                continue
+            entailed = _map_label(_EXPERTQA_LABELS[support], partial)
+            if entailed is None:
+                skipped[f"label {support} (--partial exclude)"] += 1
+                continue
+            ids = [str(i) for i in lab.get("cited_ids") or []]
+            if not ids:
+                skipped["label cites no passage"] += 1
+                continue
+            if any(i not in texts for i in ids):
+                skipped["cited passage not in record"] += 1
+                continue
+            if any(not texts[i].strip() for i in ids):
+                skipped["cited passage has no text"] += 1
+                continue
+            index = _match(str(lab.get("claim", "")), claims, min_similarity)
+            if index is None:
+                skipped["no matching extracted claim"] += 1
+                continue
+            passages = {i: texts[i] for i in ids}
+            pairs.append(LabelledPair(claims[index], passages, entailed, support, source))
+    return pairs[:limit] if limit is not None else pairs, skipped
+
+
+# ---------------------------------------------------------------------------------------------
+# Judging and evaluation
+
+
+@dataclass(frozen=True)
+class JudgedPair:
+    pair: LabelledPair
+    verdict: Verdict | None  # None: the judge failed (see error)
+    error: str | None = None
+
+
+async def judge_pairs(
+    judge: Judge, pairs: Sequence[LabelledPair], *, max_inflight: int = 8
+) -> list[JudgedPair]:
+    """Ask ``judge`` about every pair, at most ``max_inflight`` at a time, in input order."""
+    gate = asyncio.Semaphore(max_inflight)
+
+    async def one(pair: LabelledPair) -> JudgedPair:
+        async with gate:
+            try:
+                return JudgedPair(pair, await judge.entails(pair.claim, pair.passages))
+            except JudgeError as exc:
+                return JudgedPair(pair, None, f"{type(exc).__name__}: {exc}")
+
+    return list(await asyncio.gather(*(one(p) for p in pairs)))
+
+
+class Disagreement(BaseModel):
+    claim: str
+    passage_excerpt: str
+    human_label: str
+    human_entailed: bool
+    judge_entailed: bool
+    confidence: float | None
+    reason: str | None
+    source: str
+
+
+class CalibrationReport(BaseModel):
+    """What ``citemon calibrate --format json`` prints (plus the calibration it writes)."""
+
+    judge: str
+    data: str
+    partial: str
+    pairs: int
+    confusion: Confusion
+    sensitivity: float | None
+    sensitivity_ci95: tuple[float, float] | None
+    specificity: float | None
+    specificity_ci95: tuple[float, float] | None
+    balanced_accuracy: float | None
+    balanced_accuracy_ci95: tuple[float, float] | None
+    kappa: float | None
+    kappa_ci95: tuple[float, float] | None
+    skipped: dict[str, int]
+    intervals: str = (
+        "sensitivity/specificity: Wilson; balanced_accuracy/kappa: parametric bootstrap "
+        f"(Jeffreys posteriors, {_DRAWS} draws, fixed seed); roc_auc/threshold: stratified "
+        f"bootstrap over the labelled pairs ({_THRESHOLD_DRAWS} draws, fixed seed)"
+    )
+    disagreements: list[Disagreement] = []
+    confidence_means: str | None = None
+    """What the judge's confidence is ("entailed", "verdict"), or None: no ROC, no threshold."""
+    scored_pairs: int = 0
+    """Pairs whose verdict gave a P(entailed): the ones ROC AUC and the threshold rank."""
+    roc_auc: float | None = None
+    roc_auc_ci95: tuple[float, float] | None = None
+    threshold: float | None = None
+    threshold_ci95: tuple[float, float] | None = None
+    threshold_confusion: Confusion | None = None
+    """Verdicts re-decided at ``threshold`` (a pair without a P keeps the judge's verdict)."""
+    threshold_sensitivity: float | None = None
+    threshold_specificity: float | None = None
+    threshold_balanced_accuracy: float | None = None
+
+    def calibration(self, *, with_threshold: bool = True) -> Calibration:
+        """The calibration file's content: at the chosen threshold when there is one (and
+        ``with_threshold``), else at the judge's own verdicts."""
+        if with_threshold and self.threshold is not None and self.threshold_confusion:
+            calib = Calibration.from_confusion(
+                self.threshold_confusion, judge=self.judge, data=self.data, partial=self.partial
+            )
+            return calib.model_copy(
+                update={
+                    "threshold": self.threshold,
+                    "threshold_ci95": self.threshold_ci95,
+                    "roc_auc": self.roc_auc,
+                    "roc_auc_ci95": self.roc_auc_ci95,
+                }
+            )
+        calib = Calibration.from_confusion(
+            self.confusion, judge=self.judge, data=self.data, partial=self.partial
+        )
+        return calib.model_copy(update={"roc_auc": self.roc_auc, "roc_auc_ci95": self.roc_auc_ci95})
+
+
+def _excerpt(claim: str, passages: Mapping[str, str], limit: int) -> str:
+    """The passage sentence that shares most words with the claim, trimmed to ``limit`` chars:
+    a person reading a disagreement needs the relevant bit, not a 100 kB page."""
+    words = set(re.findall(r"\w+", claim.lower()))
+    best, best_hits = "", -1
+    for pid, text in passages.items():
+        for sent in re.split(r"(?<=[.!?])\s+|\n+", text):
+            hits = len(words & set(re.findall(r"\w+", sent.lower())))
+            if hits > best_hits:
+                best, best_hits = f"[{pid}] {sent.strip()}", hits
+    return best if len(best) <= limit else best[: limit - 1] + "…"
+
+
+def evaluate(
+    judged: Sequence[JudgedPair],
+    *,
+    judge: str,
+    data: str,
+    partial: str,
+    skipped: Mapping[str, int] | None = None,
+    max_disagreements: int = 10,
+    excerpt_chars: int = 300,
+    confidence_means: str | None = None,
+) -> CalibrationReport:
+    """Compare verdicts with human labels; the worst disagreements come first (the judge's most
+    confident wrong verdicts: those most likely to mislead a reader of the dashboard).
+
+    With ``confidence_means`` (the judge's attribute) the pairs are also ranked by P(entailed):
+    ROC AUC, the balanced-accuracy-maximising threshold, both with intervals, and the
+    confusion matrix at that threshold.
+    """
+    skip: Counter[str] = Counter(skipped or {})
+    usable = []
+    for j in judged:
+        if j.verdict is None:
+            skip["judge failed"] += 1
+        else:
+            usable.append((j.pair, j.verdict))
+    c = Confusion.from_pairs((p.entailed, v.entailed) for p, v in usable)
+    wrong = [(p, v) for p, v in usable if p.entailed != v.entailed]
+    wrong.sort(key=lambda pv: -(pv[1].confidence if pv[1].confidence is not None else 0.5))
+    ranked = _ranking(usable, confidence_means)
+    return CalibrationReport(
+        judge=judge,
+        data=data,
+        partial=partial,
+        pairs=c.n,
+        confusion=c,
+        sensitivity=c.sensitivity,
+        sensitivity_ci95=wilson(c.tp, c.tp + c.fn),
+        specificity=c.specificity,
+        specificity_ci95=wilson(c.tn, c.tn + c.fp),
+        balanced_accuracy=c.balanced_accuracy,
+        balanced_accuracy_ci95=balanced_accuracy_ci(c),
+        kappa=kappa(c),
+        kappa_ci95=kappa_ci(c),
+        skipped=dict(sorted(skip.items())),
+        disagreements=[
+            Disagreement(
+                claim=p.claim,
+                passage_excerpt=_excerpt(p.claim, p.passages, excerpt_chars),
+                human_label=p.label,
+                human_entailed=p.entailed,
+                judge_entailed=v.entailed,
+                confidence=v.confidence,
+                reason=v.reason,
+                source=p.source,
+            )
+            for p, v in wrong[:max_disagreements]
+        ],
+        confidence_means=confidence_means,
+        **ranked,
+    )
+
+
+def _ranking(usable: Sequence[tuple[LabelledPair, Verdict]], means: str | None) -> dict[str, Any]:
+    """The report's ROC and threshold fields (empty when the judge gives no P(entailed))."""
+    probs = [entailment_score(means, v) for _, v in usable]
+    scored = [(p.entailed, x) for (p, _), x in zip(usable, probs, strict=True) if x is not None]
+    choice = best_threshold(scored)
+    if choice is None:
+        return {"scored_pairs": len(scored), "roc_auc": roc_auc(scored)}
+    intervals = threshold_bootstrap(scored)
+    at = Confusion.from_pairs(
+        (p.entailed, v.entailed if x is None else x >= choice.threshold)
+        for (p, v), x in zip(usable, probs, strict=True)
+    )
+    return {
+        "scored_pairs": len(scored),
+        "roc_auc": roc_auc(scored),
+        "roc_auc_ci95": intervals[0] if intervals else None,
+        "threshold": choice.threshold,
+        "threshold_ci95": intervals[1] if intervals else None,
+        "threshold_confusion": at,
+        "threshold_sensitivity": at.sensitivity,
+        "threshold_specificity": at.specificity,
+        "threshold_balanced_accuracy": at.balanced_accuracy,
+    }

@@ -1,0 +1,187 @@
+"""The shuffle canary in production: is the judge still reading the passages it is shown?
+
+``citemon run --canary-rate R`` re-checks a fraction ``R`` of the answers it scored with their
+citations rotated between their cited sentences (:func:`citemon.quality.selftest.rotate_citations`),
+and exports how far citation accuracy fell, relative to the answers as cited:
+
+    sensitivity = (acc_original − acc_shuffled) / acc_original
+
+the definition of :attr:`citemon.quality.selftest.CanaryResult.sensitivity`, pooled over the
+canary's sliding window. A judge that checks *which* passage a claim cites sits near 1 on a healthy
+service; a judge that has stopped discriminating (a model swap, a prompt regression, a proxy
+that answers "yes") drifts to 0 while every quality gauge still looks fine.
+
+Which answers: a hash of the trace ID (BLAKE2b, personalised, so independent of the sampler,
+which compares the ID's low 64 bits) below ``R``; the rotation is seeded by the same hash, so a
+replayed topic re-runs the very same canaries. The shuffled results are never counted in the
+quality metrics.
+
+Cost: the original side is the answer's real score (no extra call). The shuffled side needs
+only step 1 of scoring, the citation check, since accuracy is all the canary compares:
+:func:`shuffled_check` asks it the way the scorer does (one call per cited claim; with a wire
+contract v2 judge one call per distinct cited set, same prompt as the real score's), with the
+scorer's own rules for which claims count as cited and correct. So the canary costs ``R`` ×
+(cited claims, or cited sets, per answer) judge calls: on the demo traffic 2.9 calls per canary
+answer against 3.4 per real answer, so +1.7% judge calls at ``R = 0.02``. Re-scoring the
+shuffled answer in full would cost ~4× that (11.7 calls), because a shuffled claim fails its
+check and then pays the faithfulness call and the support search, which say nothing about the
+judge's discrimination.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import random
+from collections.abc import Sequence
+from typing import Final, Literal, NamedTuple
+
+from citemon.engine.records import AnswerRecord, AnswerScore, Claim
+from citemon.engine.scoring import Scorer
+from citemon.errors import JudgeError, JudgeInvalidReply
+from citemon.judges.batch import BatchJudge
+from citemon.quality.selftest import rotate_citations
+
+__all__ = [
+    "CANARY_OUTCOMES",
+    "CanaryOutcome",
+    "CitedCounts",
+    "canary_selected",
+    "canary_sensitivity",
+    "cited_counts",
+    "shuffled_check",
+]
+
+CanaryOutcome = Literal["scored", "skipped", "failed", "dropped"]
+"""What became of an answer picked for the canary.
+
+``scored``: both scores counted in the window. ``skipped``: nothing to shuffle (fewer than two
+distinct citation sets). ``failed``: the judge failed on either score, or was down. ``dropped``:
+too many canaries already in flight.
+"""
+
+CANARY_OUTCOMES: Final[tuple[CanaryOutcome, ...]] = ("scored", "skipped", "failed", "dropped")
+
+
+class CitedCounts(NamedTuple):
+    """Correct and cited (judged) claims: the numerator and denominator of citation accuracy."""
+
+    correct: int
+    cited: int
+
+
+def cited_counts(score: AnswerScore) -> CitedCounts:
+    """Counted as ``citemon_citation_accuracy`` counts them (``unjudged`` and ``uncited`` out)."""
+    cited = [c for c in score.claims if c.verdict not in ("uncited", "unjudged")]
+    return CitedCounts(sum(c.verdict == "correct" for c in cited), len(cited))
+
+
+_PERSON: Final = b"citemon-canary"
+_SCALE: Final = float(1 << 64)
+
+
+def _digest(trace_id: str) -> int:
+    return int.from_bytes(
+        hashlib.blake2b(trace_id.encode(), digest_size=8, person=_PERSON).digest(), "big"
+    )
+
+
+def canary_selected(trace_id: str | None, rate: float) -> bool:
+    """Whether the answer of ``trace_id`` runs the canary at ``rate`` (never without an ID)."""
+    if rate <= 0.0 or not trace_id:
+        return False
+    return rate >= 1.0 or _digest(trace_id) / _SCALE < rate
+
+
+def canary_sensitivity(
+    original_correct: float, original_cited: float, shuffled_correct: float, shuffled_cited: float
+) -> float | None:
+    """``(acc_original − acc_shuffled) / acc_original``; ``None`` when either accuracy is
+    undefined or the original is 0 (a relative drop from nothing means nothing)."""
+    if original_cited <= 0 or shuffled_cited <= 0 or original_correct <= 0:
+        return None
+    original = original_correct / original_cited
+    return (original - shuffled_correct / shuffled_cited) / original
+
+
+async def shuffled_check(scorer: Scorer, record: AnswerRecord) -> CitedCounts | None:
+    """Correct and cited claims of the answer with its citations rotated (seeded by its trace
+    ID), by the citation check alone: the counts :meth:`Scorer.score` would give the rotated
+    claims, in one judge call per cited claim instead of up to 2 + (passages − 1).
+
+    ``None`` when there is nothing to rotate, or when the producer truncated the answer (its
+    failed claims would be ``unjudged``: no accuracy to compare). A judge failure raises its
+    :class:`~citemon.errors.JudgeError`: the scorer would make the claim ``unjudged``, and a
+    canary missing some claims would compare different claim sets.
+    """
+    if record.truncated:
+        return None
+    claims = await scorer.claims(record)
+    moved = rotate_citations(claims, random.Random(_digest(record.trace_id or record.id or "")))
+    if moved is None:
+        return None
+    passages = record.passage_map()
+    if isinstance(scorer.judge, BatchJudge):
+        return await _check_sets(scorer, scorer.judge, moved, passages)
+    got = await asyncio.gather(
+        *(_check(scorer, c, passages) for c in moved if c.cited), return_exceptions=True
+    )
+    _raise_first(got)
+    return CitedCounts(sum(got), len(got))  # type: ignore[arg-type]
+
+
+def _raise_first(outcomes: Sequence[object]) -> None:
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome  # after every call has ended: none is left running unobserved
+
+
+def _citable(scorer: Scorer, claim: Claim, passages: dict[str, str]) -> list[str] | None:
+    """The claim's retrieved cited IDs when the policy can check them, else ``None`` (the claim
+    is cited and not correct: no retrieved ID, or ``single`` with several)."""
+    cited = [c for c in claim.cited_ids if c in passages]
+    if scorer.options.policy == "single":
+        ok = len(claim.cited_ids) == 1 and len(cited) == 1
+    else:
+        ok = bool(cited)
+    return cited if ok else None
+
+
+async def _check(scorer: Scorer, claim: Claim, passages: dict[str, str]) -> bool:
+    """Step 1 of :mod:`citemon.engine.scoring`: do the cited passages entail the claim?"""
+    cited = _citable(scorer, claim, passages)
+    if cited is None:
+        return False
+    verdict = await scorer.judge.entails(claim.text, {c: passages[c] for c in cited})
+    return verdict.entailed
+
+
+async def _check_sets(
+    scorer: Scorer, judge: BatchJudge, claims: list[Claim], passages: dict[str, str]
+) -> CitedCounts:
+    """Step 1 the way the scorer's batch path asks it: one call per distinct cited set."""
+    cited = 0
+    sets: dict[tuple[str, ...], list[str]] = {}
+    for claim in claims:
+        if not claim.cited:
+            continue
+        cited += 1
+        valid = _citable(scorer, claim, passages)
+        if valid is not None:
+            key = tuple(p for p in passages if p in valid)  # the set, in retrieval order
+            sets.setdefault(key, []).append(claim.text)
+
+    async def check(key: tuple[str, ...], texts: list[str]) -> int:
+        shown = {p: passages[p] for p in key}
+        precise = scorer.options.precision and len(shown) > 1  # the real score's prompt
+        outcomes = await judge.check_citations(texts, shown, precision=precise)
+        if len(outcomes) != len(texts):
+            raise JudgeInvalidReply(f"batch judge gave {len(outcomes)} outcomes for {len(texts)}")
+        for outcome in outcomes:
+            if isinstance(outcome, JudgeError):
+                raise outcome
+        return sum(o.entailed for o in outcomes)  # type: ignore[union-attr]
+
+    got = await asyncio.gather(*(check(k, t) for k, t in sets.items()), return_exceptions=True)
+    _raise_first(got)
+    return CitedCounts(sum(got), cited)  # type: ignore[arg-type]

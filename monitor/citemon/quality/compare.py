@@ -1,0 +1,274 @@
+"""Deploy comparison: did the candidate version cite worse than the baseline?
+
+Counts per version come from the Prometheus HTTP API (the counters, summed across replicas) or
+from a file of per-answer scores. Accuracy and coverage are compared with a pooled
+two-proportion z-test and shown with Wilson intervals. IDs per claim is compared on its excess
+over one (a cited claim carries at least one ID): excess IDs are treated as Poisson counts over
+the cited claims, and the log rate ratio is tested with a normal approximation.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+
+from citemon.engine.records import AnswerScore
+from citemon.engine.stats import normal_cdf, two_proportion_z, wilson
+from citemon.errors import InputError
+
+__all__ = [
+    "Comparison",
+    "VersionCounts",
+    "compare",
+    "counts_from_prometheus",
+    "counts_from_scores",
+]
+
+Outcome = Literal["regressed", "no evidence", "improved", "not enough data"]
+_JUDGED_CITED = ("correct", "misattributed", "multi_hop", "unsupported", "dangling")
+
+
+@dataclass(slots=True)
+class VersionCounts:
+    """What the comparison needs of one version: claim counts and cited IDs."""
+
+    correct: int = 0
+    cited: int = 0
+    uncited: int = 0
+    cited_ids: int = 0
+
+    @property
+    def judged(self) -> int:
+        return self.cited + self.uncited
+
+    def add(self, score: AnswerScore) -> None:
+        for claim in score.claims:
+            if claim.verdict == "uncited":
+                self.uncited += 1
+            elif claim.verdict in _JUDGED_CITED:
+                self.cited += 1
+                self.correct += claim.verdict == "correct"
+                self.cited_ids += len(claim.cited_ids)
+
+
+@dataclass(slots=True)
+class Test:
+    """One metric compared: both values, their intervals, the difference and its p-value."""
+
+    name: str
+    baseline: float | None
+    candidate: float | None
+    baseline_ci95: tuple[float, float] | None = None
+    candidate_ci95: tuple[float, float] | None = None
+    p_value: float | None = None
+    worse_when: Literal["lower", "higher"] = "lower"
+
+    @property
+    def delta(self) -> float | None:
+        if self.baseline is None or self.candidate is None:
+            return None
+        return self.candidate - self.baseline
+
+    def direction(self, alpha: float, min_effect: float) -> int:
+        """-1 significantly worse, +1 significantly better, 0 no evidence."""
+        delta = self.delta
+        if delta is None or self.p_value is None or self.p_value >= alpha:
+            return 0
+        if abs(delta) < min_effect:
+            return 0
+        worse = delta < 0 if self.worse_when == "lower" else delta > 0
+        return -1 if worse else 1
+
+
+@dataclass(slots=True)
+class Comparison:
+    baseline: str
+    candidate: str
+    counts: dict[str, VersionCounts]
+    tests: list[Test] = field(default_factory=list)
+    outcome: Outcome = "no evidence"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "baseline": self.baseline,
+            "candidate": self.candidate,
+            "outcome": self.outcome,
+            "counts": {
+                v: {"correct": c.correct, "cited": c.cited, "uncited": c.uncited,
+                    "cited_ids": c.cited_ids}
+                for v, c in self.counts.items()
+            },
+            "tests": [
+                {"metric": t.name, "baseline": _r(t.baseline), "candidate": _r(t.candidate),
+                 "baseline_ci95": _ri(t.baseline_ci95), "candidate_ci95": _ri(t.candidate_ci95),
+                 "delta": _r(t.delta), "p_value": _r(t.p_value)}
+                for t in self.tests
+            ],
+        }  # fmt: skip
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
+
+
+def _ri(x: tuple[float, float] | None) -> list[float] | None:
+    return None if x is None else [round(x[0], 4), round(x[1], 4)]
+
+
+def _proportion_test(name: str, s1: int, n1: int, s2: int, n2: int) -> Test:
+    z = two_proportion_z(s1, n1, s2, n2)
+    return Test(
+        name=name,
+        baseline=s1 / n1 if n1 else None,
+        candidate=s2 / n2 if n2 else None,
+        baseline_ci95=wilson(s1, n1),
+        candidate_ci95=wilson(s2, n2),
+        p_value=None if z is None else z[1],
+    )
+
+
+def _ids_test(b: VersionCounts, c: VersionCounts) -> Test:
+    test = Test(
+        name="ids_per_claim",
+        baseline=b.cited_ids / b.cited if b.cited else None,
+        candidate=c.cited_ids / c.cited if c.cited else None,
+        worse_when="higher",
+    )
+    if b.cited and c.cited:
+        # Excess IDs over one per claim, with a 0.5 continuity correction so zeros are defined.
+        # Never below zero: Prometheus extrapolates and we round each counter's increase() on
+        # its own, so a window of single-ID claims can read back one ID short.
+        e1 = max(b.cited_ids - b.cited, 0) + 0.5
+        e2 = max(c.cited_ids - c.cited, 0) + 0.5
+        z = (math.log(e2 / c.cited) - math.log(e1 / b.cited)) / math.sqrt(1 / e1 + 1 / e2)
+        test.p_value = 2 * (1 - normal_cdf(abs(z)))
+    return test
+
+
+def compare(
+    counts: Mapping[str, VersionCounts],
+    baseline: str,
+    candidate: str,
+    *,
+    alpha: float = 0.05,
+    min_effect: float = 0.02,
+    min_claims: int = 30,
+) -> Comparison:
+    """Compare ``candidate`` against ``baseline``; regressed if any metric is significantly worse.
+
+    ``min_effect`` ignores significant but negligible differences (in absolute units of each
+    metric); ``min_claims`` cited claims per version are needed before anything is concluded.
+    """
+    b, c = counts.get(baseline, VersionCounts()), counts.get(candidate, VersionCounts())
+    result = Comparison(baseline, candidate, {baseline: b, candidate: c})
+    result.tests = [
+        _proportion_test("citation_accuracy", b.correct, b.cited, c.correct, c.cited),
+        _proportion_test("citation_coverage", b.cited, b.judged, c.cited, c.judged),
+        _ids_test(b, c),
+    ]
+    if min(b.cited, c.cited) < min_claims:
+        result.outcome = "not enough data"
+        return result
+    directions = [t.direction(alpha, min_effect) for t in result.tests]
+    if -1 in directions:
+        result.outcome = "regressed"
+    elif 1 in directions:
+        result.outcome = "improved"
+    return result
+
+
+def counts_from_scores(
+    lines: Iterable[str], *, service: str | None = None
+) -> dict[str, VersionCounts]:
+    """Per-version counts from ``citemon.scores`` JSON lines or a ``score --format json`` file."""
+    text = "".join(lines)
+    answers: list[Any]
+    try:
+        whole = json.loads(text)
+        answers = whole["answers"] if isinstance(whole, dict) and "answers" in whole else [whole]
+    except ValueError:
+        answers = []
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                answers.append(json.loads(line))
+            except ValueError as exc:
+                raise InputError(f"not valid JSON ({exc})", line=number) from exc
+    out: dict[str, VersionCounts] = {}
+    for raw in answers:
+        score = AnswerScore.model_validate(raw)
+        if service is not None and score.service != service:
+            continue
+        out.setdefault(score.version or "unknown", VersionCounts()).add(score)
+    return out
+
+
+def counts_from_prometheus(
+    url: str,
+    versions: Iterable[str],
+    *,
+    window: str = "1h",
+    service: str | None = None,
+    client: httpx.Client | None = None,
+) -> dict[str, VersionCounts]:
+    """Per-version counts over ``window`` from the Prometheus HTTP API (counters, all replicas)."""
+    selector = f'version=~"{"|".join(_quote(v) for v in versions)}"'
+    if service:
+        selector += f',service="{_quote(service)}"'
+    claims = f"citemon_claims_total{{{selector}}}[{window}]"
+    ids = f"citemon_cited_ids_total{{{selector}}}[{window}]"
+    queries = {
+        "claims": f"sum by (version, verdict) (increase({claims}))",
+        "ids": f"sum by (version) (increase({ids}))",
+    }
+    own = client is None
+    http = client or httpx.Client(timeout=10.0)
+    out: dict[str, VersionCounts] = {}
+    try:
+        for key, query in queries.items():
+            for sample in _query(http, url, query):
+                labels, value = sample["metric"], round(float(sample["value"][1]))
+                counts = out.setdefault(labels.get("version", "unknown"), VersionCounts())
+                if key == "ids":
+                    counts.cited_ids += value
+                elif labels.get("verdict") == "uncited":
+                    counts.uncited += value
+                elif labels.get("verdict") in _JUDGED_CITED:
+                    counts.cited += value
+                    counts.correct += value if labels["verdict"] == "correct" else 0
+    finally:
+        if own:
+            http.close()
+    return out
+
+
+def _quote(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _query(http: httpx.Client, url: str, query: str) -> list[dict[str, Any]]:
+    try:
+        reply = http.get(f"{url.rstrip('/')}/api/v1/query", params={"query": query})
+        reply.raise_for_status()
+        body = reply.json()
+    except (httpx.HTTPError, ValueError) as exc:
+        raise InputError(f"Prometheus query failed at {url}: {exc}") from exc
+    if body.get("status") != "success":
+        raise InputError(f"Prometheus query failed: {body.get('error', body)}")
+    result: list[dict[str, Any]] = body["data"]["result"]
+    return result
+
+
+def load_scores(path: str, *, service: str | None = None) -> dict[str, VersionCounts]:
+    file = Path(path)
+    if not file.is_file():
+        raise InputError(f"no such file: {path}")
+    with file.open(encoding="utf-8") as f:
+        return counts_from_scores(f, service=service)

@@ -1,0 +1,344 @@
+"""The settings of ``citemon run``: one model, read from ``CITEMON_*`` env vars and CLI flags.
+
+Precedence, highest first: a CLI flag, the ``CITEMON_<FIELD>`` environment variable, the default.
+Every limit carries its unit in its name. Secrets are :class:`~pydantic.SecretStr`: their
+``repr``/``str`` is ``'**********'``, :meth:`Settings.describe` (what the service logs at
+start-up) leaves them out, and the plaintext is only ever handed to the Kafka client in
+:meth:`Settings.kafka_options`.
+
+The judge's flags and env vars (``--judge``, ``CITEMON_JUDGE_*``) are shared with ``citemon
+score`` and live in :mod:`citemon.judges`; the scoring flags (``--policy``,
+``--marker-pattern``, ``--overlap-tokens``) are shared too, from :mod:`citemon.commands._options`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Collection
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from citemon.engine.excerpts import MAX_EXCERPT_CHARS
+from citemon.errors import ConfigError
+
+__all__ = [
+    "ENV_PREFIX",
+    "SecurityProtocol",
+    "Settings",
+    "add_settings_arguments",
+    "parse_duration_s",
+    "settings_from_args",
+]
+
+ENV_PREFIX: Final = "CITEMON_"
+
+SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNIT_S: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def parse_duration_s(value: str | float | int) -> float:
+    """``"15m"``, ``"900s"``, ``"250ms"``, ``"1h"`` or a bare number of seconds → seconds."""
+    if isinstance(value, int | float):
+        return float(value)
+    found = _DURATION.match(value)
+    if not found:
+        raise ValueError(f"not a duration: {value!r} (use e.g. 900, 900s, 15m, 1h)")
+    return float(found.group(1)) * _UNIT_S[found.group(2)]
+
+
+class Settings(BaseSettings):
+    """Everything ``citemon run`` needs besides the judge. Field ``x`` ⇔ env ``CITEMON_X``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, extra="ignore", validate_default=True, frozen=True
+    )
+
+    # -- Kafka -------------------------------------------------------------------------------
+    bootstrap_servers: str = "127.0.0.1:9092"
+    topic: str = "otlp_spans"
+    group: str = "citemon"
+    dlq_topic: str = "otlp_spans.dlq"
+    results_topic: str | None = None
+    results_excerpt_chars: int = Field(default=240, ge=0, le=MAX_EXCERPT_CHARS)
+    """Characters kept of each cited or supporting passage in a results record's ``excerpts``
+    (the text the shim recorded, after its redaction hook); 0 = no excerpts."""
+    transactional_id: str | None = None
+    """*Prefix* of the results producers' transactional IDs; default ``citemon-<group>``. Each
+    input partition has its own ID, ``<prefix>-<topic>-<partition>`` (:meth:`transactional_id_for`),
+    so whichever replica owns a partition fences the one before it. Give every replica of a
+    group the same prefix (leave it unset), and no other group or deployment the same one."""
+    client_id: str = "citemon"
+    security_protocol: SecurityProtocol = "PLAINTEXT"
+    sasl_mechanism: SaslMechanism | None = None
+    kafka_username: str | None = None
+    kafka_password: SecretStr | None = None
+    kafka_password_file: Path | None = None
+    ssl_cafile: Path | None = None
+    ssl_certfile: Path | None = None
+    ssl_keyfile: Path | None = None
+    fetch_max_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    """Upper bound of one fetch response (aiokafka's default, 50 MB, is a lot of RSS)."""
+    max_partition_fetch_bytes: int = Field(default=1024 * 1024, ge=1024)
+    max_poll_records: int = Field(default=500, ge=1)
+    session_timeout_ms: int = Field(default=10_000, ge=1000)
+    """How long the group waits for a silent (crashed) member before moving its partitions."""
+    transaction_timeout_ms: int = Field(default=30_000, ge=1000)
+
+    # -- sampling ----------------------------------------------------------------------------
+    sample_rate: float = Field(default=1.0, ge=0.0, le=1.0)
+    budget_per_minute: float = Field(default=600.0, ge=0.0)
+    """Answers scored per (service, version) per minute of traffic; 0 = no budget."""
+    max_budget_keys: int = Field(default=1000, ge=1)
+
+    # -- work and delivery -------------------------------------------------------------------
+    max_inflight_answers: int = Field(default=64, ge=1)
+    cpu_workers: int = Field(default=2, ge=1)
+    """Threads that run CPU-bound scoring (sentence splitting, the lexical and learned judges)
+    off the event loop; more answers than this queue for them."""
+    max_uncommitted_records: int = Field(default=4096, ge=1)
+    """Records fetched but not yet committed (in flight + finished behind a slower one)."""
+    max_answer_attempts: int = Field(default=5, ge=1)
+    """Attempts per answer while the judge is otherwise healthy; during an outage (no answer
+    scores cleanly) attempts are not spent: the pipeline waits instead."""
+    answer_retry_backoff_s: float = Field(default=1.0, gt=0)
+    answer_retry_backoff_max_s: float = Field(default=30.0, gt=0)
+    dedupe_window: int = Field(default=100_000, ge=0)
+    commit_interval_s: float = Field(default=0.5, gt=0)
+    drain_timeout_s: float = Field(default=30.0, ge=0)
+    revoke_timeout_s: float = Field(default=5.0, ge=0)
+    lag_interval_s: float = Field(default=5.0, gt=0)
+    trace_window_s: float = Field(default=30.0, gt=0)
+    """How long an OpenInference trace whose root never arrives is held for its other parts
+    before it is settled (scored if it has documents and an answer)."""
+
+    # -- metrics -----------------------------------------------------------------------------
+    metrics_host: str = "0.0.0.0"
+    metrics_port: int = Field(default=9464, ge=0, le=65535)
+    window: float = Field(default=900.0, gt=0)
+    """``CITEMON_WINDOW``: the windowed gauges' span (``15m``, ``900s``…), in seconds here."""
+    max_versions: int = Field(default=20, ge=1)
+
+    # -- self-checks -------------------------------------------------------------------------
+    calibration: Path | None = None
+    """A ``citemon calibrate --output`` file: export ``citemon_citation_accuracy_corrected``."""
+    canary_rate: float = Field(default=0.0, ge=0.0, le=1.0)
+    """Share of scored answers re-checked with shuffled citations (the shuffle canary); 0 = off.
+    Costs one judge call per cited claim of each such answer (:mod:`citemon.quality.canary`)."""
+    canary_window: float = Field(default=3600.0, gt=0)
+    """``CITEMON_CANARY_WINDOW``: span of the canary's sums, in seconds here (``1h``…). Longer
+    than ``window`` because the canary sees only ``canary_rate`` of the answers."""
+
+    @field_validator("window", "canary_window", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        return parse_duration_s(value) if isinstance(value, str) else value
+
+    @field_validator("results_topic", "sasl_mechanism", "calibration", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value: Any) -> Any:
+        return None if value == "" else value
+
+    @model_validator(mode="after")
+    def _coherent(self) -> Settings:
+        if self.kafka_password is not None and self.kafka_password_file is not None:
+            raise ValueError("give the Kafka password by env or by file, not both")
+        sasl = self.security_protocol.startswith("SASL_")
+        if sasl and self.sasl_mechanism is None:
+            raise ValueError(f"security protocol {self.security_protocol} needs --sasl-mechanism")
+        if sasl and not self.kafka_username:
+            raise ValueError("SASL needs --kafka-username")
+        if sasl and self.kafka_password is None and self.kafka_password_file is None:
+            raise ValueError("SASL needs CITEMON_KAFKA_PASSWORD or --kafka-password-file")
+        if (self.ssl_certfile is None) != (self.ssl_keyfile is None):
+            raise ValueError("--ssl-certfile and --ssl-keyfile go together")
+        if self.answer_retry_backoff_max_s < self.answer_retry_backoff_s:
+            raise ValueError("answer_retry_backoff_max_s must be >= answer_retry_backoff_s")
+        return self
+
+    # -- derived -----------------------------------------------------------------------------
+
+    @property
+    def transactional_id_prefix(self) -> str:
+        return self.transactional_id or f"citemon-{self.group}"
+
+    def transactional_id_for(self, topic: str, partition: int) -> str:
+        """The transactional ID of input partition ``topic``/``partition``'s results producer:
+        the same on every replica, so the partition's next owner fences the previous one."""
+        return f"{self.transactional_id_prefix}-{topic}-{partition}"
+
+    def password(self) -> SecretStr | None:
+        """The Kafka password, from env or its file (read now, so a rotated file is seen)."""
+        if self.kafka_password is not None:
+            return self.kafka_password
+        if self.kafka_password_file is not None:
+            try:
+                text = self.kafka_password_file.read_text(encoding="utf-8")
+            except OSError as exc:
+                raise ConfigError(f"cannot read --kafka-password-file: {exc.strerror}") from None
+            return SecretStr(text.rstrip("\r\n"))
+        return None
+
+    def kafka_options(self) -> dict[str, Any]:
+        """Keyword arguments shared by every aiokafka client. Holds the plaintext password:
+        pass it to aiokafka and nowhere else (never log it)."""
+        options: dict[str, Any] = {
+            "bootstrap_servers": self.bootstrap_servers,
+            "security_protocol": self.security_protocol,
+        }
+        if self.security_protocol in ("SSL", "SASL_SSL"):
+            from aiokafka.helpers import create_ssl_context
+
+            try:
+                options["ssl_context"] = create_ssl_context(
+                    cafile=self.ssl_cafile,
+                    certfile=self.ssl_certfile,
+                    keyfile=self.ssl_keyfile,
+                    password=_encrypted_key,
+                )
+            except OSError as exc:
+                raise ConfigError(f"cannot load TLS files: {exc}") from None
+        if self.security_protocol.startswith("SASL_"):
+            password = self.password()
+            options["sasl_mechanism"] = self.sasl_mechanism
+            options["sasl_plain_username"] = self.kafka_username
+            options["sasl_plain_password"] = password.get_secret_value() if password else None
+        return options
+
+    def describe(self) -> dict[str, Any]:
+        """The settings as logged at start-up: every field but the secrets' values."""
+        out = self.model_dump(mode="json", exclude={"kafka_password"})
+        out["kafka_password"] = "set" if self.kafka_password is not None else None
+        return out
+
+
+def _encrypted_key() -> str:
+    # Without a password callback OpenSSL prompts on the terminal: a service would hang there
+    # (or, with no terminal, fail with "Invalid argument"). Say what is wrong instead.
+    raise ConfigError(
+        "--ssl-keyfile is encrypted; citemon needs an unencrypted client key "
+        "(protect it with file permissions or a mounted secret)"
+    )
+
+
+# -- CLI -------------------------------------------------------------------------------------
+
+# (flag, field, type, help). Defaults are None so that an absent flag leaves env and default be.
+_FLAGS: Final[tuple[tuple[str, str, Any, str], ...]] = (
+    ("--bootstrap-servers", "bootstrap_servers", str, "Kafka brokers (default 127.0.0.1:9092)"),
+    ("--topic", "topic", str, "topic of OTLP span batches (default otlp_spans)"),
+    ("--group", "group", str, "consumer group (default citemon)"),
+    ("--dlq-topic", "dlq_topic", str, "dead-letter topic (default otlp_spans.dlq)"),
+    ("--results-topic", "results_topic", str, "per-answer JSON results, exactly once (off)"),
+    (
+        "--results-excerpt-chars",
+        "results_excerpt_chars",
+        int,
+        "characters of each cited/supporting passage in a result's excerpts; 0 = none (240)",
+    ),
+    (
+        "--transactional-id",
+        "transactional_id",
+        str,
+        "prefix of the per-partition results producer IDs, the same on every replica "
+        "(default citemon-<group>)",
+    ),
+    ("--security-protocol", "security_protocol", str, "PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"),
+    ("--sasl-mechanism", "sasl_mechanism", str, "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
+    ("--kafka-username", "kafka_username", str, "SASL user (password: CITEMON_KAFKA_PASSWORD)"),
+    ("--kafka-password-file", "kafka_password_file", Path, "file holding the SASL password"),
+    ("--ssl-cafile", "ssl_cafile", Path, "CA bundle to verify the brokers"),
+    ("--ssl-certfile", "ssl_certfile", Path, "client certificate (mutual TLS)"),
+    ("--ssl-keyfile", "ssl_keyfile", Path, "client key (mutual TLS)"),
+    ("--sample-rate", "sample_rate", float, "fraction of traces scored, by trace ID (default 1)"),
+    (
+        "--budget-per-minute",
+        "budget_per_minute",
+        float,
+        "answers scored per (service, version) per minute; 0 = unlimited (default 600)",
+    ),
+    (
+        "--max-inflight-answers",
+        "max_inflight_answers",
+        int,
+        "answers being scored at once; partitions pause when full (default 64)",
+    ),
+    (
+        "--cpu-workers",
+        "cpu_workers",
+        int,
+        "threads for CPU-bound scoring, off the event loop (default 2)",
+    ),
+    (
+        "--max-answer-attempts",
+        "max_answer_attempts",
+        int,
+        "scoring attempts per answer before judge failures are recorded unjudged (default 5)",
+    ),
+    ("--metrics-port", "metrics_port", int, "port of /metrics, /healthz, /readyz (default 9464)"),
+    ("--metrics-host", "metrics_host", str, "address to serve metrics on (default 0.0.0.0)"),
+    ("--drain-timeout", "drain_timeout_s", float, "seconds to finish work on SIGTERM (default 30)"),
+    ("--commit-interval", "commit_interval_s", float, "seconds between commits (default 0.5)"),
+    ("--window", "window", str, "window of the ratio gauges, e.g. 15m (default 15m)"),
+    (
+        "--calibration",
+        "calibration",
+        Path,
+        "judge calibration file (citemon calibrate --output): export corrected accuracy",
+    ),
+    (
+        "--canary-rate",
+        "canary_rate",
+        float,
+        "share of scored answers re-checked with shuffled citations, e.g. 0.02 (default 0 = off)",
+    ),
+    ("--canary-window", "canary_window", str, "window of the canary sensitivity (default 1h)"),
+)
+
+
+def add_settings_arguments(
+    parser: argparse.ArgumentParser,
+    only: Collection[str] | None = None,
+    title: str = "kafka, sampling and delivery",
+) -> None:
+    """The ``citemon run`` flags (or those of the fields in ``only``); each overrides its
+    ``CITEMON_*`` env var."""
+    group = parser.add_argument_group(title)
+    for flag, field, kind, text in _FLAGS:
+        if only is not None and field not in only:
+            continue
+        group.add_argument(
+            flag,
+            dest=f"settings_{field}",
+            metavar=flag[2:].upper().replace("-", "_"),
+            type=kind,
+            default=None,
+            help=f"{text} [env {ENV_PREFIX}{field.upper()}]",
+        )
+
+
+def settings_from_args(args: argparse.Namespace, **overrides: Any) -> Settings:
+    """Build :class:`Settings` from env vars, then the flags that were given, then ``overrides``.
+
+    Raises :class:`ConfigError` naming the bad field (and never echoing a secret value).
+    """
+    given = {
+        field: getattr(args, f"settings_{field}")
+        for _, field, _, _ in _FLAGS
+        if getattr(args, f"settings_{field}", None) is not None
+    }
+    given.update(overrides)
+    try:
+        return Settings(**given)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}"
+            for e in exc.errors(include_input=False)
+        )
+        raise ConfigError(f"invalid settings: {problems}") from None

@@ -1,5 +1,0 @@
-"""One module per ``citemon`` subcommand.
-
-Each module's docstring is its help text; it defines ``add_arguments(parser)`` and
-``main(args) -> int`` (the exit status). :mod:`monitor.cli` finds them here.
-"""
