@@ -34,13 +34,13 @@ Before its first batch the judge also reads TEI's ``GET /info`` once and, when t
 ``max_client_batch_size`` is below ``batch_pairs``, starts at that (a server without ``/info``
 is simply learned from).
 
-Everything else comes from :class:`citemon.judges.http.HTTPJudge`'s transport: the in-flight cap,
-per-attempt timeout, retries with full jitter on 429/5xx/timeouts/dropped connections/invalid
-replies (and on TEI's 424, a backend failure), ``Retry-After`` obeyed by every caller, the reply
-size bound, the API key from ``CITEMON_JUDGE_API_KEY`` (sent as ``Authorization: Bearer``,
-TEI's ``--api-key``), URL credentials as Basic auth and redacted everywhere, the observer behind
-``citemon_judge_requests_total{outcome}``, and the LRU cache (keyed by label, window, overlap,
-claim and passages; the threshold is applied after it, so it holds scores, not verdicts).
+Everything else comes from the shared :class:`citemon.judges.transport.HTTPTransport`: the
+in-flight cap, per-attempt timeout, retries with full jitter on 429/5xx/timeouts/dropped
+connections/invalid replies (and on TEI's 424, a backend failure), ``Retry-After`` obeyed by every
+caller, the reply size bound, the API key from ``CITEMON_JUDGE_API_KEY`` (sent as ``Authorization:
+Bearer``, TEI's ``--api-key``), URL credentials as Basic auth and redacted everywhere, the observer
+behind ``citemon_judge_requests_total{outcome}``, and the LRU cache (keyed by label, window,
+overlap, claim and passages; the threshold is applied after it, so it holds scores, not verdicts).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ from citemon.engine.records import Verdict
 from citemon.errors import ConfigError, JudgeError, JudgeHTTPError, JudgeInvalidReply
 from citemon.judges.base import JudgeObserver
 from citemon.judges.batch import CitedOutcome, CitedVerdict, SupportOutcome, SupportVerdict
-from citemon.judges.http import HTTPJudge, _Choice, _content, _Request
+from citemon.judges.transport import HTTPTransport
 
 __all__ = [
     "DEFAULT_BATCH_PAIRS",
@@ -171,21 +171,20 @@ def parse_predictions(content: str, *, pairs: int, label: str) -> list[float]:
 
 
 @dataclass(frozen=True, slots=True)
-class _Predict(_Request):
+class _Predict:
     """A ``/predict`` request: its JSON body as it is sent (no chat messages, no schema)."""
 
-    body: dict[str, Any] | None = None
+    body: dict[str, Any]
 
 
-class _PredictTransport(HTTPJudge):
-    """:class:`HTTPJudge`'s transport aimed at ``{base_url}/predict``: only :meth:`send` and
-    the cache helpers are used; its chat methods are never called."""
+class _PredictTransport(HTTPTransport):
+    """The shared HTTP transport aimed at ``{base_url}/predict``: the in-flight cap, deadline,
+    retries, Retry-After, cache, single-flight and redaction are
+    :class:`~citemon.judges.transport.HTTPTransport`'s; this says what the body is and how a
+    ``/predict`` reply and TEI's refusals read."""
 
     def __init__(self, base_url: str, model: str, **kwargs: Any) -> None:
-        super().__init__(base_url, model, **kwargs)
-        parsed = httpx.URL(self._base_url)  # credentials already taken out; query kept
-        self._url = str(parsed.copy_with(path=parsed.path.rstrip("/") + "/predict"))
-        self._shown_url = f"{self._shown_base}/predict"
+        super().__init__(base_url, model, endpoint="predict", **kwargs)
 
     @property
     def shown_base(self) -> str:
@@ -193,36 +192,18 @@ class _PredictTransport(HTTPJudge):
 
     async def send(self, body: dict[str, Any], parse: Callable[[str], _T]) -> _T:
         """POST ``body`` with the retry budget; a refused batch size is raised at once."""
-        attempt = 0
-        while True:
-            await self._wait_not_before()
-            try:
-                return await self._attempt(_Predict([], None, body), _content(parse))
-            except _BatchTooLarge:
-                raise
-            except JudgeError as exc:
-                if not exc.retriable or attempt >= self._retries:
-                    raise
-                delay = self._backoff(attempt, exc)
-                logger.debug(
-                    "classifier attempt %d/%d failed (%s: %s); retrying in %.3fs",
-                    attempt + 1,
-                    self._retries + 1,
-                    type(exc).__name__,
-                    exc,
-                    delay,
-                )
-                attempt += 1
-                await asyncio.sleep(delay)
+        return await self._call(
+            _Predict(body), parse, fatal=(_BatchTooLarge,), log=logger, what="classifier"
+        )
 
-    def _body(self, request: _Request, rung: str) -> dict[str, Any]:
-        assert isinstance(request, _Predict) and request.body is not None
+    def _body(self, request: Any, rung: str) -> dict[str, Any]:
+        assert isinstance(request, _Predict)
         return request.body
 
-    def _refused(self, rung: str, response: httpx.Response) -> bool:
-        return False  # /predict has no response formats to step down from
+    def _reply(self, response: httpx.Response, parse: Callable[[str], _T]) -> _T:
+        return parse(response.text)
 
-    def _read(self, response: httpx.Response, parse: Callable[[_Choice], _T]) -> _T:
+    def _read(self, response: httpx.Response, parse: Callable[[Any], _T]) -> _T:
         status = response.status_code
         if status in (413, 422):
             found = _TEI_BATCH_LIMIT.search(response.text)
@@ -232,14 +213,12 @@ class _PredictTransport(HTTPJudge):
                     status=status,
                     limit=int(found.group(1)) if found else None,
                 )
-        if not 200 <= status < 300:
-            try:
-                return super()._read(response, parse)  # 429 and the other errors, redacted
-            except JudgeHTTPError as exc:
-                if status == 424:  # TEI's backend error (e.g. out of memory under load)
-                    exc.retriable = True
-                raise
-        return parse(_Choice(response.text))
+        try:
+            return super()._read(response, parse)  # 429 and the other errors, redacted
+        except JudgeHTTPError as exc:
+            if status == 424:  # TEI's backend error (e.g. out of memory under load)
+                exc.retriable = True
+            raise
 
     async def info(self) -> dict[str, Any] | None:
         """TEI's ``GET /info`` (its limits and labels), or None when the server has none or
@@ -264,19 +243,11 @@ class _PredictTransport(HTTPJudge):
         return await self._cached(key, call)
 
     def lookup(self, key: str) -> object | None:
-        if key in self._cache:
-            self._cache.move_to_end(key)
-            self._observe_cache(hit=True)
-            return self._cache[key]
-        self._observe_cache(hit=False)
-        return None
+        found, value = self._lookup(key)
+        return value if found else None
 
     def store(self, key: str, value: object) -> None:
-        if self._cache_size:
-            self._cache[key] = value
-            self._cache.move_to_end(key)
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
+        self._store(key, value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,8 +270,8 @@ class ClassifierJudge:
     ``label`` the entailment label, ``threshold`` the score at or above which a claim is
     entailed, ``batch_pairs`` the most pairs per request, ``window_words`` and
     ``overlap_words`` the chunking, in words. The other keyword arguments are
-    :class:`~citemon.judges.http.HTTPJudge`'s (``max_inflight``, ``timeout_s``, ``retries``,
-    ``api_key``, ``observer``, ``transport``, ``rng``…).
+    :class:`~citemon.judges.transport.HTTPTransport`'s (``max_inflight``, ``timeout_s``,
+    ``retries``, ``api_key``, ``observer``, ``transport``, ``rng``…).
     """
 
     confidence_means: Literal["entailed"] = "entailed"

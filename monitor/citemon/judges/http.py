@@ -9,24 +9,11 @@ surrounding whitespace are tolerated); anything else is an invalid reply.
 ``Authorization: Bearer <key>`` is sent only when a key is set, and the key comes from
 :data:`API_KEY_ENV` unless passed in.
 
-What the judge promises its callers (the scorer, the monitor's pipeline):
-
-* at most ``max_inflight`` HTTP requests in flight, shared by every caller of one judge;
-* a hard per-attempt deadline of ``timeout_s`` (connect + send + whole reply);
-* retries with exponential backoff and full jitter on 429, 5xx, 408, timeouts, connection
-  errors and invalid replies; a server's ``Retry-After`` (seconds or HTTP date, capped by
-  ``backoff_max_s``) is obeyed and also holds back every other caller of the judge;
-* other 4xx fail at once; after the retry budget the matching :class:`~citemon.errors.JudgeError`
-  is raised (the scorer turns it into ``unjudged``) — never a guessed verdict;
-* verdicts (not errors) are cached in an LRU keyed by a hash of model, prompt version, claim and
-  the sorted passages; identical concurrent requests share one call;
-* the API key never appears in logs, reprs, error messages or metrics; nor do credentials in
-  the base URL (``http://user:key@host/v1`` is sent as HTTP Basic auth and shown without them),
-  nor an ``Authorization`` value a server echoes back in an error body;
-* a reply with a repeated JSON key (``{"entailed": false, "entailed": true}``) is invalid, not
-  read as whichever copy the JSON parser keeps.
-
-httpx errors are mapped to citemon's in one place, :meth:`HTTPJudge._send`.
+Limits, retries, the cache and single-flight, secrets:
+:class:`~citemon.judges.transport.HTTPTransport` (the module's promises hold for this judge).
+What this module adds: the chat request and its reply (:mod:`citemon.judges.replies` reads
+it), the response-format ladder below, MiniCheck's format, and wire contract v2's batch
+requests.
 
 Structured outputs: every JSON request asks for ``{"type": "json_schema", "json_schema":
 {"name": …, "strict": true, "schema": …}}`` with the exact reply schema of
@@ -70,39 +57,19 @@ the claim and the sorted passages), so only claims not cached are sent.
 from __future__ import annotations
 
 import asyncio
-import base64
-import email.utils
-import hashlib
 import json
 import logging
-import math
-import os
-import random
-import re
-import time
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
-from types import TracebackType
-from typing import Any, Final, Generic, Literal, TypeVar, cast
+from typing import Any, Final, Literal, TypeVar, cast
 
 import httpx
 
 from citemon.engine.records import Verdict
-from citemon.errors import (
-    INVALID_REPLY_CAUSES,
-    ConfigError,
-    JudgeError,
-    JudgeHTTPError,
-    JudgeInvalidReply,
-    JudgeRateLimited,
-    JudgeTimeout,
-)
-from citemon.judges.base import JudgeObserver
+from citemon.errors import INVALID_REPLY_CAUSES, ConfigError, JudgeError, JudgeInvalidReply
 from citemon.judges.batch import CitedOutcome, CitedVerdict, SupportOutcome, SupportVerdict
 from citemon.judges.prompts import (
-    PROMPT_VERSION,
     PROMPT_VERSION_MINICHECK,
     PROMPT_VERSION_V2,
     Message,
@@ -117,6 +84,20 @@ from citemon.judges.prompts import (
     entailment_schema,
     support_schema,
 )
+from citemon.judges.replies import (
+    BatchReply,
+    _Choice,
+    _content,
+    _minicheck,
+    _parse_for,
+    _snippet,
+    parse_cited_reply,
+    parse_decompose_reply,
+    parse_entailment_reply,
+    parse_minicheck_reply,
+    parse_support_reply,
+)
+from citemon.judges.transport import API_KEY_ENV, HTTPTransport, parse_retry_after
 
 __all__ = [
     "API_KEY_ENV",
@@ -138,10 +119,6 @@ __all__ = [
     "parse_support_reply",
 ]
 
-API_KEY_ENV: Final = "CITEMON_JUDGE_API_KEY"
-"""Environment variable holding the judge's API key (default: unset, no ``Authorization``)."""
-DEFAULT_MAX_REPLY_BYTES: Final = 4 * 1024 * 1024
-"""A chat completion carrying verdicts is a few kB; past this a reply is read no further."""
 MINICHECK_MAX_TOKENS: Final = 1
 """``max_tokens`` of a MiniCheck request: the answer is one token, ``Yes`` or ``No`` (MiniCheck's
 own inference code asks for exactly one)."""
@@ -176,140 +153,6 @@ _rungs: dict[tuple[str, str, ReplyFormat], int] = {}
 
 _T = TypeVar("_T")
 _V = TypeVar("_V", CitedVerdict, SupportVerdict)
-_FENCE = re.compile(r"\A```[A-Za-z]*[ \t]*\n?(.*?)\n?[ \t]*```\Z", re.DOTALL)
-_SNIPPET_CHARS = 200
-# A credential a server echoes back ("authorization": "Bearer sk-…"), whatever key it holds.
-_AUTH_VALUE = re.compile(r"(?i)\b(bearer|basic|token)(\s+)[^\s\"',;}]+")
-
-
-def _snippet(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= _SNIPPET_CHARS else text[:_SNIPPET_CHARS] + "…"
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    seen: set[str] = set()
-    for key, _ in pairs:
-        if key in seen:
-            # Two values for one key: which one the model meant is a guess, so neither is used.
-            raise JudgeInvalidReply(f"reply repeats the key {_snippet(key)!r}")
-        seen.add(key)
-    return dict(pairs)
-
-
-def _json_object(content: str) -> dict[str, Any]:
-    text = content.strip()
-    fenced = _FENCE.match(text)
-    if fenced:
-        text = fenced.group(1).strip()
-    try:
-        # strict=False: a raw control character inside a string (a model's literal newline or
-        # tab in "reason"; llama.cpp's JSON grammar lets any byte through) leaves the verdict
-        # unambiguous, so it is not a reason to lose it.
-        value = json.loads(text, object_pairs_hook=_unique_keys, strict=False)
-    except (ValueError, RecursionError) as exc:
-        raise JudgeInvalidReply(
-            f"reply is not JSON: {_snippet(content)!r}", cause="not_json"
-        ) from exc
-    if not isinstance(value, dict):
-        raise JudgeInvalidReply(
-            f"reply is not a JSON object: {_snippet(content)!r}", cause="not_json"
-        )
-    return value
-
-
-def parse_entailment_reply(content: str) -> Verdict:
-    """The verdict in a model's message content, or :class:`JudgeInvalidReply`.
-
-    ``entailed`` must be a JSON boolean (``"true"`` or ``1`` is a model not following the
-    contract, and guessing would bias the score); ``reason`` must be a string or absent; a
-    ``confidence`` in [0, 1] is kept, any other is ignored.
-    """
-    obj = _json_object(content)
-    entailed = obj.get("entailed")
-    if not isinstance(entailed, bool):
-        raise JudgeInvalidReply(f'"entailed" is not a boolean: {_snippet(content)!r}')
-    reason = obj.get("reason")
-    if reason is not None and not isinstance(reason, str):
-        raise JudgeInvalidReply(f'"reason" is not a string: {_snippet(content)!r}')
-    confidence = obj.get("confidence")
-    if (
-        isinstance(confidence, bool)
-        or not isinstance(confidence, int | float)
-        or not 0.0 <= confidence <= 1.0
-    ):
-        confidence = None
-    return Verdict(entailed=entailed, reason=reason, confidence=confidence)
-
-
-_YES_NO = re.compile(r"\A[\s\"'*`]*(yes|no)\b[\s.!\"'*`]*\Z", re.IGNORECASE)
-
-
-def _probability(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
-    return math.exp(min(0.0, value))  # a logprob above 0 is rounding: probability 1
-
-
-def _minicheck_confidence(logprobs: object, answer: str) -> float | None:
-    """The probability of ``answer`` (``yes``/``no``) at the first Yes/No token of the reply,
-    renormalised over Yes and No among its ``top_logprobs``; None when the server sent none."""
-    content = logprobs.get("content") if isinstance(logprobs, dict) else None
-    if not isinstance(content, list):
-        return None
-    for entry in content:
-        if not isinstance(entry, dict) or not isinstance(entry.get("token"), str):
-            return None
-        token = entry["token"].strip().lower()
-        if not token:
-            continue  # a leading space or newline token
-        if token not in ("yes", "no"):
-            return None
-        mass = {"yes": 0.0, "no": 0.0}
-        seen: set[str] = set()
-        top = entry.get("top_logprobs")
-        for alt in top if isinstance(top, list) else []:
-            if not isinstance(alt, dict) or not isinstance(alt.get("token"), str):
-                continue
-            word = alt["token"].strip().lower()
-            p = _probability(alt.get("logprob"))
-            if word in mass and p is not None and alt["token"] not in seen:
-                seen.add(alt["token"])
-                mass[word] += p
-        if mass["yes"] + mass["no"] > 0:
-            return round(mass[answer] / (mass["yes"] + mass["no"]), 6)
-        p = _probability(entry.get("logprob"))
-        return None if p is None or token != answer else round(p, 6)
-    return None
-
-
-def parse_minicheck_reply(content: str, logprobs: object = None) -> Verdict:
-    """The verdict in a MiniCheck reply: ``Yes`` (entailed) or ``No``, else JudgeInvalidReply.
-
-    Case, surrounding blanks, quotes, markdown emphasis and a full stop are tolerated; any other
-    word is invalid. ``logprobs`` is the choice's ``logprobs`` object (OpenAI shape); with it,
-    ``confidence`` is the probability of the answer given (see :func:`_minicheck_confidence`).
-    """
-    found = _YES_NO.match(content)
-    if not found:
-        raise JudgeInvalidReply(
-            f"reply is not Yes or No: {_snippet(content)!r}", cause="not_yes_no"
-        )
-    answer = found.group(1).lower()
-    return Verdict(
-        entailed=answer == "yes",
-        reason=f"MiniCheck: {found.group(1)}",
-        confidence=_minicheck_confidence(logprobs, answer),
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class _Choice:
-    """The parts of a chat completion's first choice a parser reads."""
-
-    content: str
-    finish_reason: object = None
-    logprobs: object = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,171 +163,7 @@ class _Request:
     schema: Schema | None
 
 
-def _content(parse: Callable[[str], _T]) -> Callable[[_Choice], _T]:
-    return lambda choice: parse(choice.content)
-
-
-def _minicheck(choice: _Choice) -> Verdict:
-    return parse_minicheck_reply(choice.content, choice.logprobs)
-
-
-@dataclass(slots=True)
-class BatchReply(Generic[_V]):
-    """A v2 reply taken apart: valid verdicts and, per claim ID, why it has none (``problems``)."""
-
-    verdicts: dict[str, _V] = field(default_factory=dict)
-    problems: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def cause(self) -> str:
-        """The ``citemon_judge_invalid_replies_total`` cause of a reply with problems: entries
-        missing or doubled only → ``missing_claims``; any mistyped entry → ``schema``."""
-        only_missing = all(p in _MISSING for p in self.problems.values())
-        return "missing_claims" if only_missing else "schema"
-
-
-_NO_ENTRY: Final = "no entry for the claim"
-_TWO_ENTRIES: Final = "two entries for one claim"
-_MISSING: Final = (_NO_ENTRY, _TWO_ENTRIES)
-
-
-def _entries(content: str, claims: list[str]) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
-    """Each asked claim's entry in a v2 reply, or why it has no usable one."""
-    obj = _json_object(content)
-    listed = obj.get("verdicts")
-    if not isinstance(listed, list):
-        raise JudgeInvalidReply(f'"verdicts" is not a list: {_snippet(content)!r}')
-    asked = set(claims)
-    entries: dict[str, dict[str, Any]] = {}
-    problems: dict[str, str] = {}
-    for entry in listed:
-        cid = entry.get("claim") if isinstance(entry, dict) else None
-        if not isinstance(cid, str) or cid not in asked:
-            continue  # an extra entry: nothing to attribute it to
-        if cid in entries or cid in problems:
-            entries.pop(cid, None)
-            problems[cid] = _TWO_ENTRIES
-            continue
-        entries[cid] = entry
-    for cid in claims:
-        if cid not in entries and cid not in problems:
-            problems[cid] = _NO_ENTRY
-    return entries, problems
-
-
-def _ids(entry: dict[str, Any], name: str, shown: list[str]) -> tuple[str, ...]:
-    value = entry.get(name)
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ValueError(f'"{name}" is not a list of passage IDs')
-    unknown = [v for v in value if v not in shown]
-    if unknown:
-        raise ValueError(f'"{name}" names passages not shown: {", ".join(unknown[:3])}')
-    return tuple(p for p in shown if p in value)  # the shown order, without repeats
-
-
-def _reason(entry: dict[str, Any]) -> str | None:
-    reason = entry.get("reason")
-    if reason is not None and not isinstance(reason, str):
-        raise ValueError('"reason" is not a string')
-    return reason
-
-
-def parse_cited_reply(
-    content: str, *, claims: list[str], passages: list[str], precision: bool
-) -> BatchReply[CitedVerdict]:
-    """A v2 citation-check reply for the claim IDs ``claims`` over the passage IDs ``passages``.
-
-    Per entry: ``entailed`` must be a JSON boolean, ``reason`` a string or absent, a
-    ``confidence`` in [0, 1] is kept. With ``precision``, an entailed claim's entry must also
-    carry ``supported_by`` and ``dispensable``, lists of shown passage IDs (possibly empty);
-    otherwise those fields are ignored. Raises :class:`JudgeInvalidReply` only when the reply as
-    a whole is unusable.
-    """
-    entries, problems = _entries(content, claims)
-    reply: BatchReply[CitedVerdict] = BatchReply(problems=problems)
-    for cid, entry in entries.items():
-        try:
-            entailed = entry.get("entailed")
-            if not isinstance(entailed, bool):
-                raise ValueError('"entailed" is not a boolean')
-            reason = _reason(entry)
-            confidence = entry.get("confidence")
-            if (
-                isinstance(confidence, bool)
-                or not isinstance(confidence, int | float)
-                or not 0.0 <= confidence <= 1.0
-            ):
-                confidence = None
-            alone = spare = None
-            if precision and entailed:
-                alone = _ids(entry, "supported_by", passages)
-                spare = _ids(entry, "dispensable", passages)
-        except ValueError as exc:
-            reply.problems[cid] = str(exc)
-            continue
-        reply.verdicts[cid] = CitedVerdict(
-            entailed=entailed,
-            reason=reason,
-            confidence=confidence,
-            supported_by=alone,
-            dispensable=spare,
-        )
-    return reply
-
-
-def parse_support_reply(
-    content: str, *, claims: list[str], passages: list[str]
-) -> BatchReply[SupportVerdict]:
-    """A v2 support-search reply: per claim ``supported_by`` (shown IDs) and ``joint`` (bool)."""
-    entries, problems = _entries(content, claims)
-    reply: BatchReply[SupportVerdict] = BatchReply(problems=problems)
-    for cid, entry in entries.items():
-        try:
-            joint = entry.get("joint")
-            if not isinstance(joint, bool):
-                raise ValueError('"joint" is not a boolean')
-            verdict = SupportVerdict(
-                supported_by=_ids(entry, "supported_by", passages),
-                joint=joint,
-                reason=_reason(entry),
-            )
-        except ValueError as exc:
-            reply.problems[cid] = str(exc)
-            continue
-        reply.verdicts[cid] = verdict
-    return reply
-
-
-def parse_decompose_reply(content: str) -> list[str]:
-    """The claims in a decomposition reply ``{"claims": ["…", …]}``, blank ones dropped."""
-    obj = _json_object(content)
-    claims = obj.get("claims")
-    if not isinstance(claims, list) or not all(isinstance(c, str) for c in claims):
-        raise JudgeInvalidReply(f'"claims" is not a list of strings: {_snippet(content)!r}')
-    return [c.strip() for c in claims if c.strip()]
-
-
-def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (delta-seconds or HTTP date), else None."""
-    if value is None or not value.strip():
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        if when.tzinfo is None:  # an HTTP date is GMT by definition
-            return None
-        seconds = when.timestamp() - (time.time() if now is None else now)
-    if not math.isfinite(seconds):
-        return None
-    return max(0.0, seconds)
-
-
-class HTTPJudge:
+class HTTPJudge(HTTPTransport):
     """A :class:`~citemon.judges.base.Judge` that asks an OpenAI-compatible chat endpoint.
 
     ``base_url`` is the API root (``http://localhost:8000/v1`` for vLLM, ``…:11434/v1`` for
@@ -504,116 +183,19 @@ class HTTPJudge:
         base_url: str,
         model: str,
         *,
-        max_inflight: int = 8,
-        timeout_s: float = 30.0,
-        retries: int = 3,
-        backoff_base_s: float = 0.5,
-        backoff_max_s: float = 30.0,
-        cache_size: int = 10_000,
-        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
-        api_key: str | None = None,
         reply_format: ReplyFormat = "json",
-        observer: JudgeObserver | None = None,
-        client: httpx.AsyncClient | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
-        rng: random.Random | None = None,
+        **kwargs: Any,
     ) -> None:
         if reply_format not in FORMATS:
             raise ConfigError(f"the judge format must be json or minicheck, not {reply_format!r}")
         self._format: ReplyFormat = reply_format
-        if max_inflight < 1:
-            raise ConfigError(f"max_inflight must be at least 1, not {max_inflight}")
-        if max_reply_bytes < 1:
-            raise ConfigError(f"max_reply_bytes must be at least 1, not {max_reply_bytes}")
-        self._max_reply_bytes = max_reply_bytes
-        if not timeout_s > 0:
-            raise ConfigError(f"timeout_s must be positive, not {timeout_s}")
-        if retries < 0:
-            raise ConfigError(f"retries must be 0 or more, not {retries}")
-        if backoff_base_s < 0 or backoff_max_s < 0:
-            raise ConfigError("backoff_base_s and backoff_max_s must not be negative")
-        if cache_size < 0:
-            raise ConfigError(f"cache_size must be 0 or more, not {cache_size}")
-        if not base_url.strip() or not model.strip():
-            raise ConfigError("the HTTP judge needs a base URL and a model name")
-        try:
-            parsed = httpx.URL(base_url.strip().rstrip("/"))
-        except httpx.InvalidURL:
-            raise ConfigError("the judge base URL is not a valid URL") from None  # may hold a key
-        if parsed.scheme not in ("http", "https") or not parsed.host:
-            raise ConfigError(
-                "the judge base URL must be absolute, http:// or https:// with a host "
-                "(e.g. http://127.0.0.1:8000/v1)"
-            )
-        key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
-        # A key read from a file often ends in a newline; inside, only visible ASCII can be sent
-        # (anything else makes httpx raise with the header, key included, in its message).
-        self._api_key = (key or "").strip() or None
-        if self._api_key and not all("!" <= ch <= "~" for ch in self._api_key):
-            raise ConfigError(
-                f"the judge API key ({API_KEY_ENV}) holds a space, control or non-ASCII "
-                "character, which an HTTP header cannot carry (the key is not shown)"
-            )
-        # Credentials in the URL become Basic auth; the URL kept and shown is without them.
-        self._auth: httpx.BasicAuth | None = None
-        secrets = [self._api_key or ""]
-        if parsed.userinfo:
-            user, password = parsed.username, parsed.password
-            self._auth = httpx.BasicAuth(user, password)
-            token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
-            raw_password = parsed.userinfo.decode("ascii").partition(":")[2]
-            secrets += [password, raw_password, token]
-            parsed = parsed.copy_with(username=None, password=None)
-        self._secrets = tuple(sorted({x for x in secrets if x}, key=len, reverse=True))
-        self._base_url = str(parsed)
-        # The path gets the endpoint; a query string (`?api-version=…`) stays after it.
-        self._url = str(parsed.copy_with(path=parsed.path.rstrip("/") + "/chat/completions"))
-        # What messages and logs show: no credentials, no query string (`?api-key=…`).
-        self._shown_base = str(parsed.copy_with(query=None, fragment=None))
-        self._shown_url = f"{self._shown_base}/chat/completions"
-        self._model = model
-        self._max_inflight = max_inflight
-        self._timeout_s = timeout_s
-        self._retries = retries
-        self._backoff_base_s = backoff_base_s
-        self._backoff_max_s = backoff_max_s
-        self._cache_size = cache_size
-        self._headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
-        self._observer = observer
-        self._rng = rng or random.Random()
-        self._owns_client = client is None
-        self._client = client or httpx.AsyncClient(
-            transport=transport,
-            timeout=httpx.Timeout(timeout_s),
-            limits=httpx.Limits(
-                max_connections=max_inflight, max_keepalive_connections=max_inflight
-            ),
-        )
-        self._semaphore = asyncio.Semaphore(max_inflight)
-        self._not_before = 0.0  # time.monotonic() before which nobody sends (Retry-After)
-        self._cache: OrderedDict[str, object] = OrderedDict()
-        self._pending: dict[str, asyncio.Future[Any]] = {}
-
-    # -- public surface ------------------------------------------------------------------
-
-    @property
-    def model(self) -> str:
-        return self._model
-
-    @property
-    def max_inflight(self) -> int:
-        return self._max_inflight
+        super().__init__(base_url, model, endpoint="chat/completions", **kwargs)
 
     protocol: WireProtocol = "v1"
     """The wire contract this judge speaks (v1: ``entails`` and ``decompose`` only)."""
 
-    def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(base_url={self._shown_base!r}, model={self._model!r}, "
-            f"max_inflight={self._max_inflight}, timeout_s={self._timeout_s:g}, "
-            f"retries={self._retries}, protocol={self.protocol!r}, format={self._format!r}, "
-            f"api_key={'***' if self._api_key else None!r})"
-        )
+    def _repr_fields(self) -> str:
+        return f"protocol={self.protocol!r}, format={self._format!r}, "
 
     async def entails(self, claim: str, passages: Mapping[str, str]) -> Verdict:
         """Whether ``passages`` (ID → text), taken together, entail ``claim``.
@@ -655,62 +237,7 @@ class HTTPJudge:
         )
         return list(claims) if claims else [sentence]
 
-    async def aclose(self) -> None:
-        """Cancel calls still running and close the HTTP client if the judge made it."""
-        pending = list(self._pending.values())
-        for fut in pending:
-            fut.cancel()
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
-        if self._owns_client:
-            await self._client.aclose()
-
-    async def __aenter__(self) -> HTTPJudge:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    # -- cache and single-flight ---------------------------------------------------------
-
-    def _key(
-        self, kind: str, text: str, passages: list[tuple[str, str]], version: str | None = None
-    ) -> str:
-        version = PROMPT_VERSION if version is None else version  # looked up now, not at import
-        payload = json.dumps([kind, self._model, version, text, passages], ensure_ascii=False)
-        return hashlib.sha256(payload.encode()).hexdigest()
-
-    async def _cached(self, key: str, call: Callable[[], Awaitable[_T]]) -> _T:
-        if key in self._cache:
-            self._cache.move_to_end(key)
-            self._observe_cache(hit=True)
-            return cast(_T, self._cache[key])
-        fut = self._pending.get(key)
-        # Joining an identical call already in flight saves a request: count it as a hit.
-        self._observe_cache(hit=fut is not None)
-        if fut is None:
-            fut = asyncio.ensure_future(call())
-            self._pending[key] = fut
-            fut.add_done_callback(partial(self._settle, key))
-        # shield: one caller giving up must not cancel the call the others are waiting on.
-        return cast(_T, await asyncio.shield(fut))
-
-    def _settle(self, key: str, fut: asyncio.Future[Any]) -> None:
-        self._pending.pop(key, None)
-        if fut.cancelled() or fut.exception() is not None:  # errors are never cached
-            return
-        if self._cache_size:
-            self._cache[key] = fut.result()
-            self._cache.move_to_end(key)
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
-
-    # -- one logical call: attempts, backoff ---------------------------------------------
+    # -- the chat request: response formats, body, reply ------------------------------------
 
     @property
     def reply_format(self) -> ReplyFormat:
@@ -726,6 +253,9 @@ class HTTPJudge:
     @property
     def _endpoint(self) -> tuple[str, str, ReplyFormat]:
         return (self._shown_url, self._model, self._format)
+
+    def _rung(self) -> str:
+        return self.response_format
 
     def _body(self, request: _Request, rung: str) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -752,6 +282,8 @@ class HTTPJudge:
 
     def _refused(self, rung: str, response: httpx.Response) -> bool:
         """Whether ``response`` refuses what ``rung`` asked for (see the module docstring)."""
+        if rung == _LADDERS[self._format][-1]:
+            return False  # nothing left to step down to
         words = _REFUSAL_WORDS.get(rung)
         status = response.status_code
         if words is None or status not in (400, 422, 500):
@@ -777,147 +309,7 @@ class HTTPJudge:
             ladder[index + 1],
         )
 
-    async def _call(self, request: _Request, parse: Callable[[_Choice], _T]) -> _T:
-        attempt = 0
-        while True:
-            await self._wait_not_before()
-            try:
-                return await self._attempt(request, parse)
-            except JudgeError as exc:
-                if not exc.retriable or attempt >= self._retries:
-                    raise
-                delay = self._backoff(attempt, exc)
-                logger.debug(
-                    "judge attempt %d/%d failed (%s: %s); retrying in %.3fs",
-                    attempt + 1,
-                    self._retries + 1,
-                    type(exc).__name__,
-                    exc,
-                    delay,
-                )
-                attempt += 1
-                await asyncio.sleep(delay)
-
-    def _backoff(self, attempt: int, exc: JudgeError) -> float:
-        if isinstance(exc, JudgeRateLimited) and exc.retry_after_s is not None:
-            delay = min(exc.retry_after_s, self._backoff_max_s)
-            # The server asked everyone to wait, not just this call.
-            self._not_before = max(self._not_before, time.monotonic() + delay)
-            return delay
-        # Full jitter (AWS architecture blog): uniform in [0, min(cap, base·2^attempt)].
-        return self._rng.uniform(0.0, min(self._backoff_max_s, self._backoff_base_s * 2**attempt))
-
-    async def _wait_not_before(self) -> None:
-        # A loop, not an Event: another 429 may push the deadline on while we sleep.
-        while (wait := self._not_before - time.monotonic()) > 0:  # noqa: ASYNC110
-            await asyncio.sleep(wait)
-
-    async def _attempt(self, request: _Request, parse: Callable[[_Choice], _T]) -> _T:
-        """One attempt: a request, and again at once one step down if the server refused what
-        it asked for (a refusal is the server's capability, not a failure to retry)."""
-        while True:
-            refused: list[tuple[str, httpx.Response]] = []
-            result = await self._send(request, parse, refused)
-            if not refused:
-                return cast(_T, result)
-            self._step_down(*refused[0])
-
-    async def _send(
-        self,
-        request: _Request,
-        parse: Callable[[_Choice], _T],
-        refused: list[tuple[str, httpx.Response]],
-    ) -> _T | None:
-        """One HTTP request under the in-flight cap: the single httpx → citemon error boundary.
-
-        What to ask for is chosen once the request holds its slot, so requests queued behind a
-        refusal already use the step down. A refusal is appended to ``refused`` (with the rung
-        refused) and None returned instead of raised.
-        """
-        auth: dict[str, Any] = {} if self._auth is None else {"auth": self._auth}
-        async with self._semaphore:
-            rung = self.response_format
-            body = self._body(request, rung)
-            self._observe_inflight(+1)
-            started = time.perf_counter()
-            outcome = "error"
-            try:
-                try:
-                    async with asyncio.timeout(self._timeout_s):
-                        response = await self._post(body, auth)
-                except (TimeoutError, httpx.TimeoutException) as exc:
-                    raise JudgeTimeout(
-                        f"judge at {self._shown_url} did not answer within {self._timeout_s:g}s"
-                    ) from exc
-                except httpx.TransportError as exc:
-                    raise JudgeHTTPError(
-                        f"judge at {self._shown_url} failed: {type(exc).__name__}: "
-                        f"{self._redact(str(exc))}"
-                    ) from exc
-                if rung != _LADDERS[self._format][-1] and self._refused(rung, response):
-                    refused.append((rung, response))
-                    return None  # outcome stays "error": the request did fail
-                result = self._read(response, parse)
-                # A v2 reply that leaves some claims without a verdict is an invalid reply too.
-                if isinstance(result, BatchReply) and result.problems:
-                    outcome = "invalid"
-                    self._observe_invalid(result.cause)
-                else:
-                    outcome = "ok"
-                return result
-            except JudgeError as exc:
-                outcome = exc.outcome
-                if isinstance(exc, JudgeInvalidReply):
-                    self._observe_invalid(exc.cause)
-                raise
-            finally:
-                self._observe_inflight(-1)
-                if self._observer is not None:
-                    self._observer.request_done(outcome, time.perf_counter() - started)
-
-    async def _post(self, body: dict[str, Any], auth: dict[str, Any]) -> httpx.Response:
-        """POST ``body`` and read the reply, at most ``max_reply_bytes`` of it: a broken proxy
-        or a runaway model must not make one request hold gigabytes in a long-lived monitor."""
-        request = self._client.build_request("POST", self._url, json=body, headers=self._headers)
-        response = await self._client.send(request, stream=True, **auth)
-        try:
-            data = bytearray()
-            async for chunk in response.aiter_bytes():
-                data += chunk
-                if len(data) > self._max_reply_bytes:
-                    raise JudgeInvalidReply(
-                        f"judge at {self._shown_url} sent a reply over "
-                        f"{self._max_reply_bytes} bytes (HTTP {response.status_code}); "
-                        "read no further",
-                        cause="too_large",
-                    )
-        finally:
-            await response.aclose()
-        # The bytes are decoded already: drop the headers that would have httpx decode again.
-        headers = [
-            (k, v)
-            for k, v in response.headers.multi_items()
-            if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
-        ]
-        return httpx.Response(
-            response.status_code, headers=headers, content=bytes(data), request=request
-        )
-
-    def _read(self, response: httpx.Response, parse: Callable[[_Choice], _T]) -> _T:
-        status = response.status_code
-        if status == 429:
-            retry_after = parse_retry_after(response.headers.get("retry-after"))
-            raise JudgeRateLimited(
-                f"judge at {self._shown_url} is rate limiting (HTTP 429, Retry-After "
-                f"{'unset' if retry_after is None else f'{retry_after:g}s'})",
-                retry_after_s=retry_after,
-            )
-        if not 200 <= status < 300:
-            raise JudgeHTTPError(
-                f"judge at {self._shown_url} returned HTTP {status}: "
-                f"{_snippet(self._redact(response.text))!r}",
-                status=status,
-            )
+    def _reply(self, response: httpx.Response, parse: Callable[[_Choice], _T]) -> _T:
         try:
             choice = response.json()["choices"][0]
             content = choice["message"]["content"]
@@ -942,25 +334,9 @@ class HTTPJudge:
                 f"reply cut off (finish_reason length): {exc}", cause="truncated"
             ) from exc
 
-    def _redact(self, text: str) -> str:
-        # A misbehaving server may echo request headers back in an error body, and a transport
-        # error may quote the URL: take out every form of the credentials this judge sends.
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return _AUTH_VALUE.sub(r"\1\2***", text)
-
-    def _observe_inflight(self, delta: int) -> None:
-        if self._observer is not None:
-            self._observer.inflight(delta)
-
-    def _observe_cache(self, *, hit: bool) -> None:
-        if self._observer is not None:
-            self._observer.cache(hit)
-
-    def _observe_invalid(self, cause: str) -> None:
-        report = getattr(self._observer, "invalid_reply", None)  # optional in the protocol
-        if report is not None:
-            report(cause)
+    def _problem(self, result: object) -> str | None:
+        # A v2 reply that leaves some claims without a verdict is an invalid reply too.
+        return result.cause if isinstance(result, BatchReply) and result.problems else None
 
 
 class HTTPBatchJudge(HTTPJudge):
@@ -1033,10 +409,9 @@ class HTTPBatchJudge(HTTPJudge):
         keys = {c: self._key(kind, c, items, PROMPT_VERSION_V2) for c in dict.fromkeys(claims)}
         done: dict[str, _V | JudgeError] = {}
         for claim, key in keys.items():
-            if key in self._cache:
-                self._cache.move_to_end(key)
-                done[claim] = cast(_V, self._cache[key])
-            self._observe_cache(hit=claim in done)
+            found, value = self._lookup(key)
+            if found:
+                done[claim] = cast(_V, value)
         ask = [c for c in keys if c not in done]
         if ask:
             flight = self._key(f"{kind}-batch", json.dumps(ask), items, PROMPT_VERSION_V2)
@@ -1046,27 +421,6 @@ class HTTPBatchJudge(HTTPJudge):
                 if not isinstance(outcome, JudgeError):
                     self._store(keys[claim], outcome)
         return [done[c] for c in claims]
-
-    async def _single_flight(
-        self, key: str, call: Callable[[], Awaitable[dict[str, _V | JudgeError]]]
-    ) -> dict[str, _V | JudgeError]:
-        fut = self._pending.get(key)
-        if fut is None:
-            fut = asyncio.ensure_future(call())
-            self._pending[key] = fut
-            fut.add_done_callback(partial(self._forget, key))
-        return cast(dict[str, _V | JudgeError], await asyncio.shield(fut))
-
-    def _forget(self, key: str, fut: asyncio.Future[Any]) -> None:
-        if self._pending.get(key) is fut:
-            del self._pending[key]
-
-    def _store(self, key: str, value: object) -> None:
-        if self._cache_size:
-            self._cache[key] = value
-            self._cache.move_to_end(key)
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
 
     async def _ask(
         self,
@@ -1121,9 +475,3 @@ class HTTPBatchJudge(HTTPJudge):
             )
             attempt += 1
             await asyncio.sleep(delay)
-
-
-def _parse_for(
-    parse: Callable[[str, list[str]], BatchReply[_V]], ids: list[str], choice: _Choice
-) -> BatchReply[_V]:
-    return parse(choice.content, ids)

@@ -1,0 +1,504 @@
+"""The HTTP transport the HTTP judges share: limits, retries, the cache and single-flight, once.
+
+What it promises the judges built on it (:class:`~citemon.judges.http.HTTPJudge` and its v2
+subclass, the classifier's ``/predict`` transport) and so their callers:
+
+* at most ``max_inflight`` HTTP requests in flight, shared by every caller of one judge;
+* a hard per-attempt deadline of ``timeout_s`` (connect + send + whole reply), and a reply read
+  no further than ``max_reply_bytes``;
+* retries with exponential backoff and full jitter on 429, 5xx, 408, timeouts, connection
+  errors and invalid replies; a server's ``Retry-After`` (seconds or HTTP date, capped by
+  ``backoff_max_s``) is obeyed and also holds back every other caller of the judge;
+* other 4xx fail at once; after the retry budget the matching :class:`~citemon.errors.JudgeError`
+  is raised (the scorer turns it into ``unjudged``) — never a guessed verdict;
+* results (not errors) are cached in an LRU of ``cache_size`` entries keyed by a hash of kind,
+  model, prompt version, text and passages; identical concurrent calls share one (single-flight);
+* the API key never appears in logs, reprs, error messages or metrics; nor do credentials in
+  the base URL (``http://user:key@host/v1`` is sent as HTTP Basic auth and shown without them),
+  nor an ``Authorization`` value a server echoes back in an error body.
+
+httpx errors are mapped to citemon's in one place, :meth:`HTTPTransport._send`. A subclass says
+what a request's body is (:meth:`~HTTPTransport._body`) and how a 2xx reply reads
+(:meth:`~HTTPTransport._reply`); the chat judge also steps down refused response formats
+(:meth:`~HTTPTransport._rung`, :meth:`~HTTPTransport._refused`, :meth:`~HTTPTransport._step_down`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import email.utils
+import hashlib
+import json
+import logging
+import math
+import os
+import random
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from functools import partial
+from types import TracebackType
+from typing import Any, Final, Self, TypeVar, cast
+
+import httpx
+
+from citemon.errors import (
+    ConfigError,
+    JudgeError,
+    JudgeHTTPError,
+    JudgeInvalidReply,
+    JudgeRateLimited,
+    JudgeTimeout,
+)
+from citemon.judges.base import JudgeObserver
+from citemon.judges.prompts import PROMPT_VERSION
+from citemon.judges.replies import _snippet
+
+__all__ = ["API_KEY_ENV", "DEFAULT_MAX_REPLY_BYTES", "HTTPTransport", "parse_retry_after"]
+
+API_KEY_ENV: Final = "CITEMON_JUDGE_API_KEY"
+"""Environment variable holding the judge's API key (default: unset, no ``Authorization``)."""
+DEFAULT_MAX_REPLY_BYTES: Final = 4 * 1024 * 1024
+"""A chat completion carrying verdicts is a few kB; past this a reply is read no further."""
+
+logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+# A credential a server echoes back ("authorization": "Bearer sk-…"), whatever key it holds.
+_AUTH_VALUE = re.compile(r"(?i)\b(bearer|basic|token)(\s+)[^\s\"',;}]+")
+
+
+def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delta-seconds or HTTP date), else None."""
+    if value is None or not value.strip():
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:  # an HTTP date is GMT by definition
+            return None
+        seconds = when.timestamp() - (time.time() if now is None else now)
+    if not math.isfinite(seconds):
+        return None
+    return max(0.0, seconds)
+
+
+class HTTPTransport:
+    """A JSON-over-HTTP endpoint at ``{base_url}/{endpoint}`` with the module's promises.
+
+    ``retries`` is the number of retries after the first attempt; limits are in the names:
+    ``max_inflight`` requests, ``timeout_s`` per attempt, backoff in seconds, ``cache_size``
+    entries (0 disables the cache). Pass ``client`` to share an ``httpx.AsyncClient`` (it is
+    then not closed here) or ``transport`` for the one built here; ``rng`` makes the jitter
+    reproducible. Use ``async with`` or call :meth:`aclose`.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        endpoint: str,
+        max_inflight: int = 8,
+        timeout_s: float = 30.0,
+        retries: int = 3,
+        backoff_base_s: float = 0.5,
+        backoff_max_s: float = 30.0,
+        cache_size: int = 10_000,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
+        api_key: str | None = None,
+        observer: JudgeObserver | None = None,
+        client: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        if max_inflight < 1:
+            raise ConfigError(f"max_inflight must be at least 1, not {max_inflight}")
+        if max_reply_bytes < 1:
+            raise ConfigError(f"max_reply_bytes must be at least 1, not {max_reply_bytes}")
+        self._max_reply_bytes = max_reply_bytes
+        if not timeout_s > 0:
+            raise ConfigError(f"timeout_s must be positive, not {timeout_s}")
+        if retries < 0:
+            raise ConfigError(f"retries must be 0 or more, not {retries}")
+        if backoff_base_s < 0 or backoff_max_s < 0:
+            raise ConfigError("backoff_base_s and backoff_max_s must not be negative")
+        if cache_size < 0:
+            raise ConfigError(f"cache_size must be 0 or more, not {cache_size}")
+        if not base_url.strip() or not model.strip():
+            raise ConfigError("the HTTP judge needs a base URL and a model name")
+        try:
+            parsed = httpx.URL(base_url.strip().rstrip("/"))
+        except httpx.InvalidURL:
+            raise ConfigError("the judge base URL is not a valid URL") from None  # may hold a key
+        if parsed.scheme not in ("http", "https") or not parsed.host:
+            raise ConfigError(
+                "the judge base URL must be absolute, http:// or https:// with a host "
+                "(e.g. http://127.0.0.1:8000/v1)"
+            )
+        key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
+        # A key read from a file often ends in a newline; inside, only visible ASCII can be sent
+        # (anything else makes httpx raise with the header, key included, in its message).
+        self._api_key = (key or "").strip() or None
+        if self._api_key and not all("!" <= ch <= "~" for ch in self._api_key):
+            raise ConfigError(
+                f"the judge API key ({API_KEY_ENV}) holds a space, control or non-ASCII "
+                "character, which an HTTP header cannot carry (the key is not shown)"
+            )
+        # Credentials in the URL become Basic auth; the URL kept and shown is without them.
+        self._auth: httpx.BasicAuth | None = None
+        secrets = [self._api_key or ""]
+        if parsed.userinfo:
+            user, password = parsed.username, parsed.password
+            self._auth = httpx.BasicAuth(user, password)
+            token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+            raw_password = parsed.userinfo.decode("ascii").partition(":")[2]
+            secrets += [password, raw_password, token]
+            parsed = parsed.copy_with(username=None, password=None)
+        self._secrets = tuple(sorted({x for x in secrets if x}, key=len, reverse=True))
+        self._base_url = str(parsed)
+        # The path gets the endpoint; a query string (`?api-version=…`) stays after it.
+        self._url = str(parsed.copy_with(path=parsed.path.rstrip("/") + "/" + endpoint))
+        # What messages and logs show: no credentials, no query string (`?api-key=…`).
+        self._shown_base = str(parsed.copy_with(query=None, fragment=None))
+        self._shown_url = f"{self._shown_base}/{endpoint}"
+        self._model = model
+        self._max_inflight = max_inflight
+        self._timeout_s = timeout_s
+        self._retries = retries
+        self._backoff_base_s = backoff_base_s
+        self._backoff_max_s = backoff_max_s
+        self._cache_size = cache_size
+        self._headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        self._observer = observer
+        self._rng = rng or random.Random()
+        self._owns_client = client is None
+        self._client = client or httpx.AsyncClient(
+            transport=transport,
+            timeout=httpx.Timeout(timeout_s),
+            limits=httpx.Limits(
+                max_connections=max_inflight, max_keepalive_connections=max_inflight
+            ),
+        )
+        self._semaphore = asyncio.Semaphore(max_inflight)
+        self._not_before = 0.0  # time.monotonic() before which nobody sends (Retry-After)
+        self._cache: OrderedDict[str, object] = OrderedDict()
+        self._pending: dict[str, asyncio.Future[Any]] = {}
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(base_url={self._shown_base!r}, model={self._model!r}, "
+            f"max_inflight={self._max_inflight}, timeout_s={self._timeout_s:g}, "
+            f"retries={self._retries}, {self._repr_fields()}"
+            f"api_key={'***' if self._api_key else None!r})"
+        )
+
+    def _repr_fields(self) -> str:
+        """What a subclass adds to the repr (``name=value, `` pairs); never a secret."""
+        return ""
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def max_inflight(self) -> int:
+        return self._max_inflight
+
+    async def aclose(self) -> None:
+        """Cancel calls still running and close the HTTP client if the judge made it."""
+        pending = list(self._pending.values())
+        for fut in pending:
+            fut.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # -- cache and single-flight: one implementation for every judge and request kind ------
+
+    def _key(
+        self, kind: str, text: str, passages: list[tuple[str, str]], version: str | None = None
+    ) -> str:
+        version = PROMPT_VERSION if version is None else version  # looked up now, not at import
+        payload = json.dumps([kind, self._model, version, text, passages], ensure_ascii=False)
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+    def _peek(self, key: str) -> tuple[bool, Any]:
+        """``(True, value)`` for a cached key (now the most recent), else ``(False, None)``."""
+        if key in self._cache:
+            self._cache.move_to_end(key)
+            return True, self._cache[key]
+        return False, None
+
+    def _lookup(self, key: str) -> tuple[bool, Any]:
+        """:meth:`_peek`, counted as a cache hit or miss for the observer."""
+        found, value = self._peek(key)
+        self._observe_cache(hit=found)
+        return found, value
+
+    def _store(self, key: str, value: object) -> None:
+        if self._cache_size:
+            self._cache[key] = value
+            self._cache.move_to_end(key)
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+
+    async def _cached(self, key: str, call: Callable[[], Awaitable[_T]]) -> _T:
+        """The cached result for ``key``, else ``call()``'s, shared with identical calls in
+        flight and cached once it succeeds (errors are never cached)."""
+        found, value = self._peek(key)
+        if found:
+            self._observe_cache(hit=True)
+            return cast(_T, value)
+        # Joining an identical call already in flight saves a request: count it as a hit.
+        self._observe_cache(hit=key in self._pending)
+        return await self._single_flight(key, call, cache=True)
+
+    async def _single_flight(
+        self, key: str, call: Callable[[], Awaitable[_T]], *, cache: bool = False
+    ) -> _T:
+        """``call()``, or the identical call already in flight under ``key``; with ``cache``
+        its result is stored under ``key`` when it succeeds."""
+        fut = self._pending.get(key)
+        if fut is None:
+            fut = asyncio.ensure_future(call())
+            self._pending[key] = fut
+            fut.add_done_callback(partial(self._settle, key, cache))
+        # shield: one caller giving up must not cancel the call the others are waiting on.
+        return cast(_T, await asyncio.shield(fut))
+
+    def _settle(self, key: str, cache: bool, fut: asyncio.Future[Any]) -> None:
+        if self._pending.get(key) is fut:
+            del self._pending[key]
+        if not cache or fut.cancelled() or fut.exception() is not None:  # errors: never cached
+            return
+        self._store(key, fut.result())
+
+    # -- one logical call: attempts, backoff ---------------------------------------------
+
+    async def _call(
+        self,
+        request: object,
+        parse: Callable[[Any], _T],
+        *,
+        fatal: tuple[type[JudgeError], ...] = (),
+        log: logging.Logger = logger,
+        what: str = "judge",
+    ) -> _T:
+        """One logical call: attempts within the retry budget, with backoff between them.
+
+        ``fatal`` errors are raised at once; ``log`` and ``what`` name the caller in the debug
+        line of each retry."""
+        attempt = 0
+        while True:
+            await self._wait_not_before()
+            try:
+                return await self._attempt(request, parse)
+            except fatal:
+                raise
+            except JudgeError as exc:
+                if not exc.retriable or attempt >= self._retries:
+                    raise
+                delay = self._backoff(attempt, exc)
+                log.debug(
+                    "%s attempt %d/%d failed (%s: %s); retrying in %.3fs",
+                    what,
+                    attempt + 1,
+                    self._retries + 1,
+                    type(exc).__name__,
+                    exc,
+                    delay,
+                )
+                attempt += 1
+                await asyncio.sleep(delay)
+
+    def _backoff(self, attempt: int, exc: JudgeError) -> float:
+        if isinstance(exc, JudgeRateLimited) and exc.retry_after_s is not None:
+            delay = min(exc.retry_after_s, self._backoff_max_s)
+            # The server asked everyone to wait, not just this call.
+            self._not_before = max(self._not_before, time.monotonic() + delay)
+            return delay
+        # Full jitter (AWS architecture blog): uniform in [0, min(cap, base·2^attempt)].
+        return self._rng.uniform(0.0, min(self._backoff_max_s, self._backoff_base_s * 2**attempt))
+
+    async def _wait_not_before(self) -> None:
+        # A loop, not an Event: another 429 may push the deadline on while we sleep.
+        while (wait := self._not_before - time.monotonic()) > 0:  # noqa: ASYNC110
+            await asyncio.sleep(wait)
+
+    async def _attempt(self, request: object, parse: Callable[[Any], _T]) -> _T:
+        """One attempt: a request, and again at once one step down if the server refused what
+        it asked for (a refusal is the server's capability, not a failure to retry)."""
+        while True:
+            refused: list[tuple[str, httpx.Response]] = []
+            result = await self._send(request, parse, refused)
+            if not refused:
+                return cast(_T, result)
+            self._step_down(*refused[0])
+
+    async def _send(
+        self,
+        request: object,
+        parse: Callable[[Any], _T],
+        refused: list[tuple[str, httpx.Response]],
+    ) -> _T | None:
+        """One HTTP request under the in-flight cap: the single httpx → citemon error boundary.
+
+        What to ask for is chosen once the request holds its slot, so requests queued behind a
+        refusal already use the step down. A refusal is appended to ``refused`` (with the rung
+        refused) and None returned instead of raised.
+        """
+        auth: dict[str, Any] = {} if self._auth is None else {"auth": self._auth}
+        async with self._semaphore:
+            rung = self._rung()
+            body = self._body(request, rung)
+            self._observe_inflight(+1)
+            started = time.perf_counter()
+            outcome = "error"
+            try:
+                try:
+                    async with asyncio.timeout(self._timeout_s):
+                        response = await self._post(body, auth)
+                except (TimeoutError, httpx.TimeoutException) as exc:
+                    raise JudgeTimeout(
+                        f"judge at {self._shown_url} did not answer within {self._timeout_s:g}s"
+                    ) from exc
+                except httpx.TransportError as exc:
+                    raise JudgeHTTPError(
+                        f"judge at {self._shown_url} failed: {type(exc).__name__}: "
+                        f"{self._redact(str(exc))}"
+                    ) from exc
+                if self._refused(rung, response):
+                    refused.append((rung, response))
+                    return None  # outcome stays "error": the request did fail
+                result = self._read(response, parse)
+                # A reply valid only in part (a v2 reply missing claims) is invalid too.
+                if (problem := self._problem(result)) is not None:
+                    outcome = "invalid"
+                    self._observe_invalid(problem)
+                else:
+                    outcome = "ok"
+                return result
+            except JudgeError as exc:
+                outcome = exc.outcome
+                if isinstance(exc, JudgeInvalidReply):
+                    self._observe_invalid(exc.cause)
+                raise
+            finally:
+                self._observe_inflight(-1)
+                if self._observer is not None:
+                    self._observer.request_done(outcome, time.perf_counter() - started)
+
+    async def _post(self, body: dict[str, Any], auth: dict[str, Any]) -> httpx.Response:
+        """POST ``body`` and read the reply, at most ``max_reply_bytes`` of it: a broken proxy
+        or a runaway model must not make one request hold gigabytes in a long-lived monitor."""
+        request = self._client.build_request("POST", self._url, json=body, headers=self._headers)
+        response = await self._client.send(request, stream=True, **auth)
+        try:
+            data = bytearray()
+            async for chunk in response.aiter_bytes():
+                data += chunk
+                if len(data) > self._max_reply_bytes:
+                    raise JudgeInvalidReply(
+                        f"judge at {self._shown_url} sent a reply over "
+                        f"{self._max_reply_bytes} bytes (HTTP {response.status_code}); "
+                        "read no further",
+                        cause="too_large",
+                    )
+        finally:
+            await response.aclose()
+        # The bytes are decoded already: drop the headers that would have httpx decode again.
+        headers = [
+            (k, v)
+            for k, v in response.headers.multi_items()
+            if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+        ]
+        return httpx.Response(
+            response.status_code, headers=headers, content=bytes(data), request=request
+        )
+
+    def _read(self, response: httpx.Response, parse: Callable[[Any], _T]) -> _T:
+        """A reply's status as citemon's errors (429 with its Retry-After, any other non-2xx),
+        else what :meth:`_reply` reads from it."""
+        status = response.status_code
+        if status == 429:
+            retry_after = parse_retry_after(response.headers.get("retry-after"))
+            raise JudgeRateLimited(
+                f"judge at {self._shown_url} is rate limiting (HTTP 429, Retry-After "
+                f"{'unset' if retry_after is None else f'{retry_after:g}s'})",
+                retry_after_s=retry_after,
+            )
+        if not 200 <= status < 300:
+            raise JudgeHTTPError(
+                f"judge at {self._shown_url} returned HTTP {status}: "
+                f"{_snippet(self._redact(response.text))!r}",
+                status=status,
+            )
+        return self._reply(response, parse)
+
+    # -- what a subclass says about its endpoint -------------------------------------------
+
+    def _body(self, request: Any, rung: str) -> dict[str, Any]:
+        """The JSON body of ``request``, asking for ``rung`` (see :meth:`_rung`)."""
+        raise NotImplementedError
+
+    def _reply(self, response: httpx.Response, parse: Callable[[Any], _T]) -> _T:
+        """What a 2xx ``response`` holds, through ``parse``; raises JudgeInvalidReply."""
+        raise NotImplementedError
+
+    def _rung(self) -> str:
+        """What a request asks of the server now (a response format); "" when nothing varies."""
+        return ""
+
+    def _refused(self, rung: str, response: httpx.Response) -> bool:
+        """Whether ``response`` refuses what ``rung`` asked for (then :meth:`_step_down`)."""
+        return False
+
+    def _step_down(self, rung: str, response: httpx.Response) -> None:
+        """Ask for less than ``rung`` from now on (called after :meth:`_refused`)."""
+        raise NotImplementedError
+
+    def _problem(self, result: object) -> str | None:
+        """The invalid-reply cause of a result that is valid only in part, else None."""
+        return None
+
+    # -- secrets and the observer --------------------------------------------------------
+
+    def _redact(self, text: str) -> str:
+        # A misbehaving server may echo request headers back in an error body, and a transport
+        # error may quote the URL: take out every form of the credentials this judge sends.
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return _AUTH_VALUE.sub(r"\1\2***", text)
+
+    def _observe_inflight(self, delta: int) -> None:
+        if self._observer is not None:
+            self._observer.inflight(delta)
+
+    def _observe_cache(self, *, hit: bool) -> None:
+        if self._observer is not None:
+            self._observer.cache(hit)
+
+    def _observe_invalid(self, cause: str) -> None:
+        report = getattr(self._observer, "invalid_reply", None)  # optional in the protocol
+        if report is not None:
+            report(cause)
