@@ -22,7 +22,7 @@ from citemon.demo.service import FakeRAGService
 from citemon.engine.records import AnswerRecord
 from citemon.engine.scoring import Scorer
 from citemon.judges.lexical import LexicalJudge
-from citemon.metrics.exporter import MetricsServer
+from citemon.metrics import MetricsServer
 from citemon.service.pipeline import Pipeline, PipelineStats
 from citemon.service.settings import Settings, settings_from_args
 from tests.conftest import REPO

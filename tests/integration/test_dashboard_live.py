@@ -49,7 +49,7 @@ from citemon.demo.service import DEMO_SERVICE, FakeRAGService
 from citemon.engine.records import AnswerRecord
 from citemon.engine.scoring import Scorer
 from citemon.judges.lexical import LexicalJudge
-from citemon.metrics.exporter import CITED_VERDICTS
+from citemon.metrics import CITED_VERDICTS
 from citemon.quality.calibration import Calibration, corrected_accuracy
 from tests.conftest import REPO, need_server
 from tests.integration.monitor_support import start_process

@@ -20,7 +20,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from citemon.engine.records import AnswerScore, ClaimResult
-from citemon.metrics.exporter import Metrics, MetricsServer
+from citemon.metrics import Metrics, MetricsServer
 from tests.conftest import REPO
 from tests.integration.prometheus_support import free_port, query, run_prometheus
 

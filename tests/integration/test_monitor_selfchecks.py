@@ -17,7 +17,7 @@ from citemon.engine.claims import extract_claims
 from citemon.engine.records import AnswerRecord
 from citemon.engine.scoring import Scorer
 from citemon.judges.lexical import LexicalJudge
-from citemon.metrics.exporter import CITED_VERDICTS
+from citemon.metrics import CITED_VERDICTS
 from citemon.quality.calibration import Calibration, corrected_accuracy
 from citemon.quality.canary import (
     CitedCounts,

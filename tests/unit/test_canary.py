@@ -21,7 +21,7 @@ from citemon.errors import ConfigError, JudgeHTTPError
 from citemon.judges.batch import EntailsBatch
 from citemon.judges.http import HTTPBatchJudge
 from citemon.judges.lexical import LexicalJudge
-from citemon.metrics.exporter import Metrics
+from citemon.metrics import Metrics
 from citemon.quality.calibration import Calibration, corrected_accuracy
 from citemon.quality.canary import (
     CitedCounts,

@@ -17,7 +17,7 @@ import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 
 from citemon.engine.records import AnswerScore, ClaimResult
-from citemon.metrics.exporter import DEFAULT_METRICS_PORT, Metrics
+from citemon.metrics import DEFAULT_METRICS_PORT, Metrics
 from citemon.service.settings import Settings
 from tests.conftest import REPO, need_server
 
@@ -157,7 +157,7 @@ def test_grafana_provisioning_points_where_compose_mounts() -> None:
     assert source["url"] == "http://prometheus:9090"
     assert "prometheus" in compose()["services"]
     (dest,) = source["jsonData"]["exemplarTraceIdDestinations"]
-    assert dest["name"] == "trace_id"  # the exemplar label citemon.metrics.exporter writes
+    assert dest["name"] == "trace_id"  # the exemplar label citemon.metrics.definitions writes
 
 
 def test_collector_writes_what_the_monitor_reads() -> None:

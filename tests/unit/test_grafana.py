@@ -20,7 +20,7 @@ import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 
 from citemon.engine.records import AnswerScore, ClaimResult
-from citemon.metrics.exporter import Metrics
+from citemon.metrics import Metrics
 from citemon.quality.calibration import Calibration
 from tests.conftest import REPO, need_server
 
@@ -319,7 +319,7 @@ def test_every_metric_name_is_exported_or_recorded() -> None:
     assert len(used) >= 15
     unknown = {n for n in used if n not in exported and n not in recorded}
     assert not unknown, (
-        f"names neither exported by citemon.metrics.exporter nor recorded: {unknown}"
+        f"names neither exported by citemon.metrics.definitions nor recorded: {unknown}"
     )
     # And the rules only build on what the monitor exports (no recording rule reads another
     # rule's output before it is defined).

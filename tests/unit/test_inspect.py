@@ -17,7 +17,7 @@ from citemon.engine.excerpts import MAX_EXCERPT_CHARS, MAX_EXCERPTS, excerpt_of,
 from citemon.engine.records import AnswerScore, ClaimResult
 from citemon.engine.scoring import Scorer
 from citemon.judges.lexical import LexicalJudge
-from citemon.metrics.exporter import Metrics
+from citemon.metrics import Metrics
 from citemon.quality.inspection import Filter, Worst, findings, parse_result, read_results_file
 from citemon.service.pipeline import Pipeline
 from citemon.service.settings import Settings

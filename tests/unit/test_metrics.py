@@ -12,7 +12,7 @@ from prometheus_client.openmetrics.exposition import generate_latest as openmetr
 from citemon.engine.records import AnswerScore, ClaimResult, VerdictName
 from citemon.errors import INVALID_REPLY_CAUSES
 from citemon.judges.base import JudgeObserver
-from citemon.metrics.exporter import JUDGE_OUTCOMES, SPAN_OUTCOMES, Metrics, MetricsServer
+from citemon.metrics import JUDGE_OUTCOMES, SPAN_OUTCOMES, Metrics, MetricsServer
 from citemon.service.pipeline import GateObserver, JudgeGate
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"

@@ -59,7 +59,7 @@ from citemon.judges.prompts import (
     build_support_messages,
     choose_nonce,
 )
-from citemon.metrics.exporter import JudgeMetrics
+from citemon.metrics import JudgeMetrics
 from citemon.otlp.spans import (
     DEFAULT_MAX_CONTEXT_BYTES,
     TraceAssembler,

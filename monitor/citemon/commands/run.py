@@ -35,7 +35,7 @@ from citemon.commands._options import add_scoring_arguments, scoring_options
 from citemon.engine.scoring import Scorer, ScoringOptions
 from citemon.errors import ConfigError
 from citemon.judges import add_judge_arguments, judge_options, load_judge
-from citemon.metrics.exporter import Metrics, MetricsServer
+from citemon.metrics import Metrics, MetricsServer
 from citemon.quality.calibration import Calibration
 from citemon.service.pipeline import GateObserver, JudgeGate, Pipeline, PipelineStats
 from citemon.service.settings import Settings, add_settings_arguments, settings_from_args

@@ -1,1 +1,32 @@
-"""The Prometheus metrics citemon exports (DESIGN.md's names), and the HTTP server for them."""
+"""The Prometheus metrics citemon exports (DESIGN.md's names), and the HTTP server for them.
+
+:mod:`~citemon.metrics.definitions` the metrics and what feeds them, :mod:`~citemon.metrics.labels`
+the bounded label values, :mod:`~citemon.metrics.windows` the gauges computed at scrape time,
+:mod:`~citemon.metrics.server` ``/metrics``, ``/healthz`` and ``/readyz``.
+"""
+
+from citemon.metrics.definitions import (
+    CITED_VERDICTS,
+    JUDGE_OUTCOMES,
+    SPAN_OUTCOMES,
+    TRACE_OUTCOMES,
+    JudgeMetrics,
+    Metrics,
+    SpanOutcome,
+)
+from citemon.metrics.labels import OTHER, UNKNOWN
+from citemon.metrics.server import DEFAULT_METRICS_PORT, MetricsServer
+
+__all__ = [
+    "CITED_VERDICTS",
+    "DEFAULT_METRICS_PORT",
+    "JUDGE_OUTCOMES",
+    "OTHER",
+    "SPAN_OUTCOMES",
+    "TRACE_OUTCOMES",
+    "UNKNOWN",
+    "JudgeMetrics",
+    "Metrics",
+    "MetricsServer",
+    "SpanOutcome",
+]

@@ -29,7 +29,7 @@ from pydantic import Field, ValidationError, field_validator
 
 from citemon.engine.records import VERDICTS, AnswerScore, ClaimResult, VerdictName
 from citemon.errors import InputError
-from citemon.metrics.exporter import OTHER, UNKNOWN
+from citemon.metrics import OTHER, UNKNOWN
 
 __all__ = [
     "DEFAULT_VERDICTS",

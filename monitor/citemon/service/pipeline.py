@@ -87,7 +87,7 @@ from citemon.engine.excerpts import recut
 from citemon.engine.records import AnswerRecord, AnswerScore
 from citemon.engine.scoring import Scorer
 from citemon.errors import DecodeError, JudgeError, KafkaUnavailable, MonitorFailed
-from citemon.metrics.exporter import Metrics
+from citemon.metrics import Metrics
 from citemon.otlp.spans import TraceAssembler, decode_otlp
 from citemon.quality.canary import canary_selected, cited_counts, shuffled_check
 from citemon.service.batches import UNDECODABLE, BadBatch, disable_codecs, scan_partition

@@ -1,4 +1,7 @@
-"""The Prometheus metrics citemon exports, and the small HTTP server that serves them.
+"""The Prometheus metrics citemon exports: their names, types and labels, and what feeds them.
+
+Label capping is :mod:`citemon.metrics.labels`, the windowed gauges :mod:`citemon.metrics.windows`,
+the HTTP endpoint :mod:`citemon.metrics.server`.
 
 Every name, type and label here is a contract (DESIGN.md, "Metrics"): the alert rules and the
 Grafana dashboard in ``grafana/`` read them, and ``tests/unit/test_grafana.py`` checks that every
@@ -27,23 +30,34 @@ Everything is built on a ``CollectorRegistry`` passed in; nothing touches the gl
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import logging
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
 from importlib import metadata
 from typing import TYPE_CHECKING, Final, Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.exposition import choose_encoder
-from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.metrics_core import CounterMetricFamily, Metric
 
 from citemon.engine.records import UNJUDGED_CAUSES, VERDICTS, AnswerScore, VerdictName
 from citemon.errors import INVALID_REPLY_CAUSES
+from citemon.metrics.labels import _QUALITY_LABELS, UNKNOWN, _LabelCap
+from citemon.metrics.windows import (
+    _CANARY_KEY,
+    _CITED,
+    _CORRECT,
+    _FAITHFUL,
+    _IDS,
+    _JUDGED,
+    _ORIG_CITED,
+    _ORIG_CORRECT,
+    _SHUF_CITED,
+    _SHUF_CORRECT,
+    _OptionalGauge,
+    _Window,
+    _WindowCollector,
+)
 from citemon.quality.canary import CANARY_OUTCOMES, CanaryOutcome, CitedCounts, canary_sensitivity
 
 if TYPE_CHECKING:
@@ -51,20 +65,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CITED_VERDICTS",
-    "DEFAULT_METRICS_PORT",
     "JUDGE_OUTCOMES",
     "SPAN_OUTCOMES",
     "TRACE_OUTCOMES",
     "JudgeMetrics",
     "Metrics",
-    "MetricsServer",
     "SpanOutcome",
 ]
 
-log = logging.getLogger(__name__)
-
-DEFAULT_METRICS_PORT: Final = 9464
-"""The port DESIGN.md gives ``/metrics`` (the OpenTelemetry Prometheus exporter's default)."""
 
 CITED_VERDICTS: Final[tuple[VerdictName, ...]] = (
     "correct",
@@ -95,17 +103,6 @@ or dropped *early* to keep the assembler within its caps (also counted in one of
 ``superseded``: the trace carried a self-contained ``rag.answer`` span, which was scored instead.
 """
 
-OTHER: Final = "other"
-"""The label value overflowing services, versions and environments are folded into."""
-
-UNKNOWN: Final = "unknown"
-"""The label value for an answer whose span carried no service, version or environment.
-
-Not the empty string: Prometheus treats ``service=""`` as a missing label, which breaks
-``sum by (service, …)`` joins in the rules.
-"""
-
-_QUALITY_LABELS: Final = ("service", "version", "environment")
 
 # Judge latency buckets, in seconds: LLM judges answer in 0.1-10 s; the tail matters for caps.
 _JUDGE_BUCKETS_S: Final = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
@@ -120,271 +117,6 @@ def _build_version() -> str:
         return metadata.version("citemon")
     except metadata.PackageNotFoundError:
         return UNKNOWN
-
-
-# ---------------------------------------------------------------------------------------------
-# Label capping
-
-
-@dataclass
-class _ServiceSlot:
-    versions: dict[str, float] = field(default_factory=dict)  # version -> last seen (clock)
-
-
-class _LabelCap:
-    """Maps raw (service, version, environment) to bounded label values.
-
-    Returns the labels to use and, when a version slot was recycled, the evicted label set so
-    the caller can delete its series.
-    """
-
-    def __init__(
-        self,
-        *,
-        max_services: int,
-        max_versions: int,
-        max_environments: int,
-        version_idle_s: float,
-    ) -> None:
-        self._max_services = max_services
-        self._max_versions = max_versions
-        self._max_environments = max_environments
-        self._version_idle_s = version_idle_s
-        self._services: dict[str, _ServiceSlot] = {}
-        self._environments: set[str] = set()
-
-    def map(
-        self, service: str, version: str, environment: str, now: float
-    ) -> tuple[tuple[str, str, str], list[str], list[tuple[str, str]]]:
-        """Returns (labels, overflowed label names, evicted (service, version) pairs)."""
-        overflow: list[str] = []
-        evicted: list[tuple[str, str]] = []
-        if environment not in self._environments:
-            if len(self._environments) < self._max_environments:
-                self._environments.add(environment)
-            else:
-                environment = OTHER
-                overflow.append("environment")
-        slot = self._services.get(service)
-        if slot is None:
-            if len(self._services) < self._max_services:
-                slot = self._services[service] = _ServiceSlot()
-            else:
-                service = OTHER
-                overflow.append("service")
-                slot = self._services.setdefault(OTHER, _ServiceSlot())
-        if version not in slot.versions and version != OTHER:
-            real = [v for v in slot.versions if v != OTHER]
-            if len(real) >= self._max_versions:
-                oldest = min(real, key=slot.versions.__getitem__)
-                if now - slot.versions[oldest] >= self._version_idle_s:
-                    del slot.versions[oldest]
-                    evicted.append((service, oldest))
-                else:
-                    version = OTHER
-                    overflow.append("version")
-        slot.versions[version] = now
-        return (service, version, environment), overflow, evicted
-
-
-# ---------------------------------------------------------------------------------------------
-# Sliding-window ratios
-
-# Indices into a bucket's counts.
-_CITED, _CORRECT, _JUDGED, _FAITHFUL, _IDS = range(5)
-# ... and into a canary bucket's (one label set: the canary measures the judge, not a service).
-_ORIG_CORRECT, _ORIG_CITED, _SHUF_CORRECT, _SHUF_CITED = range(4)
-_CANARY_KEY: Final = ("canary",)
-
-
-class _Window:
-    """Per-label-set ring of time buckets holding claim counts; ratios computed on demand.
-
-    Memory is ``buckets`` small lists per label set, and label sets are bounded by the caps.
-    The window is exact to one bucket (``window_s / buckets``, 60 s at the defaults).
-    """
-
-    def __init__(self, *, window_s: float, buckets: int, clock: Callable[[], float]) -> None:
-        if window_s <= 0 or buckets < 1:
-            raise ValueError("window_s must be > 0 and buckets >= 1")
-        self._bucket_s = window_s / buckets
-        self._buckets = buckets
-        self._clock = clock
-        self._rings: dict[tuple[str, ...], deque[tuple[int, list[float]]]] = {}
-        self._lock = threading.Lock()
-
-    def add(self, key: tuple[str, ...], counts: list[float]) -> None:
-        index = int(self._clock() // self._bucket_s)
-        with self._lock:
-            ring = self._rings.setdefault(key, deque(maxlen=self._buckets))
-            if ring and ring[-1][0] == index:
-                last = ring[-1][1]
-                for i, n in enumerate(counts):
-                    last[i] += n
-            else:
-                ring.append((index, list(counts)))
-
-    def forget(self, key: tuple[str, ...]) -> None:
-        with self._lock:
-            self._rings.pop(key, None)
-
-    def totals(self) -> Iterator[tuple[tuple[str, ...], list[float]]]:
-        """Summed counts per label set over the window; drops label sets that went quiet."""
-        oldest = int(self._clock() // self._bucket_s) - self._buckets + 1
-        out: list[tuple[tuple[str, ...], list[float]]] = []
-        with self._lock:
-            for key in list(self._rings):
-                ring = self._rings[key]
-                while ring and ring[0][0] < oldest:
-                    ring.popleft()
-                if not ring:
-                    del self._rings[key]
-                    continue
-                total = [0.0] * len(ring[0][1])
-                for _, counts in ring:
-                    for i, n in enumerate(counts):
-                        total[i] += n
-                out.append((key, total))
-        yield from out
-
-
-_CORRECTED: Final = "citemon_citation_accuracy_corrected"
-_CORRECTED_HELP: Final = (
-    "Citation accuracy over the sliding window corrected for the judge's measured sensitivity "
-    "and specificity (Rogan-Gladen; needs --calibration)."
-)
-_CALIBRATION_GAUGES: Final = (
-    ("citemon_judge_sensitivity", "The --calibration file's judge sensitivity (point estimate)."),
-    ("citemon_judge_specificity", "The --calibration file's judge specificity (point estimate)."),
-)
-
-
-class _WindowCollector:
-    """Exposes the window's ratios as gauges; a label set with nothing to divide is omitted
-    (an absent series is honest, a fake 0 or 1 is not).
-
-    With a ``calibration``, ``citemon_citation_accuracy_corrected`` is the Rogan–Gladen point
-    estimate of the same window's correct and cited counts, absent where
-    :func:`~citemon.quality.calibration.corrected_accuracy` declines (no cited claims, or an
-    uninformative judge). Values set by hand (``manual``) show for label sets the window does
-    not cover. The calibration's own sensitivity and specificity are exported too, so a recording
-    rule can correct the accuracy pooled over all replicas (this gauge sees one replica's share).
-    """
-
-    _GAUGES: Final = (
-        (
-            "citemon_citation_accuracy",
-            "Correct cited claims / cited judged claims over the sliding window (this replica).",
-            _CORRECT,
-            _CITED,
-        ),
-        (
-            "citemon_citation_coverage",
-            "Cited judged claims / judged claims over the sliding window (this replica).",
-            _CITED,
-            _JUDGED,
-        ),
-        (
-            "citemon_faithfulness",
-            "Faithful claims / judged claims over the sliding window (this replica).",
-            _FAITHFUL,
-            _JUDGED,
-        ),
-        (
-            "citemon_ids_per_claim",
-            "Mean cited IDs per cited judged claim over the sliding window (this replica).",
-            _IDS,
-            _CITED,
-        ),
-    )
-
-    def __init__(self, window: _Window, calibration: Calibration | None = None) -> None:
-        self._window = window
-        self._calibration = calibration
-        self.manual: dict[tuple[str, ...], float] = {}
-
-    def describe(self) -> Iterable[Metric]:
-        quality = [*((n, d) for n, d, _, _ in self._GAUGES), (_CORRECTED, _CORRECTED_HELP)]
-        return [
-            *(GaugeMetricFamily(n, d, labels=_QUALITY_LABELS) for n, d in quality),
-            *(GaugeMetricFamily(n, d) for n, d in _CALIBRATION_GAUGES),
-        ]
-
-    def collect(self) -> Iterable[Metric]:
-        families = [
-            (GaugeMetricFamily(n, d, labels=_QUALITY_LABELS), num, den)
-            for n, d, num, den in self._GAUGES
-        ]
-        corrected = dict(self.manual)
-        for key, total in self._window.totals():
-            for family, num, den in families:
-                if total[den] > 0:
-                    family.add_metric(list(key), total[num] / total[den])
-            if self._calibration is not None:
-                value = self._corrected(int(total[_CORRECT]), int(total[_CITED]))
-                if value is None:
-                    corrected.pop(key, None)
-                else:
-                    corrected[key] = value
-        corrected_family = GaugeMetricFamily(_CORRECTED, _CORRECTED_HELP, labels=_QUALITY_LABELS)
-        for key, value in corrected.items():
-            corrected_family.add_metric(list(key), value)
-        out: list[Metric] = [*(family for family, _, _ in families), corrected_family]
-        if self._calibration is not None:
-            c = self._calibration.confusion
-            for (name, doc), value in zip(
-                _CALIBRATION_GAUGES, (c.sensitivity, c.specificity), strict=True
-            ):
-                if value is not None:
-                    out.append(GaugeMetricFamily(name, doc, value=value))
-        return out
-
-    def _corrected(self, correct: int, cited: int) -> float | None:
-        from citemon.quality.calibration import corrected_accuracy
-
-        assert self._calibration is not None
-        # The point estimate does not depend on the bootstrap; one draw keeps a scrape cheap
-        # (the full 4000-draw interval would cost ~10 ms per label set, every scrape).
-        got = corrected_accuracy(correct, cited, self._calibration, draws=1)
-        return None if got is None else got[0]
-
-
-class _OptionalGauge:
-    """A label-less gauge that is *absent* until first set.
-
-    For values where a default of 0 would lie: a canary sensitivity of 0 means "the judge
-    cannot tell passages apart", which is not what "the canary has not run yet" means.
-    ``compute``, when given, is asked at scrape time and wins over a set value unless it
-    returns ``None``.
-    """
-
-    def __init__(
-        self,
-        name: str,
-        documentation: str,
-        registry: CollectorRegistry,
-        compute: Callable[[], float | None] | None = None,
-    ) -> None:
-        self._name = name
-        self._documentation = documentation
-        self._value: float | None = None
-        self._compute = compute
-        registry.register(self)
-
-    def set(self, value: float) -> None:
-        self._value = float(value)
-
-    def describe(self) -> Iterable[Metric]:
-        return [GaugeMetricFamily(self._name, self._documentation)]
-
-    def collect(self) -> Iterable[Metric]:
-        family = GaugeMetricFamily(self._name, self._documentation)
-        value = self._compute() if self._compute is not None else None
-        if value is None:
-            value = self._value
-        if value is not None:
-            family.add_metric([], value)
-        return [family]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -789,145 +521,3 @@ class Metrics:
         """Drop a revoked partition's lag so two replicas never both report it."""
         with contextlib.suppress(KeyError):
             self._lag.remove(topic, str(partition))
-
-
-# ---------------------------------------------------------------------------------------------
-# The HTTP endpoint
-
-_MAX_REQUEST_HEAD_BYTES: Final = 16 * 1024
-
-
-class MetricsServer:
-    """``/metrics``, ``/healthz`` and ``/readyz`` on one asyncio server (stdlib only).
-
-    It runs on the monitor's own event loop on purpose: if the loop is stuck, ``/healthz``
-    stops answering and the liveness probe restarts the pod — a server in a thread would keep
-    saying "alive" for a dead pipeline. ``/metrics`` speaks OpenMetrics when the scraper asks
-    for it (Prometheus does), which is the only format that carries exemplars.
-
-    ``live`` and ``ready`` are cheap callables the pipeline owns: ``/healthz`` is 200 while
-    ``live()`` is true, ``/readyz`` is 200 only while ``ready()`` is (partitions assigned).
-    Use ``async with MetricsServer(...) as server``; ``server.port`` is the bound port (pass
-    ``port=0`` in tests).
-    """
-
-    def __init__(
-        self,
-        registry: CollectorRegistry,
-        *,
-        host: str = "0.0.0.0",
-        port: int = DEFAULT_METRICS_PORT,
-        ready: Callable[[], bool] = lambda: True,
-        live: Callable[[], bool] = lambda: True,
-        read_timeout_s: float = 5.0,
-    ) -> None:
-        self._registry = registry
-        self._host = host
-        self._port = port
-        self._ready = ready
-        self._live = live
-        self._read_timeout_s = read_timeout_s
-        self._server: asyncio.Server | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
-
-    @property
-    def port(self) -> int:
-        if self._server is None:
-            raise RuntimeError("server not started")
-        port: int = self._server.sockets[0].getsockname()[1]
-        return port
-
-    @property
-    def task(self) -> asyncio.Task[None]:
-        """The task serving requests: it ends only when the server closes (give it to
-        :meth:`citemon.service.pipeline.Pipeline.supervise`)."""
-        if self._task is None:
-            raise RuntimeError("server not started")
-        return self._task
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(
-            self._handle, self._host, self._port, limit=_MAX_REQUEST_HEAD_BYTES
-        )
-        self._task = asyncio.create_task(self._server.serve_forever(), name="citemon-metrics")
-        log.info("metrics on http://%s:%d/metrics", self._host, self.port)
-
-    async def stop(self) -> None:
-        """Stop listening and hang up on clients still mid-request (a stalled scraper)."""
-        if self._server is not None:
-            self._server.close()
-            for writer in list(self._writers):
-                writer.close()
-            await self._server.wait_closed()
-            self._server = None
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
-
-    async def __aenter__(self) -> MetricsServer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._writers.add(writer)
-        try:
-            try:
-                head = await asyncio.wait_for(
-                    reader.readuntil(b"\r\n\r\n"), timeout=self._read_timeout_s
-                )
-            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
-                return
-            status, ctype, body, head_only = self._respond(head.decode("latin-1"))
-            writer.write(
-                (
-                    f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\n"
-                    f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-                ).encode("latin-1")
-            )
-            if not head_only:
-                writer.write(body)
-            await writer.drain()
-        except (ConnectionError, OSError):
-            pass  # the scraper went away; nothing to tell it
-        finally:
-            self._writers.discard(writer)
-            writer.close()
-            with contextlib.suppress(ConnectionError, OSError):
-                await writer.wait_closed()
-
-    def _respond(self, head: str) -> tuple[str, str, bytes, bool]:
-        lines = head.split("\r\n")
-        parts = lines[0].split(" ")
-        text = "text/plain; charset=utf-8"
-        if len(parts) != 3:
-            return "400 Bad Request", text, b"bad request\n", False
-        method, target, _ = parts
-        if method not in ("GET", "HEAD"):
-            return "405 Method Not Allowed", text, b"method not allowed\n", False
-        head_only = method == "HEAD"
-        path = target.split("?", 1)[0]
-        if path == "/metrics":
-            accept = ""
-            for line in lines[1:]:
-                name, _, value = line.partition(":")
-                if name.strip().lower() == "accept":
-                    accept = value.strip()
-            encoder, ctype = choose_encoder(accept)
-            return "200 OK", ctype, encoder(self._registry), head_only
-        if path == "/healthz":
-            ok = self._live()
-            return _probe(ok, "alive" if ok else "not alive", head_only)
-        if path == "/readyz":
-            ok = self._ready()
-            return _probe(ok, "ready" if ok else "not ready", head_only)
-        return "404 Not Found", text, b"not found\n", head_only
-
-
-def _probe(ok: bool, word: str, head_only: bool) -> tuple[str, str, bytes, bool]:
-    status = "200 OK" if ok else "503 Service Unavailable"
-    return status, "text/plain; charset=utf-8", f"{word}\n".encode(), head_only
