@@ -39,7 +39,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
 from citemon.engine.records import AnswerRecord  # noqa: E402
 from citemon.engine.scoring import Scorer  # noqa: E402
 from citemon.judges.lexical import LexicalJudge  # noqa: E402
-from citemon.otlp.spans import decode_otlp  # noqa: E402
+from citemon.otlp.wire import decode_otlp  # noqa: E402
 
 SENTENCE: Final = (
     "The reactor output rose by twelve percent in the third quarter of the year. [p0] "

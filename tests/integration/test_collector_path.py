@@ -33,7 +33,8 @@ from prometheus_client.samples import Sample
 from citemon.demo.data import QUESTIONS, answer
 from citemon.engine.records import AnswerRecord
 from citemon.errors import DecodeError
-from citemon.otlp.spans import TraceAssembler, decode_otlp_proto
+from citemon.otlp.assembly import TraceAssembler
+from citemon.otlp.wire import decode_otlp_proto
 from citemon.service.batches import CODECS
 from citemon_instrumentation import answer_span, record_answer
 from tests.integration.collector_support import (

@@ -14,7 +14,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from citemon.engine.records import AnswerRecord, Passage
-from citemon.otlp.spans import TraceAssembler, decode_otlp_proto
+from citemon.otlp.assembly import TraceAssembler
+from citemon.otlp.wire import decode_otlp_proto
 from citemon_instrumentation import KafkaSpanExporter, answer_span, record_answer
 from tests.integration.conftest import TopicFactory
 

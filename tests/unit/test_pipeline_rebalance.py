@@ -17,7 +17,8 @@ from prometheus_client import CollectorRegistry
 from citemon.engine.scoring import Scorer
 from citemon.judges.lexical import LexicalJudge
 from citemon.metrics import Metrics
-from citemon.otlp.spans import TraceAssembler, decode_otlp
+from citemon.otlp.assembly import TraceAssembler
+from citemon.otlp.wire import decode_otlp
 from citemon.service.pipeline import Pipeline
 from citemon.service.settings import Settings
 

@@ -18,7 +18,7 @@ from citemon.engine.scoring import Scorer, ScoringOptions, _allot
 from citemon.judges.base import CPUJudge
 from citemon.judges.lexical import LexicalJudge
 from citemon.metrics import TRACE_OUTCOMES, Metrics
-from citemon.otlp.spans import TraceAssembler
+from citemon.otlp.assembly import TraceAssembler
 from citemon.service.pipeline import JudgeGate, Pipeline, judge_failed
 from citemon.service.settings import Settings
 from tests.oracles import OracleJudge

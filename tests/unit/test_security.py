@@ -60,13 +60,9 @@ from citemon.judges.prompts import (
     choose_nonce,
 )
 from citemon.metrics import JudgeMetrics
-from citemon.otlp.spans import (
-    DEFAULT_MAX_CONTEXT_BYTES,
-    TraceAssembler,
-    decode_otlp,
-    decode_otlp_json,
-    decode_otlp_proto,
-)
+from citemon.otlp.assembly import TraceAssembler
+from citemon.otlp.spans import DEFAULT_MAX_CONTEXT_BYTES
+from citemon.otlp.wire import decode_otlp, decode_otlp_json, decode_otlp_proto
 from citemon.service.settings import Settings, add_settings_arguments, settings_from_args
 from tests.conftest import need_server
 from tests.judge_server import Fault, JudgeServer, RecordedRequest

@@ -22,7 +22,7 @@ __all__ = ["Progress", "detect_format", "read_jsonl", "render_json", "render_tab
 
 def detect_format(first_line: str) -> str:
     """``otlp-json`` for a Collector file-exporter line, else ``jsonl`` (citemon records)."""
-    from citemon.otlp.spans import is_otlp_json_line
+    from citemon.otlp.files import is_otlp_json_line
 
     return "otlp-json" if is_otlp_json_line(first_line) else "jsonl"
 

@@ -20,7 +20,7 @@ from citemon.engine.records import AnswerRecord, AnswerScore
 from citemon.engine.scoring import Scorer, summarize
 from citemon.errors import CitemonError, InputError
 from citemon.judges import add_judge_arguments, judge_options, load_judge
-from citemon.otlp.spans import iter_otlp_json_lines
+from citemon.otlp.files import iter_otlp_json_lines
 from citemon.quality.calibration import Calibration
 
 __all__ = ["add_arguments", "main"]

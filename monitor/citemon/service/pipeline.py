@@ -88,7 +88,8 @@ from citemon.engine.records import AnswerRecord, AnswerScore
 from citemon.engine.scoring import Scorer
 from citemon.errors import DecodeError, JudgeError, KafkaUnavailable, MonitorFailed
 from citemon.metrics import Metrics
-from citemon.otlp.spans import TraceAssembler, decode_otlp
+from citemon.otlp.assembly import TraceAssembler
+from citemon.otlp.wire import decode_otlp
 from citemon.quality.canary import canary_selected, cited_counts, shuffled_check
 from citemon.service.batches import UNDECODABLE, BadBatch, disable_codecs, scan_partition
 from citemon.service.delivery import Entry, KafkaDelivery, OffsetTracker, OutMessage, Ready

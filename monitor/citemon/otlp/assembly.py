@@ -1,0 +1,235 @@
+"""Multi-span (OpenInference) traces assembled into answers: documents on a ``RETRIEVER`` span,
+the answer on the root, in a buffer bounded by time, trace count and bytes."""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Final
+
+from citemon.engine.records import AnswerRecord, Passage
+from citemon.otlp.spans import DEFAULT_MAX_CONTEXT_BYTES, DEFAULT_MAX_PASSAGES, TraceSpan
+
+__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_TRACES", "DEFAULT_WINDOW_S", "TraceAssembler"]
+DEFAULT_WINDOW_S: Final = 30.0
+"""How long the assembler waits for the rest of an OpenInference trace, in seconds."""
+DEFAULT_MAX_TRACES: Final = 10_000
+"""Incomplete traces the assembler holds at once."""
+DEFAULT_MAX_BYTES: Final = 64 * 1024 * 1024
+"""Approximate text bytes the assembler holds at once."""
+
+
+# -- assembly of OpenInference traces -----------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Pending:
+    first_seen: float
+    spans: list[TraceSpan] = field(default_factory=list)
+    nbytes: int = 0
+    root_seen: bool = False
+
+
+class TraceAssembler:
+    """Joins OpenInference trace parts (documents on a ``RETRIEVER`` span, the answer on an
+    ``LLM``/``CHAIN`` span) into records, holding at most ``max_traces`` traces and about
+    ``max_bytes`` of text, each for at most ``window_s`` seconds.
+
+    A trace is complete when its root span has arrived and it holds documents and an answer
+    (spans end, and are exported, children first; a root that comes first waits for the rest).
+    A trace whose root never comes (it lives in another service) is *settled* when its window
+    ends or memory runs short: scored if it has documents and an answer, otherwise dropped and
+    counted. The answer is taken from the outermost answer-bearing span that ends
+    after retrieval (the chain's final output, not a question-rewriting step before it).
+
+    Counters: ``completed``, ``settled``, ``dropped_incomplete``, ``evicted`` (settled or dropped
+    early for the caps), ``superseded`` (the trace had a self-contained ``rag.answer`` span).
+    """
+
+    def __init__(
+        self,
+        *,
+        window_s: float = DEFAULT_WINDOW_S,
+        max_traces: int = DEFAULT_MAX_TRACES,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_passages: int = DEFAULT_MAX_PASSAGES,
+        max_context_bytes: int = DEFAULT_MAX_CONTEXT_BYTES,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.window_s = window_s
+        self.max_traces = max_traces
+        self.max_bytes = max_bytes
+        self.max_passages = max_passages
+        self.max_context_bytes = max_context_bytes
+        self._clock = clock
+        self._traces: OrderedDict[str, _Pending] = OrderedDict()
+        self._answered: OrderedDict[str, None] = OrderedDict()
+        self._ready: list[AnswerRecord] = []
+        self.nbytes = 0
+        self.completed = 0
+        self.settled = 0
+        self.dropped_incomplete = 0
+        self.evicted = 0
+        self.superseded = 0
+        self.discarded = 0
+
+    def __len__(self) -> int:
+        return len(self._traces)
+
+    def __contains__(self, trace_id: object) -> bool:
+        """Whether the trace is held, waiting for parts or for its window."""
+        return trace_id in self._traces
+
+    def discard(self, trace_ids: Iterable[str]) -> int:
+        """Forget held traces without scoring them (their Kafka partition was revoked: the
+        next owner reads their parts again); returns how many were held. They are not
+        remembered as answered, so parts read again later start them afresh."""
+        n = 0
+        for tid in trace_ids:
+            pending = self._traces.pop(tid, None)
+            if pending is not None:
+                self.nbytes -= pending.nbytes
+                n += 1
+        self.discarded += n
+        return n
+
+    def __repr__(self) -> str:
+        return (
+            f"TraceAssembler(pending={len(self._traces)}, bytes={self.nbytes}, "
+            f"completed={self.completed}, settled={self.settled}, "
+            f"dropped_incomplete={self.dropped_incomplete})"
+        )
+
+    def add(self, spans: Iterable[TraceSpan]) -> list[AnswerRecord]:
+        """Take a batch's trace parts; return the answers now complete (and any settled since)."""
+        out, self._ready = self._ready, []
+        now = self._clock()
+        touched: list[str] = []
+        for s in spans:
+            tid = s.trace_id
+            if s.answered:
+                pending = self._traces.pop(tid, None)
+                if pending is not None:
+                    self.nbytes -= pending.nbytes
+                    self.superseded += 1
+                self._remember(tid)
+                continue
+            if tid in self._answered:
+                continue
+            pending = self._traces.get(tid)
+            if pending is None:
+                if s.documents is None and s.answer is None:
+                    continue  # a root of a trace we hold nothing of
+                pending = self._traces[tid] = _Pending(first_seen=now)
+            pending.spans.append(s)
+            pending.nbytes += s.nbytes
+            self.nbytes += s.nbytes
+            if s.is_root:
+                pending.root_seen = True
+            touched.append(tid)
+        for tid in dict.fromkeys(touched):
+            pending = self._traces.get(tid)
+            if pending is None or not pending.root_seen:
+                continue
+            record = self._assemble(pending)
+            if record is None:
+                # The root came first (another exporter's batch, a reordering collector): keep
+                # the trace until its other parts arrive or its window settles it.
+                continue
+            del self._traces[tid]
+            self.nbytes -= pending.nbytes
+            self.completed += 1
+            self._remember(tid)  # parts still in flight (root came first) are ignored
+            out.append(record)
+        while self._traces and (
+            len(self._traces) > self.max_traces or self.nbytes > self.max_bytes
+        ):
+            self.evicted += 1
+            self._settle(self._traces.popitem(last=False)[1], out)
+        self._sweep(now, out)
+        return out
+
+    def _remember(self, tid: str) -> None:
+        """Traces already answered, so late parts are not held or scored again (bounded)."""
+        self._answered[tid] = None
+        if len(self._answered) > self.max_traces:
+            self._answered.popitem(last=False)
+
+    def expire(self) -> int:
+        """Settle traces older than the window; return how many were dropped incomplete.
+        Settled answers are returned by the next :meth:`add` (or :meth:`take_ready`)."""
+        before = self.dropped_incomplete
+        self._sweep(self._clock(), self._ready)
+        return self.dropped_incomplete - before
+
+    def take_ready(self) -> list[AnswerRecord]:
+        """Answers settled by :meth:`expire` and not yet returned."""
+        out, self._ready = self._ready, []
+        return out
+
+    def flush(self) -> list[AnswerRecord]:
+        """Settle everything now (shutdown, end of a file)."""
+        out, self._ready = self._ready, []
+        while self._traces:
+            self._settle(self._traces.popitem(last=False)[1], out)
+        return out
+
+    def _sweep(self, now: float, out: list[AnswerRecord]) -> None:
+        while self._traces:
+            tid, pending = next(iter(self._traces.items()))
+            if now - pending.first_seen < self.window_s:
+                break
+            del self._traces[tid]
+            self._settle(pending, out)
+
+    def _settle(self, pending: _Pending, out: list[AnswerRecord]) -> None:
+        self.nbytes -= pending.nbytes
+        record = self._assemble(pending)
+        if record is None:
+            self.dropped_incomplete += 1
+        else:
+            self.settled += 1
+            out.append(record)
+
+    def _assemble(self, pending: _Pending) -> AnswerRecord | None:
+        retrievers = sorted(
+            (s for s in pending.spans if s.documents is not None), key=lambda s: s.start_ns
+        )
+        answers = [s for s in pending.spans if s.answer is not None]
+        if not retrievers or not answers:
+            return None
+        retrieved_by = max(s.end_ns for s in retrievers)
+        after = [s for s in answers if s.end_ns >= retrieved_by] or answers
+        best = min(after, key=lambda s: (s.start_ns, -s.end_ns))
+        passages: list[Passage] = []
+        truncated = best.truncated
+        for r in retrievers:
+            truncated |= r.truncated
+            for d in r.documents or ():
+                pos = len(passages) + 1
+                passages.append(d if d.id else d.model_copy(update={"id": str(pos)}))
+        if len(passages) > self.max_passages:
+            passages, truncated = passages[: self.max_passages], True
+        # Each retriever span is within the context limit; several together may not be.
+        budget = self.max_context_bytes
+        for n, p in enumerate(passages):
+            budget -= len(p.text.encode("utf-8", "surrogatepass"))
+            if budget < 0:
+                passages, truncated = passages[:n], True
+                break
+        question = best.question or next((r.question for r in retrievers if r.question), None) or ""
+        res = best.resource
+        return AnswerRecord(
+            id=best.span_id,
+            question=question,
+            answer=best.answer or "",
+            passages=passages,
+            service=res.service,
+            version=res.version,
+            environment=res.environment,
+            trace_id=best.trace_id,
+            span_id=best.span_id,
+            truncated=truncated,
+        )
