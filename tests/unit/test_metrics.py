@@ -13,7 +13,7 @@ from citemon.engine.records import AnswerScore, ClaimResult, VerdictName
 from citemon.errors import INVALID_REPLY_CAUSES
 from citemon.judges.base import JudgeObserver
 from citemon.metrics import JUDGE_OUTCOMES, SPAN_OUTCOMES, Metrics, MetricsServer
-from citemon.service.pipeline import GateObserver, JudgeGate
+from citemon.service.gate import GateObserver, JudgeGate
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 SVE = {"service": "support-bot", "version": "v1", "environment": "prod"}

@@ -8,8 +8,9 @@ import pytest
 from aiokafka import TopicPartition
 
 from citemon.engine.records import AnswerScore, ClaimResult, UnjudgedCause
-from citemon.service.delivery import OffsetTracker
-from citemon.service.pipeline import DedupeWindow, JudgeGate, judge_failed
+from citemon.service.dedupe import DedupeWindow
+from citemon.service.gate import JudgeGate, judge_failed
+from citemon.service.offsets import OffsetTracker
 
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
 

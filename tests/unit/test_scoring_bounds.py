@@ -19,7 +19,8 @@ from citemon.judges.base import CPUJudge
 from citemon.judges.lexical import LexicalJudge
 from citemon.metrics import TRACE_OUTCOMES, Metrics
 from citemon.otlp.assembly import TraceAssembler
-from citemon.service.pipeline import JudgeGate, Pipeline, judge_failed
+from citemon.service.gate import JudgeGate, judge_failed
+from citemon.service.pipeline import Pipeline
 from citemon.service.settings import Settings
 from tests.oracles import OracleJudge
 

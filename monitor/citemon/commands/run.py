@@ -37,7 +37,8 @@ from citemon.errors import ConfigError
 from citemon.judges import add_judge_arguments, judge_options, load_judge
 from citemon.metrics import Metrics, MetricsServer
 from citemon.quality.calibration import Calibration
-from citemon.service.pipeline import GateObserver, JudgeGate, Pipeline, PipelineStats
+from citemon.service.gate import GateObserver, JudgeGate
+from citemon.service.pipeline import Pipeline, PipelineStats
 from citemon.service.settings import Settings, add_settings_arguments, settings_from_args
 
 __all__ = ["add_arguments", "main", "serve"]

@@ -25,23 +25,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import deque
-from collections.abc import Hashable, Iterable
-from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
 
-from citemon.engine.records import AnswerScore
+from citemon.service.offsets import Ready
 from citemon.service.settings import Settings
 
-__all__ = ["Entry", "KafkaDelivery", "OffsetTracker", "OutMessage", "Ready"]
+__all__ = ["KafkaDelivery", "OutMessage"]
 
 log = logging.getLogger(__name__)
 
 _OPEN_TIMEOUT_S = 30.0
 """A partition's producer not started by then (the broker is away) is retried later."""
 _CLOSE_TIMEOUT_S = 5.0
-
-TP = TypeVar("TP", bound=Hashable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,126 +49,6 @@ class OutMessage:
     key: bytes | None
     value: bytes
     headers: tuple[tuple[str, bytes], ...] = ()
-
-
-@dataclass(slots=True, eq=False)
-class Entry(Generic[TP]):
-    """One consumed Kafka record and what finishing it produced.
-
-    ``pending`` counts what still holds the record (its intake, each answer job, each trace
-    part waiting for the rest of its trace); the record is finished at 0. ``alive`` turns false
-    when its partition is revoked: late finishers then change nothing.
-    """
-
-    tp: TP
-    offset: int
-    timestamp_ms: int = -1
-    pending: int = 1
-    messages: list[OutMessage] = field(default_factory=list)
-    scores: list[tuple[AnswerScore, str | None]] = field(default_factory=list)
-    """Scored answers with their span ID; counted and published once the offset commits."""
-    dead_letters: list[str] = field(default_factory=list)
-    alive: bool = True
-
-    @property
-    def done(self) -> bool:
-        return self.pending <= 0
-
-
-@dataclass(slots=True)
-class Ready(Generic[TP]):
-    """A partition's committable offset and the finished entries below it, in offset order."""
-
-    tp: TP
-    offset: int
-    entries: list[Entry[TP]]
-
-
-class OffsetTracker(Generic[TP]):
-    """Per-partition queues of fetched records; commits only the finished prefix."""
-
-    def __init__(self) -> None:
-        self._queues: dict[TP, deque[Entry[TP]]] = {}
-        self._committed: dict[TP, int] = {}
-
-    # -- assignment ----------------------------------------------------------------------------
-
-    def assign(self, tps: Iterable[TP]) -> None:
-        for tp in tps:
-            self._queues.setdefault(tp, deque())
-
-    def revoke(self, tps: Iterable[TP]) -> list[Entry[TP]]:
-        """Forget partitions; returns their unfinished entries (now dead)."""
-        lost: list[Entry[TP]] = []
-        for tp in tps:
-            for entry in self._queues.pop(tp, ()):
-                entry.alive = False
-                if not entry.done:
-                    lost.append(entry)
-            self._committed.pop(tp, None)
-        return lost
-
-    @property
-    def partitions(self) -> list[TP]:
-        return list(self._queues)
-
-    # -- records -------------------------------------------------------------------------------
-
-    def add(self, tp: TP, offset: int, timestamp_ms: int = -1) -> Entry[TP]:
-        """A fetched record; it stays pending until :meth:`release` brings it to 0."""
-        queue = self._queues.setdefault(tp, deque())
-        if queue and offset <= queue[-1].offset:
-            raise ValueError(f"{tp}: offset {offset} after {queue[-1].offset} (not in order)")
-        entry = Entry(tp, offset, timestamp_ms)
-        queue.append(entry)
-        return entry
-
-    @staticmethod
-    def hold(entry: Entry[TP], n: int = 1) -> None:
-        entry.pending += n
-
-    @staticmethod
-    def release(entry: Entry[TP]) -> None:
-        entry.pending -= 1
-
-    def ready(self) -> list[Ready[TP]]:
-        """Per partition with progress: one past its finished prefix, and that prefix."""
-        out: list[Ready[TP]] = []
-        for tp, queue in self._queues.items():
-            entries: list[Entry[TP]] = []
-            for entry in queue:
-                if not entry.done:
-                    break
-                entries.append(entry)
-            if entries:
-                out.append(Ready(tp, entries[-1].offset + 1, entries))
-        return out
-
-    def confirm(self, ready: Iterable[Ready[TP]]) -> None:
-        """The offsets in ``ready`` are committed: drop those entries."""
-        for r in ready:
-            queue = self._queues.get(r.tp)
-            if queue is None:
-                continue  # revoked meanwhile
-            while queue and queue[0].offset < r.offset:
-                queue.popleft()
-            self._committed[r.tp] = max(r.offset, self._committed.get(r.tp, 0))
-
-    def committed(self, tp: TP) -> int | None:
-        """The last offset this tracker committed for ``tp`` (None before the first commit)."""
-        return self._committed.get(tp)
-
-    def set_committed(self, tp: TP, offset: int) -> None:
-        self._committed.setdefault(tp, offset)
-
-    def unfinished(self, tps: Iterable[TP] | None = None) -> int:
-        """Entries not yet finished (in the given partitions, or all)."""
-        keys = self._queues if tps is None else [t for t in tps if t in self._queues]
-        return sum(1 for tp in keys for e in self._queues[tp] if not e.done)
-
-    def __len__(self) -> int:
-        """Entries fetched and not yet committed, finished or not."""
-        return sum(len(q) for q in self._queues.values())
 
 
 class KafkaDelivery:
