@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 __all__ = [
+    "CITED_VERDICTS",
     "UNJUDGED_CAUSES",
     "VERDICTS",
     "AnswerRecord",
@@ -38,6 +39,19 @@ VERDICTS: tuple[VerdictName, ...] = (
     "unjudged",
     "uncited",
 )
+
+CITED_VERDICTS: tuple[VerdictName, ...] = (
+    "correct",
+    "misattributed",
+    "multi_hop",
+    "unsupported",
+    "dangling",
+)
+"""Verdicts of *judged* claims that carry a citation: the denominator of citation accuracy.
+
+``unjudged`` is excluded from every ratio (DESIGN.md) and ``uncited`` has no citation. Defined
+here once; the scorer's summary, the metrics and ``citemon compare`` all count with it.
+"""
 
 UnjudgedCause = Literal["judge_failure", "truncated", "search_cut"]
 """Why a claim has no verdict (``ClaimResult.unjudged_cause``; DESIGN.md, "Verdicts").

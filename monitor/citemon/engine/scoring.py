@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 from citemon.engine.claims import CitationSyntax, extract_claims
 from citemon.engine.excerpts import excerpts
 from citemon.engine.records import (
+    CITED_VERDICTS,
     VERDICTS,
     AnswerRecord,
     AnswerScore,
@@ -544,7 +545,7 @@ class Summary:
             if c.faithful is not None:
                 self.faithfulness_judged += 1
                 self.faithful += c.faithful
-            if c.verdict not in ("uncited", "unjudged"):
+            if c.verdict in CITED_VERDICTS:
                 self.cited_ids += len(c.cited_ids)
             if c.verdict == "correct":
                 self.correct_citations += len(c.cited_ids)
@@ -553,7 +554,7 @@ class Summary:
 
     @property
     def cited_claims(self) -> int:
-        return sum(n for v, n in self.verdicts.items() if v not in ("uncited", "unjudged"))
+        return sum(n for v, n in self.verdicts.items() if v in CITED_VERDICTS)
 
     def as_dict(
         self, policy: Policy = "any_of", calibration: Calibration | None = None

@@ -40,7 +40,12 @@ from typing import TYPE_CHECKING, Final, Literal
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.metrics_core import CounterMetricFamily, Metric
 
-from citemon.engine.records import UNJUDGED_CAUSES, VERDICTS, AnswerScore, VerdictName
+from citemon.engine.records import (
+    CITED_VERDICTS,
+    UNJUDGED_CAUSES,
+    VERDICTS,
+    AnswerScore,
+)
 from citemon.errors import INVALID_REPLY_CAUSES
 from citemon.metrics.labels import _QUALITY_LABELS, UNKNOWN, _LabelCap
 from citemon.metrics.windows import (
@@ -73,18 +78,6 @@ __all__ = [
     "SpanOutcome",
 ]
 
-
-CITED_VERDICTS: Final[tuple[VerdictName, ...]] = (
-    "correct",
-    "misattributed",
-    "multi_hop",
-    "unsupported",
-    "dangling",
-)
-"""Verdicts of *judged* claims that carry a citation: the denominator of citation accuracy.
-
-``unjudged`` is excluded from every ratio (DESIGN.md) and ``uncited`` has no citation.
-"""
 
 JUDGE_OUTCOMES: Final = ("ok", "error", "timeout", "rate_limited", "invalid")
 """Values of ``citemon_judge_requests_total{outcome}`` (``JudgeError.outcome`` plus ``ok``)."""

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import httpx
 
-from citemon.engine.records import AnswerScore
+from citemon.engine.records import CITED_VERDICTS, AnswerScore
 from citemon.engine.stats import normal_cdf, two_proportion_z, wilson
 from citemon.errors import InputError
 
@@ -31,7 +31,6 @@ __all__ = [
 ]
 
 Outcome = Literal["regressed", "no evidence", "improved", "not enough data"]
-_JUDGED_CITED = ("correct", "misattributed", "multi_hop", "unsupported", "dangling")
 
 
 @dataclass(slots=True)
@@ -51,7 +50,7 @@ class VersionCounts:
         for claim in score.claims:
             if claim.verdict == "uncited":
                 self.uncited += 1
-            elif claim.verdict in _JUDGED_CITED:
+            elif claim.verdict in CITED_VERDICTS:
                 self.cited += 1
                 self.correct += claim.verdict == "correct"
                 self.cited_ids += len(claim.cited_ids)
@@ -240,7 +239,7 @@ def counts_from_prometheus(
                     counts.cited_ids += value
                 elif labels.get("verdict") == "uncited":
                     counts.uncited += value
-                elif labels.get("verdict") in _JUDGED_CITED:
+                elif labels.get("verdict") in CITED_VERDICTS:
                     counts.cited += value
                     counts.correct += value if labels["verdict"] == "correct" else 0
     finally:
