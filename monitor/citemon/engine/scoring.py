@@ -42,6 +42,10 @@ one call per distinct cited-passage set (carrying every claim citing exactly tha
 4's questions for sets of two or more), and steps 2 and 3 become one call per answer over all
 retrieved passages for the claims still open (which single passages entail each, and whether all
 jointly do). A judge with ``entails`` alone is scored exactly as above.
+
+Why one module (about 600 lines): the steps of scoring one answer (the citation check under the
+policy, precision, faithfulness, the failure taxonomy) fill in one claim result together, and the
+summary reads exactly what they wrote; apart, each step would need the others' private fields.
 """
 
 from __future__ import annotations

@@ -41,6 +41,10 @@ caller, the reply size bound, the API key from ``CITEMON_JUDGE_API_KEY`` (sent a
 Bearer``, TEI's ``--api-key``), URL credentials as Basic auth and redacted everywhere, the observer
 behind ``citemon_judge_requests_total{outcome}``, and the LRU cache (keyed by label, window,
 overlap, claim and passages; the threshold is applied after it, so it holds scores, not verdicts).
+
+Why one module (about 600 lines): chunking, the ``/predict`` request and its reply, thresholds
+and the two batch questions are one judge's behaviour, tested together against a TEI-shaped
+server; the generic transport it uses is :mod:`citemon.judges.transport`.
 """
 
 from __future__ import annotations

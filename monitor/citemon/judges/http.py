@@ -52,6 +52,9 @@ without one then get a :class:`JudgeInvalidReply` (``unjudged``), while the othe
 A reply that leaves any claim without a verdict counts as outcome ``invalid`` for the observer.
 Verdicts are cached per claim (the key holds the protocol and prompt version, the request kind,
 the claim and the sorted passages), so only claims not cached are sent.
+
+Why one module (about 480 lines): wire contracts v1 and v2 share the chat body, the
+response-format ladder and the reply reading; v2's batch requests add under 150 lines.
 """
 
 from __future__ import annotations

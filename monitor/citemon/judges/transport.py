@@ -21,6 +21,10 @@ httpx errors are mapped to citemon's in one place, :meth:`HTTPTransport._send`. 
 what a request's body is (:meth:`~HTTPTransport._body`) and how a 2xx reply reads
 (:meth:`~HTTPTransport._reply`); the chat judge also steps down refused response formats
 (:meth:`~HTTPTransport._rung`, :meth:`~HTTPTransport._refused`, :meth:`~HTTPTransport._step_down`).
+
+Why one module (about 500 lines): the in-flight cap, deadline, retries, Retry-After, cache and
+single-flight are written here once, so that no judge has its own copy; they act on the same
+request's lifecycle.
 """
 
 from __future__ import annotations

@@ -65,6 +65,14 @@ Guarantees, and how each is kept:
   topic the offset commit carries the group generation, which the group coordinator checks.
   Neither leaves a window between a check and the commit: the commit is the check. See
   :class:`~citemon.service.delivery.KafkaDelivery`.
+
+Why one module (about 1,100 lines): :class:`Pipeline` is one state machine. Intake, pause and
+resume, decode slices, scoring tasks, the ordered commit inside its transaction, the rebalance
+callbacks and the drain all read and write the same per-partition state under one invariant (a
+record's output is produced, and its offset committed, only after every earlier record of its
+partition); split across files, that invariant would have no single place to be read. What has
+an idea of its own is elsewhere: :mod:`~citemon.service.gate`, :mod:`~citemon.service.dedupe`,
+:mod:`~citemon.service.offsets`, :mod:`~citemon.service.delivery`, :mod:`~citemon.service.batches`.
 """
 
 from __future__ import annotations
