@@ -363,14 +363,7 @@ class Scorer:
             for c in claims
         ]
         valid = [[c for c in claim.cited_ids if c in passages] for claim in claims]
-        sets: dict[tuple[str, ...], list[int]] = {}
-        still_open: list[int] = []  # failed or uncited: the support search's claims
-        for i, claim in enumerate(claims):
-            if claim.cited and self._citable(claim, valid[i]):
-                key = tuple(p for p in passages if p in valid[i])  # the set, in retrieval order
-                sets.setdefault(key, []).append(i)
-            else:
-                still_open.append(i)
+        sets, still_open = self.cited_sets(claims, passages)  # still_open: the support search's
 
         async def check(key: tuple[str, ...], members: list[int]) -> list[CitedOutcome]:
             shown = {p: passages[p] for p in key}
@@ -427,6 +420,29 @@ class Scorer:
         if self.options.policy == "single":
             return len(claim.cited_ids) == 1 and len(cited) == 1
         return bool(cited)
+
+    def citable(self, claim: Claim, passages: Mapping[str, str]) -> list[str] | None:
+        """The claim's retrieved cited IDs when the policy lets step 1 check them, else ``None``
+        (the claim is cited and cannot be correct: no retrieved ID, or ``single`` with several)."""
+        cited = [c for c in claim.cited_ids if c in passages]
+        return cited if self._citable(claim, cited) else None
+
+    def cited_sets(
+        self, claims: Sequence[Claim], passages: Mapping[str, str]
+    ) -> tuple[dict[tuple[str, ...], list[int]], list[int]]:
+        """Step 1's questions as the batch path asks them: the indices of the checkable cited
+        claims grouped by the passage set they cite (in retrieval order, one call per set),
+        and the indices of the others (uncited, or cited and not checkable), in order. The
+        online canary asks its rotated claims the same way."""
+        sets: dict[tuple[str, ...], list[int]] = {}
+        rest: list[int] = []
+        for i, claim in enumerate(claims):
+            valid = self.citable(claim, passages) if claim.cited else None
+            if valid is None:
+                rest.append(i)
+                continue
+            sets.setdefault(tuple(p for p in passages if p in valid), []).append(i)
+        return sets, rest
 
     async def _irrelevant(self, claim: str, shown: Mapping[str, str], calls: _Calls) -> list[str]:
         """ALCE: an ID is irrelevant if it alone fails and the other cited IDs still entail."""

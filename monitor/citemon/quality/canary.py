@@ -136,20 +136,9 @@ def _raise_first(outcomes: Sequence[object]) -> None:
             raise outcome  # after every call has ended: none is left running unobserved
 
 
-def _citable(scorer: Scorer, claim: Claim, passages: dict[str, str]) -> list[str] | None:
-    """The claim's retrieved cited IDs when the policy can check them, else ``None`` (the claim
-    is cited and not correct: no retrieved ID, or ``single`` with several)."""
-    cited = [c for c in claim.cited_ids if c in passages]
-    if scorer.options.policy == "single":
-        ok = len(claim.cited_ids) == 1 and len(cited) == 1
-    else:
-        ok = bool(cited)
-    return cited if ok else None
-
-
 async def _check(scorer: Scorer, claim: Claim, passages: dict[str, str]) -> bool:
     """Step 1 of :mod:`citemon.engine.scoring`: do the cited passages entail the claim?"""
-    cited = _citable(scorer, claim, passages)
+    cited = scorer.citable(claim, passages)
     if cited is None:
         return False
     verdict = await scorer.judge.entails(claim.text, {c: passages[c] for c in cited})
@@ -160,16 +149,9 @@ async def _check_sets(
     scorer: Scorer, judge: BatchJudge, claims: list[Claim], passages: dict[str, str]
 ) -> CitedCounts:
     """Step 1 the way the scorer's batch path asks it: one call per distinct cited set."""
-    cited = 0
-    sets: dict[tuple[str, ...], list[str]] = {}
-    for claim in claims:
-        if not claim.cited:
-            continue
-        cited += 1
-        valid = _citable(scorer, claim, passages)
-        if valid is not None:
-            key = tuple(p for p in passages if p in valid)  # the set, in retrieval order
-            sets.setdefault(key, []).append(claim.text)
+    cited = sum(claim.cited for claim in claims)
+    grouped, _ = scorer.cited_sets(claims, passages)  # the very sets the real score asked
+    sets = {key: [claims[i].text for i in members] for key, members in grouped.items()}
 
     async def check(key: tuple[str, ...], texts: list[str]) -> int:
         shown = {p: passages[p] for p in key}
