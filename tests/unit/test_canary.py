@@ -31,7 +31,8 @@ from citemon.quality.canary import (
     cited_counts,
     shuffled_check,
 )
-from citemon.quality.selftest import CanaryResult, rotate_citations, run_canary
+from citemon.quality.selftest import CanaryResult, run_canary
+from citemon.quality.shuffle import rotate_citations
 from citemon.service.pipeline import Pipeline
 from citemon.service.sampling import ratio_bound, trace_id_sampled
 from citemon.service.settings import Settings, settings_from_args

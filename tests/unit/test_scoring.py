@@ -6,7 +6,8 @@ from citemon.demo.data import sample_records, specimen
 from citemon.engine.claims import extract_claims
 from citemon.engine.records import AnswerRecord, Passage
 from citemon.engine.scoring import Scorer, ScoringOptions, summarize
-from citemon.quality.selftest import run_canary, shuffle_citations
+from citemon.quality.selftest import run_canary
+from citemon.quality.shuffle import shuffle_citations
 from tests.oracles import OracleJudge, YesJudge
 
 C0 = "Audit logs are retained for 90 days on the Business plan."

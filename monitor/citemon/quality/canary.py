@@ -1,7 +1,7 @@
 """The shuffle canary in production: is the judge still reading the passages it is shown?
 
 ``citemon run --canary-rate R`` re-checks a fraction ``R`` of the answers it scored with their
-citations rotated between their cited sentences (:func:`citemon.quality.selftest.rotate_citations`),
+citations rotated between their cited sentences (:func:`citemon.quality.shuffle.rotate_citations`),
 and exports how far citation accuracy fell, relative to the answers as cited:
 
     sensitivity = (acc_original − acc_shuffled) / acc_original
@@ -40,7 +40,7 @@ from citemon.engine.records import AnswerRecord, AnswerScore, Claim
 from citemon.engine.scoring import Scorer
 from citemon.errors import JudgeError, JudgeInvalidReply
 from citemon.judges.batch import BatchJudge
-from citemon.quality.selftest import rotate_citations
+from citemon.quality.shuffle import rotate_citations
 
 __all__ = [
     "CANARY_OUTCOMES",
