@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 from citemon.engine.records import Verdict
 from citemon.errors import ConfigError
 from citemon.judges.base import Judge, JudgeObserver
+from citemon.judges.settings import JudgeEnvironment
 
 __all__ = [
     "Judge",
@@ -80,7 +80,7 @@ def _number(kind: type[int] | type[float], env_var: str) -> Callable[[str], int 
 
 def add_judge_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``--judge*`` flags shared by ``score``, ``run``, ``selftest`` and ``calibrate``."""
-    env = os.environ.get
+    env = JudgeEnvironment().get  # the CITEMON_JUDGE* variables (judges/settings.py)
     group = parser.add_argument_group("judge")
     group.add_argument(
         "--judge",

@@ -36,7 +36,6 @@ import hashlib
 import json
 import logging
 import math
-import os
 import random
 import re
 import time
@@ -59,11 +58,10 @@ from citemon.errors import (
 from citemon.judges.base import JudgeObserver
 from citemon.judges.prompts import PROMPT_VERSION
 from citemon.judges.replies import _snippet
+from citemon.judges.settings import API_KEY_ENV, JudgeEnvironment
 
 __all__ = ["API_KEY_ENV", "DEFAULT_MAX_REPLY_BYTES", "HTTPTransport", "parse_retry_after"]
 
-API_KEY_ENV: Final = "CITEMON_JUDGE_API_KEY"
-"""Environment variable holding the judge's API key (default: unset, no ``Authorization``)."""
 DEFAULT_MAX_REPLY_BYTES: Final = 4 * 1024 * 1024
 """A chat completion carrying verdicts is a few kB; past this a reply is read no further."""
 
@@ -147,7 +145,7 @@ class HTTPTransport:
                 "the judge base URL must be absolute, http:// or https:// with a host "
                 "(e.g. http://127.0.0.1:8000/v1)"
             )
-        key = api_key if api_key is not None else os.environ.get(API_KEY_ENV)
+        key = api_key if api_key is not None else JudgeEnvironment().api_key
         # A key read from a file often ends in a newline; inside, only visible ASCII can be sent
         # (anything else makes httpx raise with the header, key included, in its message).
         self._api_key = (key or "").strip() or None
