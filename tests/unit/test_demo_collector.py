@@ -7,6 +7,7 @@ tests/integration/test_monitor_demo.py.)
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -89,4 +90,18 @@ def test_demo_refuses_a_missing_collector_before_touching_kafka(
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert f"citemon: error: ${COLLECTOR_ENV} {tmp_path}/nope is not an executable file" in err
+    assert "cannot reach Kafka" not in err
+
+
+def test_demo_without_the_otlp_exporter_says_what_to_install(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(COLLECTOR_ENV, str(_executable(tmp_path / "otelcol")))
+    # As if opentelemetry-exporter-otlp-proto-http were not installed: importing it fails.
+    monkeypatch.setitem(sys.modules, "opentelemetry.exporter.otlp.proto.http.trace_exporter", None)
+    argv = ["demo", "--bootstrap-servers", "127.0.0.1:1", "--metrics-port", "0", "--via-collector"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "citemon: error: --via-collector needs the OTLP HTTP exporter" in err
+    assert "pip install 'citemon[collector]'" in err
     assert "cannot reach Kafka" not in err
