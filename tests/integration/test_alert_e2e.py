@@ -140,10 +140,13 @@ async def test_bad_deploy_fires_citation_accuracy_drop(
                         if a["state"] == "firing" and a["labels"].get("version") == "v2"
                     ]  # fmt: skip
 
-                (firing,) = await wait_until(v2_firing, 90, f"{ALERT} firing for v2")
-            assert firing["labels"]["severity"] == "critical"
-            assert firing["labels"]["service"] == "support-bot"
-            assert float(firing["value"]) < 0.5
+                # Both paths may fire on this drop (the windows are compressed alike).
+                firing = await wait_until(v2_firing, 90, f"{ALERT} firing for v2")
+            assert {a["labels"]["path"] for a in firing} <= {"fast", "slow"}
+            for alert in firing:
+                assert alert["labels"]["severity"] == "critical"
+                assert alert["labels"]["service"] == "support-bot"
+                assert float(alert["value"]) < 0.5
             assert all(a["labels"].get("version") == "v2" for a in await alerts(client, url))
 
             # The deploy gate reads the same counters through the HTTP API.
