@@ -28,7 +28,7 @@ import pytest
 from monitor.cli import main as citemon
 from monitor.demo_service import FakeRAGService
 from tests.conftest import REPO
-from tests.integration.monitor_support import start_process
+from tests.integration.monitor_support import start_scraped_monitor
 from tests.integration.prometheus_support import free_port, run_prometheus
 
 RULES = REPO / "grafana" / "rules" / "citemon.rules.yml"
@@ -103,12 +103,7 @@ async def test_bad_deploy_fires_citation_accuracy_drop(
 ) -> None:
     topic = await kafka_topic(partitions=3)
     port = free_port()
-    monitor = start_process(
-        ["--bootstrap-servers", kafka_bootstrap, "--topic", topic, "--group", f"g.{topic}",
-         "--dlq-topic", f"{topic}.dlq", "--metrics-host", "127.0.0.1",
-         "--metrics-port", str(port), "--budget-per-minute", "0"],
-        log_path=tmp_path / "monitor.log",
-    )  # fmt: skip
+    monitor = start_scraped_monitor(kafka_bootstrap, topic, port, tmp_path / "monitor.log")
     try:
         async with (
             run_prometheus(tmp_path, compressed_rules(tmp_path), port) as url,
