@@ -394,6 +394,7 @@ class Pipeline:
         self._dedupe = DedupeWindow(settings.dedupe_window)
         self._slots = asyncio.Semaphore(settings.max_inflight_answers)
         self._jobs: dict[asyncio.Task[None], frozenset[Any]] = {}
+        self._job_traces: dict[asyncio.Task[None], str] = {}  # a job's trace ID, if any
         self._work_changed = asyncio.Event()
         self._parts: OrderedDict[str, tuple[float, list[Entry[Any]]]] = OrderedDict()
         self._assigned: set[Any] = set()
@@ -910,10 +911,13 @@ class Pipeline:
             self._tracker.hold(e)
         task = asyncio.create_task(self._job(record, entries))
         self._jobs[task] = frozenset(e.tp for e in entries)
+        if record.trace_id:
+            self._job_traces[task] = record.trace_id
         task.add_done_callback(self._job_done)
 
     def _job_done(self, task: asyncio.Task[None]) -> None:
         self._jobs.pop(task, None)
+        self._job_traces.pop(task, None)
         self._work_changed.set()
         if not task.cancelled() and task.exception() is not None:
             log.error("answer job failed", exc_info=task.exception())
@@ -1199,12 +1203,24 @@ class Pipeline:
         return any(job_tps & tps for job_tps in self._jobs.values())
 
     def _forget(self, tps: set[Any]) -> None:
-        """Cancel the answers of ``tps`` and drop their uncommitted records (uncounted)."""
+        """Cancel the answers of ``tps`` and drop their uncommitted records (uncounted).
+
+        The assembler forgets those answers' trace IDs (cancelled jobs, and scores finished
+        but not committed): otherwise, when a partition comes back to this replica, its
+        re-read parts would be ignored as "already answered" and committed past, unscored.
+        Only these IDs: the assembler does not know partitions, and forgetting every answered
+        ID would let late parts of traces answered elsewhere (or by a self-contained
+        ``rag.answer`` span, under another span ID) be scored a second time."""
+        dropped: set[str] = set()
         for task, job_tps in list(self._jobs.items()):
             if job_tps & tps:
                 task.cancel()
                 self.stats.cancelled_at_revoke += 1
-        self._tracker.revoke(tps)
+                if task in self._job_traces:
+                    dropped.add(self._job_traces[task])
+        for entry in self._tracker.revoke(tps):
+            dropped.update(score.trace_id for score, _ in entry.scores if score.trace_id)
+        self.assembler.forget_answered(dropped)
 
     def _lose(self, tps: set[Any], why: str) -> None:
         """Our producer of ``tps`` can no longer commit: fenced (another replica owns them

@@ -4,6 +4,7 @@ transactional IDs every replica derives for a partition are the same."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 from aiokafka import TopicPartition
@@ -187,3 +188,78 @@ async def test_a_trace_split_over_partitions_is_discarded_whole_and_the_kept_par
     assert len(p.assembler) == 0
     (ready,) = p._tracker.ready()  # TP1's part no longer holds its offset back
     assert (ready.tp, ready.offset) == (TP1, 6)
+
+
+def rooted_parts() -> tuple[bytes, bytes]:
+    """A trace in two records: its RETRIEVER span, then its LLM span with the root (the
+    assembler completes it, and remembers it as answered, when the second one is read)."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "bot"}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("oi")
+    with tracer.start_as_current_span("POST /chat"):
+        tracer.start_span(
+            "retrieve",
+            attributes={
+                "openinference.span.kind": "RETRIEVER",
+                "retrieval.documents.0.document.id": "n-1",
+                "retrieval.documents.0.document.content": "Logs are kept 90 days.",
+            },
+        ).end()
+        tracer.start_span(
+            "synthesize",
+            attributes={"openinference.span.kind": "LLM", "output.value": "Kept 90 days [n-1]."},
+        ).end()
+    retriever, llm, root = exporter.get_finished_spans()
+    return (
+        encode_spans([retriever]).SerializeToString(),
+        encode_spans([llm, root]).SerializeToString(),
+    )
+
+
+def take_trace(p: Pipeline, first: bytes, second: bytes) -> None:
+    p._take(TP0, Rec(0, first))
+    p._take(TP0, Rec(1, second))
+
+
+async def test_a_trace_cancelled_at_revoke_is_scored_when_its_partition_comes_back() -> None:
+    clock = Clock()
+    p, _ = pipeline(clock)
+    first, second = rooted_parts()
+    take_trace(p, first, second)
+    assert p.assembler.completed == 1 and p.stats.answers_started == 1
+    (cancelled,) = list(p._jobs)
+    await p._on_revoked([TP0])  # revoke_timeout_s=0: the job is cancelled, unscored
+    await asyncio.gather(cancelled, return_exceptions=True)
+    assert cancelled.cancelled() and p.stats.cancelled_at_revoke == 1 and p.inflight == 0
+    await p._on_assigned([TP0])  # the eager rebalance hands TP0 back to this replica
+    take_trace(p, first, second)  # re-read from the committed offset
+    p._tick_assembler()
+    assert p.assembler.completed == 2 and p.stats.answers_started == 2
+    (job,) = list(p._jobs)
+    await job
+    (ready,) = p._tracker.ready()
+    assert (ready.tp, ready.offset) == (TP0, 2)
+    assert [len(e.scores) for e in ready.entries] == [0, 1]
+
+
+async def test_a_scored_uncommitted_trace_is_scored_again_when_its_partition_comes_back() -> None:
+    clock = Clock()
+    p, _ = pipeline(clock)
+    first, second = rooted_parts()
+    take_trace(p, first, second)
+    (job,) = list(p._jobs)
+    await job  # finished: its score sits in offset 1's entry, not committed (no delivery)
+    (ready,) = p._tracker.ready()
+    assert [len(e.scores) for e in ready.entries] == [0, 1]
+    p._lose({TP0}, "fenced in this test")  # its score is dropped, uncounted
+    await p._on_revoked([TP0])
+    await p._on_assigned([TP0])
+    take_trace(p, first, second)
+    p._tick_assembler()
+    assert p.stats.answers_started == 2
+    (job,) = list(p._jobs)
+    await job
+    (ready,) = p._tracker.ready()
+    assert (ready.tp, ready.offset) == (TP0, 2)
+    assert [len(e.scores) for e in ready.entries] == [0, 1]
