@@ -736,6 +736,10 @@ class Pipeline:
         aiokafka does not say which partition failed, and the failed call dropped the records
         it had already drained from other partitions (their positions moved): so every
         assigned partition is put back where the intake stands and re-read from there.
+        Partitions still opening are left out: their records are ignored until
+        :meth:`_open_partitions` seeks them to the committed offset, where a bad batch is
+        met (and skipped) again; a skip entry added now would precede the records read
+        after that seek, and the tracker would refuse them.
         """
         s = self.settings
         log.warning("a fetched batch does not decode (%s): locating it", exc)
@@ -751,7 +755,8 @@ class Pipeline:
                     await client.close()
                     raise
                 self._scan_client = client
-            for tp in sorted(self._assigned - self._revoking, key=lambda t: t.partition):
+            rereading = self._assigned - self._revoking - self._opening
+            for tp in sorted(rereading, key=lambda t: t.partition):
                 found += await self._reread(consumer, tp)
         except (KafkaError, OSError, TimeoutError) as err:
             log.warning("re-reading after an undecodable batch failed, will retry: %r", err)
@@ -775,8 +780,13 @@ class Pipeline:
         scan = await scan_partition(
             self._scan_client, tp, start, max_bytes=self.settings.max_partition_fetch_bytes
         )
-        if scan.bad is None or tp not in self._assigned or tp in self._revoking:
-            return 0  # nothing to skip, or revoked meanwhile: the next owner meets it
+        if (
+            scan.bad is None
+            or tp not in self._assigned
+            or tp in self._revoking
+            or tp in self._opening
+        ):
+            return 0  # nothing to skip, or revoked (and maybe reassigned) meanwhile
         for rec in scan.good:
             self._take(tp, rec)
         self._skip_batch(tp, scan.bad)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
+import pytest
 from aiokafka import TopicPartition
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
@@ -15,6 +16,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
+import monitor.pipeline as pipeline_module
+from monitor.batches import BadBatch, Scan
 from monitor.judges.lexical import LexicalJudge
 from monitor.metrics import Metrics
 from monitor.pipeline import Pipeline
@@ -263,3 +266,58 @@ async def test_a_scored_uncommitted_trace_is_scored_again_when_its_partition_com
     (ready,) = p._tracker.ready()
     assert (ready.tp, ready.offset) == (TP0, 2)
     assert [len(e.scores) for e in ready.entries] == [0, 1]
+
+
+class Consumer:
+    """The calls :meth:`Pipeline._skip_undecodable` makes of an AIOKafkaConsumer."""
+
+    def __init__(self, committed: int) -> None:
+        self._committed = committed
+        self.positions: dict[TopicPartition, int] = {}
+        self.seeks: list[tuple[TopicPartition, int]] = []
+
+    async def committed(self, tp: TopicPartition) -> int:
+        return self._committed
+
+    async def beginning_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: 0 for tp in tps}
+
+    async def position(self, tp: TopicPartition) -> int:
+        return self.positions.get(tp, self._committed)
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self.seeks.append((tp, offset))
+        self.positions[tp] = offset
+
+
+async def test_a_bad_batch_met_while_a_partition_opens_is_left_for_after_its_seek(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = Clock()
+    p, _ = pipeline(clock)
+    p._assigned, p._opening = {TP0}, {TP0}  # its producer is not open yet
+    bad = BadBatch("t", 0, 1, 4, "zstd", "unsupported_codec", "no zstd", b"raw")
+    scanned: list[tuple[TopicPartition, int]] = []
+
+    async def scan(client: object, tp: TopicPartition, start: int, **_: object) -> Scan:
+        scanned.append((tp, start))
+        return Scan(bad=bad)
+
+    monkeypatch.setattr(pipeline_module, "scan_partition", scan)
+    monkeypatch.setattr(pipeline_module, "_UNLOCATED_BACKOFF_S", 0.0)
+    p._scan_client = object()
+    consumer = Consumer(committed=0)
+    await p._skip_undecodable(consumer, ValueError("undecodable"))
+    assert scanned == [] and consumer.seeks == [] and len(p._tracker) == 0
+    # _open_partitions then seeks TP0 to its committed offset 0 and takes it from there:
+    p._opening.discard(TP0)
+    p._floor[TP0] = 0
+    retriever, _ = rootless_parts()
+    p._take(TP0, Rec(0, encode_spans(retriever).SerializeToString()))
+    assert p._tracker.unfinished([TP0]) == 1 and p.stats.undecodable_batches == 0
+    # ...and meets the bad batch after it: now it is skipped.
+    consumer.positions[TP0] = 1
+    await p._skip_undecodable(consumer, ValueError("undecodable"))
+    assert scanned == [(TP0, 1)] and consumer.seeks == [(TP0, 4)]
+    assert len(p._tracker) == 2 and p._tracker.unfinished([TP0]) == 1  # the skip is finished
+    assert p.stats.undecodable_batches == 1
