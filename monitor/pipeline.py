@@ -403,6 +403,8 @@ class Pipeline:
         # and, once it is, the committed offset read after it fenced the previous owner.
         self._opening: set[Any] = set()
         self._floor: dict[Any, int] = {}
+        # Per partition: how often it was sought; a fetch made before a seek is stale there.
+        self._seeks: dict[Any, int] = {}
         self._paused = False
         self._ends: dict[Any, int] = {}
         self._commit_lock = asyncio.Lock()
@@ -702,9 +704,17 @@ class Pipeline:
         (``fetch_max_bytes``, 8 MB of small spans) is up to ~0.2 s of decoding, which would
         stall heartbeats and ``/healthz``. A rebalance during a yield drops the rest of the
         fetch: it revokes every partition (eager protocol) and the new assignment fetches
-        from the committed offsets, so nothing is lost and nothing is taken twice."""
+        from the committed offsets, so nothing is lost and nothing is taken twice.
+
+        A partition sought during a yield (:meth:`_open_partitions`) has the rest of its
+        records dropped: the next fetch delivers them again from where it was sought. Only
+        that partition's (the others' positions are past their records), and only seeks
+        after the fetch returned: aiokafka itself drops records fetched before a seek when
+        ``getmany`` drains them, and those it returns after one are from the new position
+        (dropping them too would lose them)."""
         loop = asyncio.get_running_loop()
         rebalances = self.stats.rebalances
+        seeks = dict(self._seeks)  # no await since getmany returned
         until = loop.time() + _DECODE_SLICE_S
         for tp, records in batches.items():
             for record in records:
@@ -713,6 +723,8 @@ class Pipeline:
                     if self.stats.rebalances != rebalances:
                         return
                     until = loop.time() + _DECODE_SLICE_S
+                if self._seeks.get(tp, 0) != seeks.get(tp, 0):
+                    break
                 self._take(tp, record)
 
     def _take(self, tp: Any, rec: Any) -> None:
@@ -776,6 +788,7 @@ class Pipeline:
             start = committed
         if await consumer.position(tp) != start:
             consumer.seek(tp, start)  # records the failed getmany drained and dropped
+            self._sought(tp)
             self.stats.rewound_partitions += 1
         scan = await scan_partition(
             self._scan_client, tp, start, max_bytes=self.settings.max_partition_fetch_bytes
@@ -791,7 +804,12 @@ class Pipeline:
             self._take(tp, rec)
         self._skip_batch(tp, scan.bad)
         consumer.seek(tp, scan.bad.next_offset)
+        self._sought(tp)
         return 1
+
+    def _sought(self, tp: Any) -> None:
+        """``tp`` was sought: records of it fetched before are stale (see :meth:`_take_all`)."""
+        self._seeks[tp] = self._seeks.get(tp, 0) + 1
 
     def _skip_batch(self, tp: Any, bad: BadBatch) -> None:
         """One tracker entry at the batch's last offset carries its dead letter, so the commit
@@ -1302,6 +1320,7 @@ class Pipeline:
                         await consumer.seek_to_beginning(tp)
                     else:
                         consumer.seek(tp, committed)
+                    self._sought(tp)
                 except (KafkaError, OSError, TimeoutError) as exc:
                     log.warning(
                         "reading the committed offset of partition %d failed, will retry: %s",

@@ -321,3 +321,76 @@ async def test_a_bad_batch_met_while_a_partition_opens_is_left_for_after_its_see
     assert scanned == [(TP0, 1)] and consumer.seeks == [(TP0, 4)]
     assert len(p._tracker) == 2 and p._tracker.unfinished([TP0]) == 1  # the skip is finished
     assert p.stats.undecodable_batches == 1
+
+
+class Delivery:
+    """The calls :meth:`Pipeline._open_partitions` makes of a transactional KafkaDelivery."""
+
+    transactional = True
+
+    async def open(self, tp: TopicPartition) -> None:
+        return None
+
+
+class Fetching(Consumer):
+    """A consumer whose first fetch (if ``stale``) predates the seek to the committed offset;
+    the next one waits for that seek and delivers from there; the one after stops the intake."""
+
+    def __init__(self, committed: int, stale: list[Rec], end: int, stop: asyncio.Event) -> None:
+        super().__init__(committed)
+        self.fetches = [{TP0: stale, TP1: [Rec(i, b"") for i in range(3)]}] if stale else []
+        self.end, self.stop = end, stop
+        self.sought = asyncio.Event()
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        super().seek(tp, offset)
+        self.sought.set()
+
+    async def getmany(self, **_: object) -> dict[TopicPartition, list[Rec]]:
+        if self.fetches:
+            return self.fetches.pop()
+        if not self.sought.is_set():
+            await self.sought.wait()
+        if self.stop.is_set():
+            return {}
+        self.stop.set()
+        return {TP0: [Rec(i, b"") for i in range(self.positions[TP0], self.end)]}
+
+
+async def test_records_fetched_before_an_opening_partitions_seek_are_not_taken_twice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(pipeline_module, "_DECODE_SLICE_S", 0.0)  # yield before every record
+    clock = Clock()
+    p, _ = pipeline(clock)
+    p._opening = {TP0}  # TP1's producer is open
+    stop = asyncio.Event()
+    consumer = Fetching(committed=2, stale=[Rec(i, b"") for i in range(10)], end=10, stop=stop)
+    p._consumer, p._delivery = consumer, Delivery()  # type: ignore[assignment]
+    # The seek lands while intake yields inside the stale fetch (the commit loop's tick).
+    await asyncio.gather(p._intake(consumer, stop), p._open_partitions())
+    assert consumer.seeks == [(TP0, 2)] and TP0 not in p._opening
+    # TP0's offsets 2-9, each once (the stale fetch's rest was dropped); TP1's are kept.
+    assert p.stats.records == 8 + 3
+    assert [(r.tp, r.offset, [e.offset for e in r.entries]) for r in p._tracker.ready()] == [
+        (TP0, 10, list(range(2, 10))),
+        (TP1, 3, [0, 1, 2]),
+    ]
+
+
+async def test_records_fetched_after_a_seek_made_during_the_fetch_are_all_taken(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(pipeline_module, "_DECODE_SLICE_S", 0.0)
+    clock = Clock()
+    p, _ = pipeline(clock)
+    p._opening = {TP0}
+    stop = asyncio.Event()
+    consumer = Fetching(committed=2, stale=[], end=10, stop=stop)
+    p._consumer, p._delivery = consumer, Delivery()  # type: ignore[assignment]
+    # getmany waits while the partition opens and seeks; what it returns is from the new
+    # position (aiokafka drops what it fetched before the seek): none of it is stale.
+    await asyncio.gather(p._intake(consumer, stop), p._open_partitions())
+    assert consumer.seeks == [(TP0, 2)] and p.stats.records == 8
+    (ready,) = p._tracker.ready()
+    assert (ready.tp, ready.offset) == (TP0, 10)
