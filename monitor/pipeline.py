@@ -621,11 +621,12 @@ class Pipeline:
 
         A transaction cancelled while its commit is on the wire may still commit at the broker
         while its entries stay unconfirmed here: the final commit would then publish the same
-        results again (the count stays right, the results topic would not). So wait for the
-        commit lock; if a commit holds it past ``deadline`` (the close deadline: the broker is
-        away), cancel anyway and skip the final commit, exiting as after a kill: the
-        partition's next owner finds that transaction complete or aborted before it reads the
-        offset."""
+        results again. So wait for the commit lock; if a commit holds it past ``deadline`` (the
+        close deadline: the broker is away), cancel anyway and skip the final commit, exiting
+        as after a kill: the partition's next owner finds that transaction complete or aborted
+        before it reads the offset. The counters may then undercount, never overcount: answers
+        are counted only once their commit is confirmed, and a transaction that completed
+        unconfirmed is neither counted here nor read again by the next owner."""
         try:
             async with asyncio.timeout_at(deadline):
                 await self._commit_lock.acquire()
