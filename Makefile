@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install llama tools kafka-up kafka-down collector collector-for-tests demo test unit lint bench clean
+.PHONY: install llama tools kafka-up kafka-down collector collector-for-tests demo demo-collector test unit lint bench clean
 
 install: $(STAMP)
 
@@ -61,6 +61,10 @@ collector-for-tests:
 
 demo: install kafka-up
 	$(BIN)/citemon demo
+
+# The same demo with the spans going service → OTLP/HTTP → the project's Collector → Kafka.
+demo-collector: install kafka-up collector
+	$(BIN)/citemon demo --via-collector
 
 test: install llama tools kafka-up collector-for-tests
 	$(BIN)/ruff check monitor instrumentation tests bench scripts deploy

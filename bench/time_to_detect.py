@@ -35,7 +35,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from tests.conftest import REPO
 from tests.integration.demo_traffic import Traffic
-from tests.integration.monitor_support import start_process
+from tests.integration.monitor_support import start_scraped_monitor
 from tests.integration.prometheus_support import free_port, run_prometheus
 
 __all__ = ["Detection", "measure", "run"]
@@ -97,12 +97,7 @@ async def measure(
 ) -> Detection:
     """Run the bad deploy once and time the page (see the module docstring)."""
     port = free_port()
-    monitor = start_process(
-        ["--bootstrap-servers", bootstrap, "--topic", topic, "--group", f"g.{topic}",
-         "--dlq-topic", f"{topic}.dlq", "--metrics-host", "127.0.0.1",
-         "--metrics-port", str(port), "--budget-per-minute", "0"],
-        log_path=workdir / "monitor.log",
-    )  # fmt: skip
+    monitor = start_scraped_monitor(bootstrap, topic, port, workdir / "monitor.log")
     try:
         async with (
             run_prometheus(workdir, RULES, port, interval=interval) as url,

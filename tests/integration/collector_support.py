@@ -1,28 +1,16 @@
-"""The project's own OpenTelemetry Collector (``make collector``) for tests: find it, run it.
+"""The project's own OpenTelemetry Collector (``make collector``) for tests, and Kafka probes.
 
-The Collector runs ``deploy/otel-collector.yaml`` itself, merged with a small override file
-(``--config A --config B``: maps merge, B wins) that changes only what two processes on one
-machine cannot share — the OTLP ports, the topic, the Collector's own metrics port — plus, where
-a test says so, the exporter's ``compression``. The broker address goes in through the shipped
-file's own ``${env:KAFKA_BROKERS}``.
+Finding and running the Collector (the shipped ``deploy/otel-collector.yaml`` plus an override
+of ports, topic and self-metrics) is :mod:`citemon.commands._collector`, which ``citemon demo
+--via-collector`` uses too; this module re-exports it and adds what only tests need.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import socket
 import struct
-import subprocess
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
-import yaml
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.client import AIOKafkaClient
 from aiokafka.protocol.fetch import FetchRequest
@@ -30,8 +18,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from citemon.service.batches import CODECS, split_batches
+from citemon.commands._collector import (
+    CollectorError,
+    RunningCollector,
+    override,
+    run_collector,
+)
+from citemon.commands._collector import collector_binary as find_collector
 from tests.conftest import REPO, need_server
-from tests.integration.prometheus_support import free_port
 
 __all__ = [
     "SHIPPED_CONFIG",
@@ -40,113 +34,21 @@ __all__ = [
     "collector_binary",
     "fully_committed",
     "metric_samples",
+    "override",
     "run_collector",
     "total",
 ]
 
 SHIPPED_CONFIG = REPO / "deploy" / "otel-collector.yaml"
-COLLECTOR_SCRIPT = REPO / "deploy" / "collector.sh"
-READY_TIMEOUT_S = 30.0
-STOP_TIMEOUT_S = 15.0
 
 
 def collector_binary() -> Path:
-    """The built Collector (``deploy/collector.sh path``); fails under CI=true, else skips."""
+    """The built Collector (as the demo finds it); fails under CI=true, else skips."""
     try:
-        out = subprocess.run(
-            [str(COLLECTOR_SCRIPT), "path"], capture_output=True, text=True, timeout=30
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        need_server("the OpenTelemetry Collector", f"deploy/collector.sh path: {exc}")
+        return find_collector()
+    except CollectorError as exc:
+        need_server("the OpenTelemetry Collector", str(exc))
         raise  # need_server raised already
-    if out.returncode != 0 or not out.stdout.strip():
-        need_server(
-            "the OpenTelemetry Collector",
-            out.stderr.strip() or "deploy/collector.sh path printed nothing (make collector)",
-        )
-    return Path(out.stdout.strip())
-
-
-@dataclass(frozen=True)
-class RunningCollector:
-    grpc_endpoint: str
-    """``127.0.0.1:PORT`` for ``OTLPSpanExporter(endpoint=..., insecure=True)`` (gRPC)."""
-    http_endpoint: str
-    """``http://127.0.0.1:PORT/v1/traces`` for the HTTP/protobuf exporter."""
-    log_path: Path
-    process: subprocess.Popen[bytes]
-
-
-def _port_open(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-def override(topic: str, grpc_port: int, http_port: int, compression: str | None) -> dict[str, Any]:
-    """What a test changes in the shipped config: ports, topic, self-metrics (and codec)."""
-    kafka: dict[str, Any] = {"traces": {"topic": topic}}
-    if compression is not None:
-        kafka["producer"] = {"compression": compression}
-    return {
-        "receivers": {
-            "otlp": {
-                "protocols": {
-                    "grpc": {"endpoint": f"127.0.0.1:{grpc_port}"},
-                    "http": {"endpoint": f"127.0.0.1:{http_port}"},
-                }
-            }
-        },
-        "exporters": {"kafka": kafka},
-        # Its own metrics would listen on :8888; several Collectors run here at once.
-        "service": {"telemetry": {"metrics": {"level": "none"}}},
-    }
-
-
-@contextlib.contextmanager
-def run_collector(
-    binary: Path,
-    workdir: Path,
-    bootstrap: str,
-    topic: str,
-    *,
-    compression: str | None = None,
-    name: str = "otelcol",
-) -> Iterator[RunningCollector]:
-    """The Collector on ``deploy/otel-collector.yaml`` + overrides, until the block ends."""
-    grpc_port, http_port = free_port(), free_port()
-    overrides = workdir / f"{name}-overrides.yaml"
-    overrides.write_text(yaml.safe_dump(override(topic, grpc_port, http_port, compression)))
-    log_path = workdir / f"{name}.log"
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(
-            [str(binary), "--config", str(SHIPPED_CONFIG), "--config", str(overrides)],
-            env={**os.environ, "KAFKA_BROKERS": bootstrap},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not (_port_open(grpc_port) and _port_open(http_port)):
-            if proc.poll() is not None:
-                raise AssertionError(
-                    f"the Collector exited ({proc.returncode}):\n{log_path.read_text()[-3000:]}"
-                )
-            if time.monotonic() > deadline:
-                raise AssertionError(f"the Collector did not listen within {READY_TIMEOUT_S} s")
-            time.sleep(0.1)
-        yield RunningCollector(
-            f"127.0.0.1:{grpc_port}", f"http://127.0.0.1:{http_port}/v1/traces", log_path, proc
-        )
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)  # it flushes its queue to Kafka on the way out
-            try:
-                proc.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
 
 
 def metric_samples(port: int) -> list[Sample]:

@@ -187,6 +187,19 @@ async def read_topic(
     return records
 
 
+def start_scraped_monitor(
+    bootstrap: str, topic: str, metrics_port: int, log_path: Any, *extra: str
+) -> subprocess.Popen[bytes]:
+    """``citemon run`` for a Prometheus to scrape: a group and dead-letter topic of its own,
+    ``/metrics`` on loopback ``metrics_port``, no per-version budget (every answer scored)."""
+    flags = [
+        "--bootstrap-servers", bootstrap, "--topic", topic, "--group", f"g.{topic}",
+        "--dlq-topic", f"{topic}.dlq", "--metrics-host", "127.0.0.1",
+        "--metrics-port", str(metrics_port), "--budget-per-minute", "0", *extra,
+    ]  # fmt: skip
+    return start_process(flags, log_path=log_path)
+
+
 def start_process(
     flags: Sequence[str], *, env: dict[str, str] | None = None, log_path: Any = None
 ) -> subprocess.Popen[bytes]:

@@ -28,7 +28,7 @@ import pytest
 from citemon.cli import main as citemon
 from citemon.demo.service import FakeRAGService
 from tests.conftest import REPO
-from tests.integration.monitor_support import start_process
+from tests.integration.monitor_support import start_scraped_monitor
 from tests.integration.prometheus_support import free_port, run_prometheus
 
 RULES = REPO / "grafana" / "rules" / "citemon.rules.yml"
@@ -103,12 +103,7 @@ async def test_bad_deploy_fires_citation_accuracy_drop(
 ) -> None:
     topic = await kafka_topic(partitions=3)
     port = free_port()
-    monitor = start_process(
-        ["--bootstrap-servers", kafka_bootstrap, "--topic", topic, "--group", f"g.{topic}",
-         "--dlq-topic", f"{topic}.dlq", "--metrics-host", "127.0.0.1",
-         "--metrics-port", str(port), "--budget-per-minute", "0"],
-        log_path=tmp_path / "monitor.log",
-    )  # fmt: skip
+    monitor = start_scraped_monitor(kafka_bootstrap, topic, port, tmp_path / "monitor.log")
     try:
         async with (
             run_prometheus(tmp_path, compressed_rules(tmp_path), port) as url,
@@ -140,10 +135,13 @@ async def test_bad_deploy_fires_citation_accuracy_drop(
                         if a["state"] == "firing" and a["labels"].get("version") == "v2"
                     ]  # fmt: skip
 
-                (firing,) = await wait_until(v2_firing, 90, f"{ALERT} firing for v2")
-            assert firing["labels"]["severity"] == "critical"
-            assert firing["labels"]["service"] == "support-bot"
-            assert float(firing["value"]) < 0.5
+                # Both paths may fire on this drop (the windows are compressed alike).
+                firing = await wait_until(v2_firing, 90, f"{ALERT} firing for v2")
+            assert {a["labels"]["path"] for a in firing} <= {"fast", "slow"}
+            for alert in firing:
+                assert alert["labels"]["severity"] == "critical"
+                assert alert["labels"]["service"] == "support-bot"
+                assert float(alert["value"]) < 0.5
             assert all(a["labels"].get("version") == "v2" for a in await alerts(client, url))
 
             # The deploy gate reads the same counters through the HTTP API.

@@ -52,7 +52,7 @@ from citemon.judges.lexical import LexicalJudge
 from citemon.metrics import CITED_VERDICTS
 from citemon.quality.calibration import Calibration, corrected_accuracy
 from tests.conftest import REPO, need_server
-from tests.integration.monitor_support import start_process
+from tests.integration.monitor_support import start_scraped_monitor
 from tests.integration.prometheus_support import free_port, run_prometheus
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -283,13 +283,16 @@ async def live(
         rules = compressed_rules(workdir)
         port = free_port()
         started = time.time()
-        monitor = start_process(
-            ["--bootstrap-servers", kafka_bootstrap, "--topic", topic, "--group", f"g.{topic}",
-             "--dlq-topic", f"{topic}.dlq", "--metrics-host", "127.0.0.1",
-             "--metrics-port", str(port), "--budget-per-minute", "0",
-             "--calibration", str(calib), "--canary-rate", str(CANARY_RATE)],
-            log_path=workdir / "monitor.log",
-        )  # fmt: skip
+        monitor = start_scraped_monitor(
+            kafka_bootstrap,
+            topic,
+            port,
+            workdir / "monitor.log",
+            "--calibration",
+            str(calib),
+            "--canary-rate",
+            str(CANARY_RATE),
+        )
         try:
             async with (
                 run_prometheus(workdir, rules, port) as url,

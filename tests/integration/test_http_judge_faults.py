@@ -24,6 +24,7 @@ import httpx
 import pytest
 
 from citemon.engine.records import Verdict
+from citemon.quality.calibration import JudgedPair, LabelledPair, evaluate
 from citemon.errors import (
     ConfigError,
     JudgeError,
@@ -737,6 +738,25 @@ async def test_minicheck_request_reply_and_confidence(server: JudgeServer) -> No
     assert req.body["logprobs"] is True and req.body["top_logprobs"] == 5
     assert "response_format" not in req.body and req.body["temperature"] == 0
     assert observer.outcomes == ["ok"] * 4 and observer.causes == []
+
+
+async def test_minicheck_confidences_rank_for_calibrate(server: JudgeServer) -> None:
+    # The stub answers claim_case's truth with 0.9 on the answer: P(entailed) 0.9 for even
+    # claims, 0.1 for odd ones. The human labels disagree on claim 3 (entailed), so the
+    # positives score {0.9, 0.9, 0.1} against the negative's 0.1: AUC (2 + 0.5) / 3.
+    async with HTTPJudge(server.base_url, "m", reply_format="minicheck", **FAST) as judge:
+        assert judge.confidence_means == "verdict"
+        judged = []
+        for i, human in enumerate((True, False, True, True)):
+            claim, passages, _ = claim_case(i)
+            pair = LabelledPair(claim, passages, human, str(human), f"case {i}")
+            judged.append(JudgedPair(pair, await judge.entails(claim, passages)))
+        means = judge.confidence_means
+    report = evaluate(judged, judge="http", data="hand-built", partial="-", confidence_means=means)
+    assert report.roc_auc == pytest.approx(2.5 / 3)
+    assert report.threshold is not None
+    async with HTTPJudge(server.base_url, "m", **FAST) as json_judge:
+        assert json_judge.confidence_means is None  # the JSON format gives no confidence
 
 
 async def test_minicheck_without_logprobs_has_no_confidence(

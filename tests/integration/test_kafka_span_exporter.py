@@ -188,11 +188,25 @@ def test_force_flush_and_shutdown_never_connected_are_immediate() -> None:
     assert time.monotonic() - t0 < 0.05
 
 
+def _wait_until_it_serves(bootstrap: str, topic: str, *, deadline_s: float) -> None:
+    probe = KafkaSpanExporter(bootstrap, topic, timeout_s=10.0)
+    try:
+        until = time.monotonic() + deadline_s
+        while probe.export(_spans(1)) is not SpanExportResult.SUCCESS:
+            assert time.monotonic() < until, f"the broker on {bootstrap} did not serve again"
+    finally:
+        probe.shutdown()
+
+
 @pytest.mark.parametrize("flush_ms", [300, 1000])
 def test_force_flush_and_shutdown_honour_their_timeouts_on_a_frozen_broker(
     frozen_broker: FrozenBroker, flush_ms: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING)
+    # The previous case froze the broker past its session timeout: a single-node KRaft broker
+    # then re-registers with its own controller before it serves again (seconds, more on a busy
+    # machine). Wait for that with an exporter of its own, so this case starts on a serving one.
+    _wait_until_it_serves(frozen_broker.bootstrap, "frozen", deadline_s=90.0)
     exporter = KafkaSpanExporter(frozen_broker.bootstrap, "frozen", timeout_s=10.0)
     spans = _spans(6)
     assert exporter.export(spans[:1]) is SpanExportResult.SUCCESS  # connected, topic created

@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import REPO
 from tests.integration.demo_traffic import Traffic
-from tests.integration.monitor_support import start_process
+from tests.integration.monitor_support import start_scraped_monitor
 from tests.integration.prometheus_support import free_port, query, run_prometheus
 from tests.rollout_gates import (
     argo_metrics,
@@ -80,12 +80,7 @@ async def test_gates_fail_v2_and_pass_v1_on_live_traffic(
 ) -> None:
     topic = await kafka_topic(partitions=3)
     port = free_port()
-    monitor = start_process(
-        ["--bootstrap-servers", kafka_bootstrap, "--topic", topic, "--group", f"g.{topic}",
-         "--dlq-topic", f"{topic}.dlq", "--metrics-host", "127.0.0.1",
-         "--metrics-port", str(port), "--budget-per-minute", "0"],
-        log_path=tmp_path / "monitor.log",
-    )  # fmt: skip
+    monitor = start_scraped_monitor(kafka_bootstrap, topic, port, tmp_path / "monitor.log")
     try:
         async with (
             run_prometheus(tmp_path, RULES, port) as url,

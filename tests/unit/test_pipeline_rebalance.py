@@ -4,8 +4,10 @@ transactional IDs every replica derives for a partition are the same."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
+import pytest
 from aiokafka import TopicPartition
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
@@ -14,7 +16,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
+import citemon.service.pipeline as pipeline_module
 from citemon.engine.scoring import Scorer
+from citemon.service.batches import BadBatch, Scan
 from citemon.judges.lexical import LexicalJudge
 from citemon.metrics import Metrics
 from citemon.otlp.assembly import TraceAssembler
@@ -188,3 +192,206 @@ async def test_a_trace_split_over_partitions_is_discarded_whole_and_the_kept_par
     assert len(p.assembler) == 0
     (ready,) = p._tracker.ready()  # TP1's part no longer holds its offset back
     assert (ready.tp, ready.offset) == (TP1, 6)
+
+
+def rooted_parts() -> tuple[bytes, bytes]:
+    """A trace in two records: its RETRIEVER span, then its LLM span with the root (the
+    assembler completes it, and remembers it as answered, when the second one is read)."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "bot"}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("oi")
+    with tracer.start_as_current_span("POST /chat"):
+        tracer.start_span(
+            "retrieve",
+            attributes={
+                "openinference.span.kind": "RETRIEVER",
+                "retrieval.documents.0.document.id": "n-1",
+                "retrieval.documents.0.document.content": "Logs are kept 90 days.",
+            },
+        ).end()
+        tracer.start_span(
+            "synthesize",
+            attributes={"openinference.span.kind": "LLM", "output.value": "Kept 90 days [n-1]."},
+        ).end()
+    retriever, llm, root = exporter.get_finished_spans()
+    return (
+        encode_spans([retriever]).SerializeToString(),
+        encode_spans([llm, root]).SerializeToString(),
+    )
+
+
+def take_trace(p: Pipeline, first: bytes, second: bytes) -> None:
+    p._take(TP0, Rec(0, first))
+    p._take(TP0, Rec(1, second))
+
+
+async def test_a_trace_cancelled_at_revoke_is_scored_when_its_partition_comes_back() -> None:
+    clock = Clock()
+    p, _ = pipeline(clock)
+    first, second = rooted_parts()
+    take_trace(p, first, second)
+    assert p.assembler.completed == 1 and p.stats.answers_started == 1
+    (cancelled,) = list(p._jobs)
+    await p._on_revoked([TP0])  # revoke_timeout_s=0: the job is cancelled, unscored
+    await asyncio.gather(cancelled, return_exceptions=True)
+    assert cancelled.cancelled() and p.stats.cancelled_at_revoke == 1 and p.inflight == 0
+    await p._on_assigned([TP0])  # the eager rebalance hands TP0 back to this replica
+    take_trace(p, first, second)  # re-read from the committed offset
+    p._tick_assembler()
+    assert p.assembler.completed == 2 and p.stats.answers_started == 2
+    (job,) = list(p._jobs)
+    await job
+    (ready,) = p._tracker.ready()
+    assert (ready.tp, ready.offset) == (TP0, 2)
+    assert [len(e.scores) for e in ready.entries] == [0, 1]
+
+
+async def test_a_scored_uncommitted_trace_is_scored_again_when_its_partition_comes_back() -> None:
+    clock = Clock()
+    p, _ = pipeline(clock)
+    first, second = rooted_parts()
+    take_trace(p, first, second)
+    (job,) = list(p._jobs)
+    await job  # finished: its score sits in offset 1's entry, not committed (no delivery)
+    (ready,) = p._tracker.ready()
+    assert [len(e.scores) for e in ready.entries] == [0, 1]
+    p._lose({TP0}, "fenced in this test")  # its score is dropped, uncounted
+    await p._on_revoked([TP0])
+    await p._on_assigned([TP0])
+    take_trace(p, first, second)
+    p._tick_assembler()
+    assert p.stats.answers_started == 2
+    (job,) = list(p._jobs)
+    await job
+    (ready,) = p._tracker.ready()
+    assert (ready.tp, ready.offset) == (TP0, 2)
+    assert [len(e.scores) for e in ready.entries] == [0, 1]
+
+
+class Consumer:
+    """The calls :meth:`Pipeline._skip_undecodable` makes of an AIOKafkaConsumer."""
+
+    def __init__(self, committed: int) -> None:
+        self._committed = committed
+        self.positions: dict[TopicPartition, int] = {}
+        self.seeks: list[tuple[TopicPartition, int]] = []
+
+    async def committed(self, tp: TopicPartition) -> int:
+        return self._committed
+
+    async def beginning_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: 0 for tp in tps}
+
+    async def position(self, tp: TopicPartition) -> int:
+        return self.positions.get(tp, self._committed)
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self.seeks.append((tp, offset))
+        self.positions[tp] = offset
+
+
+async def test_a_bad_batch_met_while_a_partition_opens_is_left_for_after_its_seek(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = Clock()
+    p, _ = pipeline(clock)
+    p._assigned, p._opening = {TP0}, {TP0}  # its producer is not open yet
+    bad = BadBatch("t", 0, 1, 4, "zstd", "unsupported_codec", "no zstd", b"raw")
+    scanned: list[tuple[TopicPartition, int]] = []
+
+    async def scan(client: object, tp: TopicPartition, start: int, **_: object) -> Scan:
+        scanned.append((tp, start))
+        return Scan(bad=bad)
+
+    monkeypatch.setattr(pipeline_module, "scan_partition", scan)
+    monkeypatch.setattr(pipeline_module, "_UNLOCATED_BACKOFF_S", 0.0)
+    p._scan_client = object()
+    consumer = Consumer(committed=0)
+    await p._skip_undecodable(consumer, ValueError("undecodable"))
+    assert scanned == [] and consumer.seeks == [] and len(p._tracker) == 0
+    # _open_partitions then seeks TP0 to its committed offset 0 and takes it from there:
+    p._opening.discard(TP0)
+    p._floor[TP0] = 0
+    retriever, _ = rootless_parts()
+    p._take(TP0, Rec(0, encode_spans(retriever).SerializeToString()))
+    assert p._tracker.unfinished([TP0]) == 1 and p.stats.undecodable_batches == 0
+    # ...and meets the bad batch after it: now it is skipped.
+    consumer.positions[TP0] = 1
+    await p._skip_undecodable(consumer, ValueError("undecodable"))
+    assert scanned == [(TP0, 1)] and consumer.seeks == [(TP0, 4)]
+    assert len(p._tracker) == 2 and p._tracker.unfinished([TP0]) == 1  # the skip is finished
+    assert p.stats.undecodable_batches == 1
+
+
+class Delivery:
+    """The calls :meth:`Pipeline._open_partitions` makes of a transactional KafkaDelivery."""
+
+    transactional = True
+
+    async def open(self, tp: TopicPartition) -> None:
+        return None
+
+
+class Fetching(Consumer):
+    """A consumer whose first fetch (if ``stale``) predates the seek to the committed offset;
+    the next one waits for that seek and delivers from there; the one after stops the intake."""
+
+    def __init__(self, committed: int, stale: list[Rec], end: int, stop: asyncio.Event) -> None:
+        super().__init__(committed)
+        self.fetches = [{TP0: stale, TP1: [Rec(i, b"") for i in range(3)]}] if stale else []
+        self.end, self.stop = end, stop
+        self.sought = asyncio.Event()
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        super().seek(tp, offset)
+        self.sought.set()
+
+    async def getmany(self, **_: object) -> dict[TopicPartition, list[Rec]]:
+        if self.fetches:
+            return self.fetches.pop()
+        if not self.sought.is_set():
+            await self.sought.wait()
+        if self.stop.is_set():
+            return {}
+        self.stop.set()
+        return {TP0: [Rec(i, b"") for i in range(self.positions[TP0], self.end)]}
+
+
+async def test_records_fetched_before_an_opening_partitions_seek_are_not_taken_twice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(pipeline_module, "_DECODE_SLICE_S", 0.0)  # yield before every record
+    clock = Clock()
+    p, _ = pipeline(clock)
+    p._opening = {TP0}  # TP1's producer is open
+    stop = asyncio.Event()
+    consumer = Fetching(committed=2, stale=[Rec(i, b"") for i in range(10)], end=10, stop=stop)
+    p._consumer, p._delivery = consumer, Delivery()  # type: ignore[assignment]
+    # The seek lands while intake yields inside the stale fetch (the commit loop's tick).
+    await asyncio.gather(p._intake(consumer, stop), p._open_partitions())
+    assert consumer.seeks == [(TP0, 2)] and TP0 not in p._opening
+    # TP0's offsets 2-9, each once (the stale fetch's rest was dropped); TP1's are kept.
+    assert p.stats.records == 8 + 3
+    assert [(r.tp, r.offset, [e.offset for e in r.entries]) for r in p._tracker.ready()] == [
+        (TP0, 10, list(range(2, 10))),
+        (TP1, 3, [0, 1, 2]),
+    ]
+
+
+async def test_records_fetched_after_a_seek_made_during_the_fetch_are_all_taken(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(pipeline_module, "_DECODE_SLICE_S", 0.0)
+    clock = Clock()
+    p, _ = pipeline(clock)
+    p._opening = {TP0}
+    stop = asyncio.Event()
+    consumer = Fetching(committed=2, stale=[], end=10, stop=stop)
+    p._consumer, p._delivery = consumer, Delivery()  # type: ignore[assignment]
+    # getmany waits while the partition opens and seeks; what it returns is from the new
+    # position (aiokafka drops what it fetched before the seek): none of it is stale.
+    await asyncio.gather(p._intake(consumer, stop), p._open_partitions())
+    assert consumer.seeks == [(TP0, 2)] and p.stats.records == 8
+    (ready,) = p._tracker.ready()
+    assert (ready.tp, ready.offset) == (TP0, 10)

@@ -8,6 +8,11 @@ runs the monitor (``citemon run``, offline judge, /metrics on --metrics-port) in
 process. Every --interval seconds it prints a per-version table; it stops by itself after
 --duration seconds, and Ctrl-C stops everything it started. --offline scores the bundled sample
 without Kafka instead.
+
+--via-collector sends the spans the way a production service does instead: the standard OTLP
+HTTP exporter to the project's OpenTelemetry Collector (``make collector``), started here on
+``deploy/otel-collector.yaml`` with free loopback ports and the demo's topic (see
+:mod:`citemon.commands._collector`), which writes them to Kafka. Everything else is the same.
 """
 
 from __future__ import annotations
@@ -16,14 +21,26 @@ import argparse
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
+import tempfile
 import threading
 import time
 import uuid
-from typing import Any, Final
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
 
 from prometheus_client import CollectorRegistry
 
+from citemon.commands._collector import (
+    COLLECTOR_ENV,
+    CollectorError,
+    RunningCollector,
+    collector_binary,
+    log_tail,
+    run_collector,
+)
 from citemon.commands._files import render_table
 from citemon.demo.data import sample_records
 from citemon.engine.scoring import Scorer, summarize
@@ -31,6 +48,11 @@ from citemon.engine.stats import two_proportion_z, wilson
 from citemon.errors import ConfigError
 from citemon.judges import add_judge_arguments, judge_options, load_judge
 from citemon.service.settings import Settings
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export import SpanExporter
+
+    from citemon.demo.service import FakeRAGService
 
 __all__ = ["add_arguments", "main", "render_versions"]
 
@@ -55,6 +77,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--interval", type=float, default=3.0, help="seconds between tables")
     parser.add_argument("--metrics-port", type=int, default=9464, help="/metrics port (9464)")
     parser.add_argument("--keep-topics", action="store_true", help="do not delete the topics")
+    parser.add_argument(
+        "--via-collector",
+        action="store_true",
+        help="export over OTLP/HTTP through the project's OpenTelemetry Collector "
+        "(make collector) instead of straight to Kafka",
+    )
+    parser.add_argument(
+        "--collector",
+        metavar="PATH",
+        default=None,
+        help=f"the Collector binary (implies --via-collector; default ${COLLECTOR_ENV}, "
+        "else deploy/collector.sh path)",
+    )
     add_judge_arguments(parser)
 
 
@@ -207,10 +242,35 @@ def _check_timing(args: argparse.Namespace, *, deploy_at_s: float, traffic_s: fl
         )
 
 
+def _otlp_http_exporter_class() -> Any:
+    """The standard OTLP/HTTP span exporter, imported only for --via-collector."""
+    try:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    except ImportError as exc:
+        raise ConfigError(
+            f"--via-collector needs the OTLP HTTP exporter ({exc}): "
+            "pip install 'citemon[collector]' (in a checkout: make install)"
+        ) from None
+    return OTLPSpanExporter
+
+
+async def _start_collector(
+    binary: Path, workdir: Path, bootstrap: str, topic: str, stack: contextlib.ExitStack
+) -> RunningCollector:
+    # Blocking (it waits for the ports): off the loop, so a Ctrl-C meanwhile is still handled.
+    return await asyncio.to_thread(
+        stack.enter_context, run_collector(binary, workdir, bootstrap, topic, name="collector")
+    )
+
+
 async def _live(args: argparse.Namespace) -> int:
     from citemon.commands.run import serve
     from citemon.demo.service import FakeRAGService
 
+    via_collector = bool(args.via_collector or args.collector)
+    if via_collector:  # refuse before any topic exists
+        binary = collector_binary(args.collector)
+        exporter_class = _otlp_http_exporter_class()
     run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     topic = f"citemon.demo.{run_id}.spans"
     topics = [topic, f"{topic}.dlq"]
@@ -244,40 +304,76 @@ async def _live(args: argparse.Namespace) -> int:
     registry = CollectorRegistry()
     monitor_stop = asyncio.Event()
     monitor = asyncio.create_task(serve(settings, args, stop=monitor_stop, registry=registry))
-    service = FakeRAGService(args.bootstrap_servers, topic, seed=int(time.time()))
-    print(
-        f"citemon demo: service 'support-bot' → Kafka {args.bootstrap_servers} topic {topic}\n"
-        f"monitor: judge {args.judge}, metrics http://127.0.0.1:{args.metrics_port}/metrics; "
-        f"{args.rate:g} answers/s, v2 ships at t={deploy_at:.0f}s, ends at t={duration:.0f}s\n",
-        flush=True,
-    )
-    traffic = asyncio.create_task(
-        asyncio.to_thread(
-            _serve_answers,
-            service,
-            rate=args.rate,
-            duration_s=min(traffic_s, duration),
-            deploy_at_s=deploy_at,
-            stop=stop_traffic,
-        )
-    )
-    start = time.monotonic()
+    collector_stack = contextlib.ExitStack()  # the Collector, when there is one
+    workdir = Path(tempfile.mkdtemp(prefix="citemon-demo-"))  # its config override and log
+    keep_workdir = False
+    service: FakeRAGService | None = None
+    traffic: asyncio.Task[None] | None = None
     try:
+        path = f"Kafka {args.bootstrap_servers}"
+        exporter_factory: Callable[[], SpanExporter] | None = None
+        collector: RunningCollector | None = None
+        if via_collector:
+            collector = await _start_collector(
+                binary, workdir, args.bootstrap_servers, topic, collector_stack
+            )
+            endpoint = collector.http_endpoint
+            path = f"OTLP/HTTP {endpoint} → Collector {binary.name} → {path}"
+
+            def exporter_factory() -> SpanExporter:
+                exporter: SpanExporter = exporter_class(endpoint=endpoint)
+                return exporter
+
+        service = FakeRAGService(
+            args.bootstrap_servers, topic, seed=int(time.time()), exporter_factory=exporter_factory
+        )
+        print(
+            f"citemon demo: service 'support-bot' → {path} topic {topic}\n"
+            f"monitor: judge {args.judge}, metrics http://127.0.0.1:{args.metrics_port}/metrics; "
+            f"{args.rate:g} answers/s, v2 ships at t={deploy_at:.0f}s, ends at t={duration:.0f}s\n",
+            flush=True,
+        )
+        traffic = asyncio.create_task(
+            asyncio.to_thread(
+                _serve_answers,
+                service,
+                rate=args.rate,
+                duration_s=min(traffic_s, duration),
+                deploy_at_s=deploy_at,
+                stop=stop_traffic,
+            )
+        )
+        start = time.monotonic()
         while not stop.is_set() and time.monotonic() - start < duration:
             if monitor.done():
                 monitor.result()  # raises why the monitor stopped
                 break
+            if collector is not None and collector.process.poll() is not None:
+                raise CollectorError(
+                    f"the Collector exited ({collector.process.returncode}) during the demo; "
+                    f"its log ({collector.log_path}):\n{log_tail(collector.log_path)}"
+                )
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), args.interval)
             elapsed = time.monotonic() - start
             sent = sum(service.answered.values())
             print(f"t={elapsed:4.0f}s  answers sent {sent}", flush=True)
             print(render_versions(registry) + "\n", flush=True)
+    except CollectorError:
+        keep_workdir = True  # the error names the Collector's log there
+        raise
     finally:
         stop_traffic.set()
-        with contextlib.suppress(Exception):
-            await traffic
-        await asyncio.to_thread(service.shutdown)
+        if traffic is not None:
+            with contextlib.suppress(Exception):
+                await traffic
+        if service is not None:
+            await asyncio.to_thread(service.shutdown)
+        # After the service flushed to it, and before the monitor stops: SIGTERM makes the
+        # Collector flush its queue to Kafka.
+        await asyncio.to_thread(collector_stack.close)
+        if not keep_workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
         monitor_stop.set()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(monitor, settings.drain_timeout_s + 10)

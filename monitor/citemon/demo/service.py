@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -63,8 +63,9 @@ class FakeRAGService:
     """Answers from the sample help centre and ships each answer's span to Kafka.
 
     ``exporter`` overrides the Kafka exporter (a test may pass an in-memory one);
-    ``batch_delay_ms`` is the span processor's export interval. Thread-safe: one lock serialises
-    :meth:`handle` and :meth:`deploy`.
+    ``exporter_factory`` makes a fresh one per deploy instead (the demo's OTLP exporter to a
+    Collector); ``batch_delay_ms`` is the span processor's export interval. Thread-safe: one
+    lock serialises :meth:`handle` and :meth:`deploy`.
     """
 
     def __init__(
@@ -77,6 +78,7 @@ class FakeRAGService:
         seed: int = 0,
         batch_delay_ms: int = 200,
         exporter: SpanExporter | None = None,
+        exporter_factory: Callable[[], SpanExporter] | None = None,
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.topic = topic
@@ -84,10 +86,11 @@ class FakeRAGService:
         self.environment = environment
         self.batch_delay_ms = batch_delay_ms
         self._exporter = exporter
+        self._exporter_factory = exporter_factory
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._provider: TracerProvider | None = None
-        self._exporters: list[SpanExporter] = []
+        self._retired: list[TracerProvider] = []  # earlier deploys', shut down at the end
         self.version: str | None = None
         self.first_passage_bug = False
         self.faults: Sequence[tuple[str, float]] = V1_FAULTS
@@ -103,8 +106,12 @@ class FakeRAGService:
         """Roll out ``version``: new answers carry it in ``service.version``."""
         with self._lock:
             old = self._provider
-            exporter = self._exporter or KafkaSpanExporter(self.bootstrap_servers, self.topic)
-            self._exporters.append(exporter)
+            if self._exporter is not None:
+                exporter = self._exporter
+            elif self._exporter_factory is not None:
+                exporter = self._exporter_factory()
+            else:
+                exporter = KafkaSpanExporter(self.bootstrap_servers, self.topic)
             provider = TracerProvider(resource=_resource(version, self.environment, self.service))
             provider.add_span_processor(
                 BatchSpanProcessor(
@@ -112,6 +119,8 @@ class FakeRAGService:
                 )
             )
             self._provider = provider
+            if old is not None:
+                self._retired.append(old)
             self.version = version
             self.first_passage_bug = first_passage_bug
             self.faults = faults
@@ -161,10 +170,11 @@ class FakeRAGService:
     def shutdown(self) -> None:
         with self._lock:
             provider, self._provider = self._provider, None
-        if provider is not None:
-            provider.shutdown()
-        for exporter in self._exporters:
-            exporter.shutdown()
+            retired, self._retired = self._retired, []
+        # Each provider shuts down its span processor, which flushes and shuts its exporter:
+        # every exporter once (twice makes the OTLP exporters warn).
+        for each in ([provider] if provider is not None else []) + retired:
+            each.shutdown()
 
 
 def otlp_template(

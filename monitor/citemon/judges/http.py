@@ -254,6 +254,13 @@ class HTTPJudge(HTTPTransport):
         return ladder[_rungs.get(self._endpoint, 0)]
 
     @property
+    def confidence_means(self) -> str | None:
+        """What a verdict's ``confidence`` is, for ``citemon calibrate``'s ROC and threshold:
+        MiniCheck's is the probability of the answer it gave (``"verdict"``); the JSON format
+        gives none."""
+        return "verdict" if self._format == "minicheck" else None
+
+    @property
     def _endpoint(self) -> tuple[str, str, ReplyFormat]:
         return (self._shown_url, self._model, self._format)
 

@@ -95,6 +95,13 @@ class TraceAssembler:
         self.discarded += n
         return n
 
+    def forget_answered(self, trace_ids: Iterable[str]) -> None:
+        """Forget that these traces were answered: their answers were dropped uncommitted
+        (partition revoked or lost), so parts read again must assemble them afresh. (True
+        redeliveries of a *committed* answer are still dropped by the pipeline's dedupe.)"""
+        for tid in trace_ids:
+            self._answered.pop(tid, None)
+
     def __repr__(self) -> str:
         return (
             f"TraceAssembler(pending={len(self._traces)}, bytes={self.nbytes}, "

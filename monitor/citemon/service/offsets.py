@@ -65,13 +65,13 @@ class OffsetTracker(Generic[TP]):
             self._queues.setdefault(tp, deque())
 
     def revoke(self, tps: Iterable[TP]) -> list[Entry[TP]]:
-        """Forget partitions; returns their unfinished entries (now dead)."""
+        """Forget partitions; returns their uncommitted entries (now dead), finished or not:
+        the scores sitting in finished ones are dropped uncommitted too."""
         lost: list[Entry[TP]] = []
         for tp in tps:
             for entry in self._queues.pop(tp, ()):
                 entry.alive = False
-                if not entry.done:
-                    lost.append(entry)
+                lost.append(entry)
             self._committed.pop(tp, None)
         return lost
 

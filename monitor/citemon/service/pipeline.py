@@ -222,6 +222,7 @@ class Pipeline:
         self._dedupe = DedupeWindow(settings.dedupe_window)
         self._slots = asyncio.Semaphore(settings.max_inflight_answers)
         self._jobs: dict[asyncio.Task[None], frozenset[Any]] = {}
+        self._job_traces: dict[asyncio.Task[None], str] = {}  # a job's trace ID, if any
         self._work_changed = asyncio.Event()
         self._parts: OrderedDict[str, tuple[float, list[Entry[Any]]]] = OrderedDict()
         self._assigned: set[Any] = set()
@@ -230,6 +231,8 @@ class Pipeline:
         # and, once it is, the committed offset read after it fenced the previous owner.
         self._opening: set[Any] = set()
         self._floor: dict[Any, int] = {}
+        # Per partition: how often it was sought; a fetch made before a seek is stale there.
+        self._seeks: dict[Any, int] = {}
         self._paused = False
         self._ends: dict[Any, int] = {}
         self._commit_lock = asyncio.Lock()
@@ -446,11 +449,12 @@ class Pipeline:
 
         A transaction cancelled while its commit is on the wire may still commit at the broker
         while its entries stay unconfirmed here: the final commit would then publish the same
-        results again (the count stays right, the results topic would not). So wait for the
-        commit lock; if a commit holds it past ``deadline`` (the close deadline: the broker is
-        away), cancel anyway and skip the final commit, exiting as after a kill: the
-        partition's next owner finds that transaction complete or aborted before it reads the
-        offset."""
+        results again. So wait for the commit lock; if a commit holds it past ``deadline`` (the
+        close deadline: the broker is away), cancel anyway and skip the final commit, exiting
+        as after a kill: the partition's next owner finds that transaction complete or aborted
+        before it reads the offset. The counters may then undercount, never overcount: answers
+        are counted only once their commit is confirmed, and a transaction that completed
+        unconfirmed is neither counted here nor read again by the next owner."""
         try:
             async with asyncio.timeout_at(deadline):
                 await self._commit_lock.acquire()
@@ -529,9 +533,17 @@ class Pipeline:
         (``fetch_max_bytes``, 8 MB of small spans) is up to ~0.2 s of decoding, which would
         stall heartbeats and ``/healthz``. A rebalance during a yield drops the rest of the
         fetch: it revokes every partition (eager protocol) and the new assignment fetches
-        from the committed offsets, so nothing is lost and nothing is taken twice."""
+        from the committed offsets, so nothing is lost and nothing is taken twice.
+
+        A partition sought during a yield (:meth:`_open_partitions`) has the rest of its
+        records dropped: the next fetch delivers them again from where it was sought. Only
+        that partition's (the others' positions are past their records), and only seeks
+        after the fetch returned: aiokafka itself drops records fetched before a seek when
+        ``getmany`` drains them, and those it returns after one are from the new position
+        (dropping them too would lose them)."""
         loop = asyncio.get_running_loop()
         rebalances = self.stats.rebalances
+        seeks = dict(self._seeks)  # no await since getmany returned
         until = loop.time() + _DECODE_SLICE_S
         for tp, records in batches.items():
             for record in records:
@@ -540,6 +552,8 @@ class Pipeline:
                     if self.stats.rebalances != rebalances:
                         return
                     until = loop.time() + _DECODE_SLICE_S
+                if self._seeks.get(tp, 0) != seeks.get(tp, 0):
+                    break
                 self._take(tp, record)
 
     def _take(self, tp: Any, rec: Any) -> None:
@@ -563,6 +577,10 @@ class Pipeline:
         aiokafka does not say which partition failed, and the failed call dropped the records
         it had already drained from other partitions (their positions moved): so every
         assigned partition is put back where the intake stands and re-read from there.
+        Partitions still opening are left out: their records are ignored until
+        :meth:`_open_partitions` seeks them to the committed offset, where a bad batch is
+        met (and skipped) again; a skip entry added now would precede the records read
+        after that seek, and the tracker would refuse them.
         """
         s = self.settings
         log.warning("a fetched batch does not decode (%s): locating it", exc)
@@ -578,7 +596,8 @@ class Pipeline:
                     await client.close()
                     raise
                 self._scan_client = client
-            for tp in sorted(self._assigned - self._revoking, key=lambda t: t.partition):
+            rereading = self._assigned - self._revoking - self._opening
+            for tp in sorted(rereading, key=lambda t: t.partition):
                 found += await self._reread(consumer, tp)
         except (KafkaError, OSError, TimeoutError) as err:
             log.warning("re-reading after an undecodable batch failed, will retry: %r", err)
@@ -598,17 +617,28 @@ class Pipeline:
             start = committed
         if await consumer.position(tp) != start:
             consumer.seek(tp, start)  # records the failed getmany drained and dropped
+            self._sought(tp)
             self.stats.rewound_partitions += 1
         scan = await scan_partition(
             self._scan_client, tp, start, max_bytes=self.settings.max_partition_fetch_bytes
         )
-        if scan.bad is None or tp not in self._assigned or tp in self._revoking:
-            return 0  # nothing to skip, or revoked meanwhile: the next owner meets it
+        if (
+            scan.bad is None
+            or tp not in self._assigned
+            or tp in self._revoking
+            or tp in self._opening
+        ):
+            return 0  # nothing to skip, or revoked (and maybe reassigned) meanwhile
         for rec in scan.good:
             self._take(tp, rec)
         self._skip_batch(tp, scan.bad)
         consumer.seek(tp, scan.bad.next_offset)
+        self._sought(tp)
         return 1
+
+    def _sought(self, tp: Any) -> None:
+        """``tp`` was sought: records of it fetched before are stale (see :meth:`_take_all`)."""
+        self._seeks[tp] = self._seeks.get(tp, 0) + 1
 
     def _skip_batch(self, tp: Any, bad: BadBatch) -> None:
         """One tracker entry at the batch's last offset carries its dead letter, so the commit
@@ -738,10 +768,13 @@ class Pipeline:
             self._tracker.hold(e)
         task = asyncio.create_task(self._job(record, entries))
         self._jobs[task] = frozenset(e.tp for e in entries)
+        if record.trace_id:
+            self._job_traces[task] = record.trace_id
         task.add_done_callback(self._job_done)
 
     def _job_done(self, task: asyncio.Task[None]) -> None:
         self._jobs.pop(task, None)
+        self._job_traces.pop(task, None)
         self._work_changed.set()
         if not task.cancelled() and task.exception() is not None:
             log.error("answer job failed", exc_info=task.exception())
@@ -1027,12 +1060,24 @@ class Pipeline:
         return any(job_tps & tps for job_tps in self._jobs.values())
 
     def _forget(self, tps: set[Any]) -> None:
-        """Cancel the answers of ``tps`` and drop their uncommitted records (uncounted)."""
+        """Cancel the answers of ``tps`` and drop their uncommitted records (uncounted).
+
+        The assembler forgets those answers' trace IDs (cancelled jobs, and scores finished
+        but not committed): otherwise, when a partition comes back to this replica, its
+        re-read parts would be ignored as "already answered" and committed past, unscored.
+        Only these IDs: the assembler does not know partitions, and forgetting every answered
+        ID would let late parts of traces answered elsewhere (or by a self-contained
+        ``rag.answer`` span, under another span ID) be scored a second time."""
+        dropped: set[str] = set()
         for task, job_tps in list(self._jobs.items()):
             if job_tps & tps:
                 task.cancel()
                 self.stats.cancelled_at_revoke += 1
-        self._tracker.revoke(tps)
+                if task in self._job_traces:
+                    dropped.add(self._job_traces[task])
+        for entry in self._tracker.revoke(tps):
+            dropped.update(score.trace_id for score, _ in entry.scores if score.trace_id)
+        self.assembler.forget_answered(dropped)
 
     def _lose(self, tps: set[Any], why: str) -> None:
         """Our producer of ``tps`` can no longer commit: fenced (another replica owns them
@@ -1104,6 +1149,7 @@ class Pipeline:
                         await consumer.seek_to_beginning(tp)
                     else:
                         consumer.seek(tp, committed)
+                    self._sought(tp)
                 except (KafkaError, OSError, TimeoutError) as exc:
                     log.warning(
                         "reading the committed offset of partition %d failed, will retry: %s",
