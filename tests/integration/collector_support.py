@@ -17,7 +17,6 @@ from aiokafka.protocol.fetch import FetchRequest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from citemon.service.batches import CODECS, split_batches
 from citemon.commands._collector import (
     CollectorError,
     RunningCollector,
@@ -25,6 +24,7 @@ from citemon.commands._collector import (
     run_collector,
 )
 from citemon.commands._collector import collector_binary as find_collector
+from citemon.service.batches import CODECS, split_batches
 from tests.conftest import REPO, need_server
 
 __all__ = [

@@ -24,7 +24,6 @@ import httpx
 import pytest
 
 from citemon.engine.records import Verdict
-from citemon.quality.calibration import JudgedPair, LabelledPair, evaluate
 from citemon.errors import (
     ConfigError,
     JudgeError,
@@ -37,6 +36,7 @@ from citemon.judges.base import Judge, JudgeObserver
 from citemon.judges.batch import CitedVerdict
 from citemon.judges.http import MINICHECK_MAX_TOKENS, HTTPBatchJudge, HTTPJudge
 from citemon.judges.prompts import MINICHECK_SYSTEM
+from citemon.quality.calibration import JudgedPair, LabelledPair, evaluate
 from tests.judge_server import REFUSALS, Fault, JudgeServer, RecordedRequest
 
 FAST = {"backoff_base_s": 0.005, "backoff_max_s": 0.05}
