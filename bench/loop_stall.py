@@ -21,9 +21,10 @@ import gc
 import statistics
 import sys
 import time
+from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 REPO: Final = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "monitor"), str(REPO)]  # citemon from monitor/, without installing
@@ -36,7 +37,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
     InMemorySpanExporter,
 )
 
-from citemon.engine.records import AnswerRecord  # noqa: E402
+from citemon.engine.records import AnswerRecord, AnswerScore  # noqa: E402
 from citemon.engine.scoring import Scorer  # noqa: E402
 from citemon.judges.lexical import LexicalJudge  # noqa: E402
 from citemon.otlp.wire import decode_otlp  # noqa: E402
@@ -44,6 +45,7 @@ from citemon.otlp.wire import decode_otlp  # noqa: E402
 SENTENCE: Final = (
     "The reactor output rose by twelve percent in the third quarter of the year. [p0] "
 )
+_T = TypeVar("_T")
 TICK_S: Final = 0.001
 WORKERS: Final = 2
 
@@ -65,8 +67,9 @@ def payload() -> bytes:
     return data
 
 
-async def _measure(scorer: Scorer, record: AnswerRecord) -> tuple[float, float, float, int]:
-    """(worst stall s, p99 stall s, scoring wall s, claims) while ``scorer`` scores ``record``."""
+async def _stalls_during(work: Awaitable[_T], *, warmup_s: float = 0.0) -> tuple[float, float, _T]:
+    """(worst stall s, p99 stall s, ``work``'s result): a ticker on the loop, every ``TICK_S``,
+    records how late each tick wakes while ``work`` runs (after ``warmup_s`` of ticking)."""
     loop = asyncio.get_running_loop()
     stalls: list[float] = []
     done = asyncio.Event()
@@ -78,14 +81,24 @@ async def _measure(scorer: Scorer, record: AnswerRecord) -> tuple[float, float, 
             stalls.append(max(0.0, loop.time() - t0 - TICK_S))
 
     tick = asyncio.create_task(ticker())
-    await asyncio.sleep(0.05)
-    t0 = time.perf_counter()
-    score = await scorer.score(record)
-    wall = time.perf_counter() - t0
+    await asyncio.sleep(warmup_s)
+    result = await work
     done.set()
     await tick
     p99 = statistics.quantiles(stalls, n=100)[98] if len(stalls) >= 100 else max(stalls)
-    return max(stalls), p99, wall, len(score.claims)
+    return max(stalls), p99, result
+
+
+async def _measure(scorer: Scorer, record: AnswerRecord) -> tuple[float, float, float, int]:
+    """(worst stall s, p99 stall s, scoring wall s, claims) while ``scorer`` scores ``record``."""
+
+    async def timed() -> tuple[float, AnswerScore]:
+        t0 = time.perf_counter()
+        score = await scorer.score(record)
+        return time.perf_counter() - t0, score
+
+    worst, p99, (wall, score) = await _stalls_during(timed(), warmup_s=0.05)
+    return worst, p99, wall, len(score.claims)
 
 
 def _spin(seconds: float) -> None:
@@ -99,21 +112,8 @@ async def _measure_spin(
 ) -> tuple[float, float, float, int]:
     """The same ticker while a thread only spins for ``seconds``."""
     loop = asyncio.get_running_loop()
-    stalls: list[float] = []
-    done = asyncio.Event()
-
-    async def ticker() -> None:
-        while not done.is_set():
-            t0 = loop.time()
-            await asyncio.sleep(TICK_S)
-            stalls.append(max(0.0, loop.time() - t0 - TICK_S))
-
-    tick = asyncio.create_task(ticker())
-    await loop.run_in_executor(pool, _spin, seconds)
-    done.set()
-    await tick
-    p99 = statistics.quantiles(stalls, n=100)[98] if len(stalls) >= 100 else max(stalls)
-    return max(stalls), p99, seconds, 0
+    worst, p99, _ = await _stalls_during(loop.run_in_executor(pool, _spin, seconds))
+    return worst, p99, seconds, 0
 
 
 async def _main() -> None:
