@@ -47,8 +47,8 @@ class Rec:
     timestamp: int = -1
 
 
-def rootless_parts() -> tuple[list[ReadableSpan], list[ReadableSpan]]:
-    """A RETRIEVER span and an LLM span whose root lives in another service."""
+def _trace_spans() -> tuple[ReadableSpan, ReadableSpan, ReadableSpan]:
+    """One trace: a RETRIEVER span, an LLM span, and their root (a "POST /chat" span)."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource.create({"service.name": "bot"}))
     provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -66,7 +66,13 @@ def rootless_parts() -> tuple[list[ReadableSpan], list[ReadableSpan]]:
             "synthesize",
             attributes={"openinference.span.kind": "LLM", "output.value": "Kept 90 days [n-1]."},
         ).end()
-    retriever, llm, _root = exporter.get_finished_spans()
+    retriever, llm, root = exporter.get_finished_spans()
+    return retriever, llm, root
+
+
+def rootless_parts() -> tuple[list[ReadableSpan], list[ReadableSpan]]:
+    """A RETRIEVER span and an LLM span whose root lives in another service."""
+    retriever, llm, _root = _trace_spans()
     return [retriever], [llm]
 
 
@@ -197,24 +203,7 @@ async def test_a_trace_split_over_partitions_is_discarded_whole_and_the_kept_par
 def rooted_parts() -> tuple[bytes, bytes]:
     """A trace in two records: its RETRIEVER span, then its LLM span with the root (the
     assembler completes it, and remembers it as answered, when the second one is read)."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider(resource=Resource.create({"service.name": "bot"}))
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracer = provider.get_tracer("oi")
-    with tracer.start_as_current_span("POST /chat"):
-        tracer.start_span(
-            "retrieve",
-            attributes={
-                "openinference.span.kind": "RETRIEVER",
-                "retrieval.documents.0.document.id": "n-1",
-                "retrieval.documents.0.document.content": "Logs are kept 90 days.",
-            },
-        ).end()
-        tracer.start_span(
-            "synthesize",
-            attributes={"openinference.span.kind": "LLM", "output.value": "Kept 90 days [n-1]."},
-        ).end()
-    retriever, llm, root = exporter.get_finished_spans()
+    retriever, llm, root = _trace_spans()
     return (
         encode_spans([retriever]).SerializeToString(),
         encode_spans([llm, root]).SerializeToString(),
