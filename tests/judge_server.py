@@ -618,6 +618,14 @@ class JudgeServer:
                 return rng.choice(faults)
         return None
 
+    async def _delay_or_drop(self, reader: asyncio.StreamReader, fault: Fault | None) -> bool:
+        """Wait out the latency (and a ``slow`` fault's delay); False when the client hung up
+        meanwhile or a ``drop`` fault closes the connection without a reply."""
+        delay = self.latency_s + (fault.delay_s if fault and fault.kind == "slow" else 0.0)
+        if delay > 0 and not await _wait_unless_hangup(reader, delay):
+            return False
+        return not (fault is not None and fault.kind == "drop")
+
     async def _respond(
         self,
         reader: asyncio.StreamReader,
@@ -625,10 +633,7 @@ class JudgeServer:
         req: RecordedRequest,
         fault: Fault | None,
     ) -> bool:
-        delay = self.latency_s + (fault.delay_s if fault and fault.kind == "slow" else 0.0)
-        if delay > 0 and not await _wait_unless_hangup(reader, delay):
-            return False
-        if fault is not None and fault.kind == "drop":
+        if not await self._delay_or_drop(reader, fault):
             return False
         if req.method != "POST":
             return await _send(writer, 405, '{"error": "method not allowed"}')

@@ -42,7 +42,6 @@ from tests.judge_server import (
     RecordedRequest,
     _content_words,
     _send,
-    _wait_unless_hangup,
 )
 
 __all__ = ["TEIServer", "share_score", "tei_server"]
@@ -169,10 +168,7 @@ class TEIServer(JudgeServer):
         req: RecordedRequest,
         fault: Fault | None,
     ) -> bool:
-        delay = self.latency_s + (fault.delay_s if fault and fault.kind == "slow" else 0.0)
-        if delay > 0 and not await _wait_unless_hangup(reader, delay):
-            return False
-        if fault is not None and fault.kind == "drop":
+        if not await self._delay_or_drop(reader, fault):
             return False
         if req.method == "GET" and req.path.split("?")[0] == "/info":
             with self._lock:
