@@ -1,7 +1,7 @@
 """The import layers of ``citemon`` (docs/architecture.md), kept by an AST walk of its source.
 
 Bottom to top: ``core`` → ``engine`` → ``judges`` → ``otlp`` / ``checks`` / ``metrics`` /
-``quality`` / ``demo`` → ``service`` → ``commands`` → ``cli``. A module imports only from its own
+``rollout`` / ``demo`` → ``service`` → ``commands`` → ``cli``. A module imports only from its own
 package or from a lower layer; the packages sharing a layer do not import each other. Every
 import counts, including those inside functions and under ``TYPE_CHECKING``: a lazy import
 hides a dependency from the interpreter, not from the design.
@@ -26,7 +26,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"core", "citemon"}),  # "citemon": the package's __init__, the public surface
     frozenset({"engine"}),
     frozenset({"judges"}),
-    frozenset({"otlp", "checks", "metrics", "quality", "demo"}),
+    frozenset({"otlp", "checks", "metrics", "rollout", "demo"}),
     frozenset({"service"}),
     frozenset({"commands"}),
     frozenset({"cli"}),
