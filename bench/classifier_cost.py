@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from citemon.engine.records import AnswerRecord, AnswerScore, Verdict
+from citemon.core.records import AnswerRecord, AnswerScore, Verdict
 from citemon.engine.scoring import Scorer
 from citemon.judges.classifier import ClassifierJudge
 

@@ -12,8 +12,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from citemon.core.records import AnswerRecord, Verdict
 from citemon.engine.claims import _PARAGRAPH, _segmenter
-from citemon.engine.records import AnswerRecord, Verdict
 from citemon.engine.scoring import Scorer
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "expertqa" / "val.jsonl"

@@ -5,7 +5,7 @@ Writes 30,000 results records (the bundled sample's answers scored by the lexica
 transactions of 500, as ``citemon run`` commits them, then times the real CLI in a subprocess
 (three runs each): the default view (``--since 1h``, the 20 worst failed claims), a filtered
 one, and ``--last 100``, against the interpreter's own start-up (``citemon inspect --help``).
-Peak RSS is the child's ``ru_maxrss``: the :class:`~citemon.quality.inspection.Worst` heap keeps
+Peak RSS is the child's ``ru_maxrss``: the :class:`~citemon.commands._inspection.Worst` heap keeps
 ``--limit`` findings, not the hour.
 """
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from citemon.engine.records import Verdict
-from citemon.errors import JudgeHTTPError
+from citemon.core.errors import JudgeHTTPError
+from citemon.core.records import Verdict
 
 
 class OracleJudge:

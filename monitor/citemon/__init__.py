@@ -5,7 +5,9 @@ The public surface: the records the scorer reads and writes, the judge protocol,
 
 from importlib.metadata import version as _version
 
-from citemon.engine.records import (
+from citemon.core.errors import CitemonError, DecodeError, InputError, JudgeError
+from citemon.core.judge import Judge
+from citemon.core.records import (
     VERDICTS,
     AnswerRecord,
     AnswerScore,
@@ -15,8 +17,6 @@ from citemon.engine.records import (
     Verdict,
     VerdictName,
 )
-from citemon.errors import CitemonError, DecodeError, InputError, JudgeError
-from citemon.judges.base import Judge
 
 __version__: str = _version("citemon")
 """The installed version, from the package metadata (set once, in pyproject.toml)."""

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from citemon import __version__, commands
-from citemon.errors import CitemonError
+from citemon.core.errors import CitemonError
 
 __all__ = ["build_parser", "main"]
 

@@ -18,8 +18,8 @@ from prometheus_client import CollectorRegistry
 
 from citemon.cli import build_parser
 from citemon.commands.run import serve
+from citemon.core.records import AnswerRecord
 from citemon.demo.service import FakeRAGService
-from citemon.engine.records import AnswerRecord
 from citemon.engine.scoring import Scorer
 from citemon.judges.lexical import LexicalJudge
 from citemon.metrics import MetricsServer

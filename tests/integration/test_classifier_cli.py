@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from citemon.cli import main
+from citemon.core.records import AnswerRecord, Verdict
 from citemon.demo.data import sample_records
-from citemon.engine.records import AnswerRecord, Verdict
 from citemon.engine.scoring import Scorer
 from tests.tei_server import TEIServer, share_score
 

@@ -11,7 +11,7 @@ import logging
 
 import pytest
 
-from citemon.errors import JudgeHTTPError, JudgeInvalidReply
+from citemon.core.errors import JudgeHTTPError, JudgeInvalidReply
 from citemon.judges.batch import EntailsBatch
 from citemon.judges.classifier import ClassifierJudge
 from tests.integration.test_http_judge_faults import RecordingObserver

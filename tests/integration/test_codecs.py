@@ -25,9 +25,9 @@ import httpx
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.record.memory_records import MemoryRecords
 
+from citemon.core.records import AnswerRecord
 from citemon.demo.data import QUESTIONS, answer
 from citemon.demo.service import V1_FAULTS, otlp_template, with_trace_id
-from citemon.engine.records import AnswerRecord
 from citemon.service.batches import CODECS
 from tests.integration.collector_support import batch_codecs
 from tests.integration.conftest import TopicFactory

@@ -30,9 +30,9 @@ from opentelemetry.sdk.trace.export import (
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client.samples import Sample
 
+from citemon.core.errors import DecodeError
+from citemon.core.records import AnswerRecord
 from citemon.demo.data import QUESTIONS, answer
-from citemon.engine.records import AnswerRecord
-from citemon.errors import DecodeError
 from citemon.otlp.assembly import TraceAssembler
 from citemon.otlp.wire import decode_otlp_proto
 from citemon.service.batches import CODECS

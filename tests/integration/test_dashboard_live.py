@@ -45,12 +45,12 @@ import pytest_asyncio
 import yaml
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from citemon.core.calibration import Calibration, corrected_accuracy
+from citemon.core.records import AnswerRecord
 from citemon.demo.service import DEMO_SERVICE, FakeRAGService
-from citemon.engine.records import AnswerRecord
 from citemon.engine.scoring import Scorer
 from citemon.judges.lexical import LexicalJudge
 from citemon.metrics import CITED_VERDICTS
-from citemon.quality.calibration import Calibration, corrected_accuracy
 from tests.conftest import REPO, need_server
 from tests.integration.monitor_support import start_scraped_monitor
 from tests.integration.prometheus_support import free_port, run_prometheus

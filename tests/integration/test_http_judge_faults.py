@@ -23,8 +23,8 @@ from typing import Any
 import httpx
 import pytest
 
-from citemon.engine.records import Verdict
-from citemon.errors import (
+from citemon.checks.calibration import JudgedPair, LabelledPair, evaluate
+from citemon.core.errors import (
     ConfigError,
     JudgeError,
     JudgeHTTPError,
@@ -32,11 +32,10 @@ from citemon.errors import (
     JudgeRateLimited,
     JudgeTimeout,
 )
-from citemon.judges.base import Judge, JudgeObserver
-from citemon.judges.batch import CitedVerdict
+from citemon.core.judge import CitedVerdict, Judge, JudgeObserver
+from citemon.core.records import Verdict
 from citemon.judges.http import MINICHECK_MAX_TOKENS, HTTPBatchJudge, HTTPJudge
 from citemon.judges.prompts import MINICHECK_SYSTEM
-from citemon.quality.calibration import JudgedPair, LabelledPair, evaluate
 from tests.judge_server import REFUSALS, Fault, JudgeServer, RecordedRequest
 
 FAST = {"backoff_base_s": 0.005, "backoff_max_s": 0.05}

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from citemon.engine.records import AnswerScore, ClaimResult
+from citemon.core.records import AnswerScore, ClaimResult
 from citemon.metrics import Metrics, MetricsServer
 from tests.conftest import REPO
 from tests.integration.prometheus_support import free_port, query, run_prometheus

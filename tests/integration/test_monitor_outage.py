@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import pytest
 
-from citemon.engine.records import Verdict
+from citemon.core.records import Verdict
 from citemon.engine.scoring import Scorer
 from tests.integration.conftest import TopicFactory
 from tests.integration.monitor_support import (

@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from citemon.errors import MonitorFailed
+from citemon.core.errors import MonitorFailed
 from citemon.service.pipeline import FAULT_ENV
 from tests.integration.conftest import TopicFactory
 from tests.integration.monitor_support import (

@@ -13,19 +13,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from citemon.checks.shuffle_probe import canary_selected, shuffled_check
+from citemon.core.calibration import Calibration, corrected_accuracy
+from citemon.core.probe import CitedCounts, canary_sensitivity, cited_counts
+from citemon.core.records import AnswerRecord
 from citemon.engine.claims import extract_claims
-from citemon.engine.records import AnswerRecord
 from citemon.engine.scoring import Scorer
 from citemon.judges.lexical import LexicalJudge
 from citemon.metrics import CITED_VERDICTS
-from citemon.quality.calibration import Calibration, corrected_accuracy
-from citemon.quality.canary import (
-    CitedCounts,
-    canary_selected,
-    canary_sensitivity,
-    cited_counts,
-    shuffled_check,
-)
 from tests.integration.conftest import TopicFactory
 from tests.integration.monitor_support import (
     expected_verdicts,

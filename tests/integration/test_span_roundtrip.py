@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from citemon.engine.records import AnswerRecord, Passage
+from citemon.core.records import AnswerRecord, Passage
 from citemon.otlp.assembly import TraceAssembler
 from citemon.otlp.wire import decode_otlp_proto
 from citemon_instrumentation import KafkaSpanExporter, answer_span, record_answer

@@ -17,12 +17,13 @@ from typing import Any
 import pytest
 
 from bench.judge_cost import TARGET, measure
+from citemon.core.errors import ConfigError, JudgeHTTPError, JudgeInvalidReply
+from citemon.core.judge import BatchJudge, CitedVerdict, SupportVerdict
+from citemon.core.records import AnswerRecord, AnswerScore, Passage
 from citemon.demo.data import sample_records, specimen
-from citemon.engine.records import AnswerRecord, AnswerScore, Passage
 from citemon.engine.scoring import Scorer, ScoringOptions, summarize
-from citemon.errors import ConfigError, JudgeHTTPError, JudgeInvalidReply
 from citemon.judges import JudgeOptions, add_judge_arguments, judge_options, load_judge
-from citemon.judges.batch import BatchJudge, CitedVerdict, EntailsBatch, SupportVerdict
+from citemon.judges.batch import EntailsBatch
 from citemon.judges.http import (
     BatchReply,
     HTTPBatchJudge,

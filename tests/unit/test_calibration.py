@@ -9,20 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from citemon.cli import main
-from citemon.engine.records import Verdict
-from citemon.errors import ConfigError
-from citemon.quality.calibration import (
-    Calibration,
-    Confusion,
+from citemon.checks.calibration import (
     JudgedPair,
     balanced_accuracy_ci,
-    corrected_accuracy,
     evaluate,
     kappa,
     kappa_ci,
     pairs_from_rows,
 )
+from citemon.cli import main
+from citemon.core.calibration import Calibration, Confusion, corrected_accuracy
+from citemon.core.errors import ConfigError
+from citemon.core.records import Verdict
 
 HAND = Confusion(tp=8, fn=2, tn=6, fp=4)
 

@@ -6,10 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from citemon.engine.records import Verdict
-from citemon.quality.calibration import (
-    Calibration,
-    Confusion,
+from citemon.checks.calibration import (
     JudgedPair,
     LabelledPair,
     best_threshold,
@@ -17,6 +14,8 @@ from citemon.quality.calibration import (
     roc_auc,
     threshold_bootstrap,
 )
+from citemon.core.calibration import Calibration, Confusion
+from citemon.core.records import Verdict
 
 # Entailed pairs score 0.9, 0.8, 0.4; the others 0.7, 0.3, 0.2, 0.1.
 POS = [0.9, 0.8, 0.4]

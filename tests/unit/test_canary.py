@@ -12,27 +12,21 @@ import pytest
 from aiokafka import TopicPartition
 from prometheus_client import CollectorRegistry
 
+from citemon.checks.selftest import CanaryResult, run_canary
+from citemon.checks.shuffle import rotate_citations
+from citemon.checks.shuffle_probe import _digest, canary_selected, shuffled_check
 from citemon.cli import build_parser
 from citemon.commands.run import serve
+from citemon.core.calibration import Calibration, corrected_accuracy
+from citemon.core.errors import ConfigError, JudgeHTTPError
+from citemon.core.probe import CitedCounts, canary_sensitivity, cited_counts
+from citemon.core.records import AnswerRecord, Verdict
 from citemon.demo.data import sample_records, specimen
-from citemon.engine.records import AnswerRecord, Verdict
 from citemon.engine.scoring import Scorer, ScoringOptions, Summary
-from citemon.errors import ConfigError, JudgeHTTPError
 from citemon.judges.batch import EntailsBatch
 from citemon.judges.http import HTTPBatchJudge
 from citemon.judges.lexical import LexicalJudge
 from citemon.metrics import Metrics
-from citemon.quality.calibration import Calibration, corrected_accuracy
-from citemon.quality.canary import (
-    CitedCounts,
-    _digest,  # the seed of shuffled_check's rotation
-    canary_selected,
-    canary_sensitivity,
-    cited_counts,
-    shuffled_check,
-)
-from citemon.quality.selftest import CanaryResult, run_canary
-from citemon.quality.shuffle import rotate_citations
 from citemon.service.pipeline import Pipeline
 from citemon.service.sampling import ratio_bound, trace_id_sampled
 from citemon.service.settings import Settings, settings_from_args

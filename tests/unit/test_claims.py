@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from citemon.core.records import AnswerRecord, Passage
 from citemon.engine.claims import (
     CitationSyntax,
     _segments,
@@ -13,7 +14,6 @@ from citemon.engine.claims import (
     split_sentences,
     strip_markers,
 )
-from citemon.engine.records import AnswerRecord, Passage
 
 
 def record(answer: str, ids: list[str]) -> AnswerRecord:

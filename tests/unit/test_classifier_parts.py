@@ -7,8 +7,8 @@ from collections.abc import Mapping
 import pytest
 
 from citemon.cli import build_parser
-from citemon.engine.records import Verdict
-from citemon.errors import ConfigError, JudgeInvalidReply
+from citemon.core.errors import ConfigError, JudgeInvalidReply
+from citemon.core.records import Verdict
 from citemon.judges import (
     JudgeOptions,
     ThresholdJudge,

@@ -124,7 +124,7 @@ def test_the_lexical_judge_on_the_sample_agrees_with_its_construction() -> None:
 def test_calibration_adds_a_corrected_accuracy(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from citemon.quality.calibration import Calibration
+    from citemon.core.calibration import Calibration
 
     src = write(tmp_path / "s.jsonl", [r.model_dump_json() for r in sample_records()])
     calib = tmp_path / "calib.json"

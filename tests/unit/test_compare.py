@@ -10,7 +10,7 @@ from citemon.cli import main
 from citemon.demo.data import FAULTS, QUESTIONS, answer
 from citemon.engine.scoring import Scorer
 from citemon.judges.lexical import LexicalJudge
-from citemon.quality.compare import VersionCounts, compare
+from citemon.rollout.compare import VersionCounts, compare
 
 
 def _scores_file(tmp_path: Path, rounds: int = 3) -> Path:

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 
-from citemon.engine.records import AnswerScore, ClaimResult
+from citemon.core.records import AnswerScore, ClaimResult
 from citemon.metrics import DEFAULT_METRICS_PORT, Metrics
 from citemon.service.settings import Settings
 from tests.conftest import REPO, need_server

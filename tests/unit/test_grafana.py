@@ -19,9 +19,9 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 
-from citemon.engine.records import AnswerScore, ClaimResult
+from citemon.core.calibration import Calibration
+from citemon.core.records import AnswerScore, ClaimResult
 from citemon.metrics import Metrics
-from citemon.quality.calibration import Calibration
 from tests.conftest import REPO, need_server
 
 GRAFANA = REPO / "grafana"

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from citemon.cli import main
-from citemon.engine.records import Verdict
-from citemon.errors import ConfigError, JudgeHTTPError, JudgeInvalidReply, JudgeRateLimited
+from citemon.core.errors import ConfigError, JudgeHTTPError, JudgeInvalidReply, JudgeRateLimited
+from citemon.core.records import Verdict
 from citemon.judges import add_judge_arguments, judge_options, load_judge
 from citemon.judges import transport as http_judge  # the cache key reads PROMPT_VERSION there
 from citemon.judges.http import (

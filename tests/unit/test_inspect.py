@@ -12,13 +12,13 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from citemon.cli import main
+from citemon.commands._inspection import Filter, Worst, findings, parse_result, read_results_file
+from citemon.core.records import AnswerScore, ClaimResult
 from citemon.demo.data import specimen
 from citemon.engine.excerpts import MAX_EXCERPT_CHARS, MAX_EXCERPTS, excerpt_of, excerpts
-from citemon.engine.records import AnswerScore, ClaimResult
 from citemon.engine.scoring import Scorer
 from citemon.judges.lexical import LexicalJudge
 from citemon.metrics import Metrics
-from citemon.quality.inspection import Filter, Worst, findings, parse_result, read_results_file
 from citemon.service.pipeline import Pipeline
 from citemon.service.settings import Settings
 
@@ -613,7 +613,7 @@ def test_order_does_not_depend_on_fetch_order() -> None:
 
 async def test_a_held_score_keeps_kilobytes_however_long_its_passages() -> None:
     # Scores wait for their offset to commit; they keep capped excerpts, not the passages.
-    from citemon.engine.records import AnswerRecord, Passage
+    from citemon.core.records import AnswerRecord, Passage
 
     long = "Retention is ninety days. " + "filler words here " * 2000  # ~36,000 characters
     rec = AnswerRecord(
@@ -638,7 +638,7 @@ async def test_a_held_score_keeps_kilobytes_however_long_its_passages() -> None:
 
 def test_the_excerpt_setting_is_bounded() -> None:
     from citemon.cli import build_parser
-    from citemon.errors import ConfigError
+    from citemon.core.errors import ConfigError
     from citemon.service.settings import settings_from_args
 
     too_many = str(MAX_EXCERPT_CHARS + 1)

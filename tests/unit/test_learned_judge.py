@@ -6,7 +6,7 @@ from importlib import resources
 
 import pytest
 
-from citemon.errors import ConfigError
+from citemon.core.errors import ConfigError
 from citemon.judges import Judge, load_judge
 from citemon.judges.features import FEATURE_NAMES, extract
 from citemon.judges.learned import WEIGHTS_RESOURCE, LearnedJudge, LearnedModel, load_model

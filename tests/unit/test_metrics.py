@@ -9,9 +9,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 
-from citemon.engine.records import AnswerScore, ClaimResult, VerdictName
-from citemon.errors import INVALID_REPLY_CAUSES
-from citemon.judges.base import JudgeObserver
+from citemon.core.errors import INVALID_REPLY_CAUSES
+from citemon.core.judge import JudgeObserver
+from citemon.core.records import AnswerScore, ClaimResult, VerdictName
 from citemon.metrics import JUDGE_OUTCOMES, SPAN_OUTCOMES, Metrics, MetricsServer
 from citemon.service.gate import GateObserver, JudgeGate
 

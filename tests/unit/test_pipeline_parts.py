@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from aiokafka import TopicPartition
 
-from citemon.engine.records import AnswerScore, ClaimResult, UnjudgedCause
+from citemon.core.records import AnswerScore, ClaimResult, UnjudgedCause
 from citemon.service.dedupe import DedupeWindow
 from citemon.service.gate import JudgeGate, judge_failed
 from citemon.service.offsets import OffsetTracker

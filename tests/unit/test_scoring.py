@@ -2,12 +2,12 @@ from __future__ import annotations
 
 import pytest
 
+from citemon.checks.selftest import run_canary
+from citemon.checks.shuffle import shuffle_citations
+from citemon.core.records import AnswerRecord, Passage
 from citemon.demo.data import sample_records, specimen
 from citemon.engine.claims import extract_claims
-from citemon.engine.records import AnswerRecord, Passage
 from citemon.engine.scoring import Scorer, ScoringOptions, summarize
-from citemon.quality.selftest import run_canary
-from citemon.quality.shuffle import shuffle_citations
 from tests.oracles import OracleJudge, YesJudge
 
 C0 = "Audit logs are retained for 90 days on the Business plan."
@@ -196,7 +196,7 @@ class SplittingOracle(OracleJudge):
 
     async def decompose(self, sentence: str) -> list[str]:
         if "fail" in sentence:
-            from citemon.errors import JudgeInvalidReply
+            from citemon.core.errors import JudgeInvalidReply
 
             raise JudgeInvalidReply("no JSON")
         head, _, tail = sentence.rstrip(".").partition(" and ")
@@ -216,7 +216,7 @@ async def test_llm_decomposition_keeps_citations_and_sentence_index() -> None:
 
 
 def test_llm_decomposition_needs_a_judge_that_decomposes() -> None:
-    from citemon.errors import ConfigError
+    from citemon.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="decompose"):
         Scorer(OracleJudge({}), ScoringOptions(decompose="llm"))
@@ -227,7 +227,7 @@ def test_verdict_names_are_design_mds() -> None:
     import re
     import typing
 
-    from citemon.engine.records import VERDICTS, VerdictName
+    from citemon.core.records import VERDICTS, VerdictName
     from tests.unit.test_deploy import design_section
 
     design = ("correct", "misattributed", "multi_hop", "unsupported", "dangling", "unjudged",

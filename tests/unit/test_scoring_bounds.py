@@ -13,9 +13,9 @@ from aiokafka.structs import ConsumerRecord
 from prometheus_client import CollectorRegistry
 
 from bench.loop_stall import payload as bench_payload
-from citemon.engine.records import AnswerRecord, Passage, Verdict
+from citemon.core.judge import CPUJudge
+from citemon.core.records import AnswerRecord, Passage, Verdict
 from citemon.engine.scoring import Scorer, ScoringOptions, _allot
-from citemon.judges.base import CPUJudge
 from citemon.judges.lexical import LexicalJudge
 from citemon.metrics import TRACE_OUTCOMES, Metrics
 from citemon.otlp.assembly import TraceAssembler

@@ -39,9 +39,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client import CollectorRegistry, generate_latest
 
 from citemon.cli import build_parser
-from citemon.engine.records import AnswerRecord, Passage
+from citemon.core.errors import ConfigError, DecodeError, JudgeError, JudgeInvalidReply
+from citemon.core.records import AnswerRecord, Passage
 from citemon.engine.scoring import Scorer
-from citemon.errors import ConfigError, DecodeError, JudgeError, JudgeInvalidReply
 from citemon.judges import JudgeOptions, load_judge
 from citemon.judges.http import (
     HTTPBatchJudge,

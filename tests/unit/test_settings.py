@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from citemon.cli import build_parser
-from citemon.errors import ConfigError
+from citemon.core.errors import ConfigError
 from citemon.service.settings import Settings, parse_duration_s, settings_from_args
 
 SECRET = "s3cr3t-Pa55word"

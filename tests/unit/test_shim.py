@@ -17,8 +17,8 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import StatusCode
 from pydantic import BaseModel
 
-from citemon.engine.records import AnswerRecord, Passage
-from citemon.errors import DecodeError
+from citemon.core.errors import DecodeError
+from citemon.core.records import AnswerRecord, Passage
 from citemon.otlp.wire import decode_otlp_proto
 from citemon_instrumentation import ShimStats, answer_span, record_answer
 

@@ -21,8 +21,8 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from citemon.engine.records import AnswerRecord
-from citemon.errors import DecodeError
+from citemon.core.errors import DecodeError
+from citemon.core.records import AnswerRecord
 from citemon.otlp.assembly import TraceAssembler
 from citemon.otlp.files import is_otlp_json_line, iter_otlp_json_lines
 from citemon.otlp.wire import decode_otlp, decode_otlp_json, decode_otlp_proto

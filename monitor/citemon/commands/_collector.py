@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from citemon.errors import ConfigError
+from citemon.core.errors import ConfigError
 
 __all__ = [
     "COLLECTOR_ENV",

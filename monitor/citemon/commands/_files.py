@@ -10,12 +10,12 @@ from typing import IO, TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from citemon.engine.records import AnswerRecord, AnswerScore
+from citemon.core.errors import InputError
+from citemon.core.records import AnswerRecord, AnswerScore
 from citemon.engine.scoring import Policy, Summary
-from citemon.errors import InputError
 
 if TYPE_CHECKING:
-    from citemon.quality.calibration import Calibration
+    from citemon.core.calibration import Calibration
 
 __all__ = ["Progress", "detect_format", "read_jsonl", "render_json", "render_table"]
 

@@ -11,9 +11,9 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import IO
 
+from citemon.core.errors import ConfigError, InputError
 from citemon.engine.claims import DEFAULT_MARKER_PATTERN, CitationSyntax
 from citemon.engine.scoring import DEFAULT_MAX_JUDGE_CALLS_PER_ANSWER, ScoringOptions
-from citemon.errors import ConfigError, InputError
 
 __all__ = ["add_scoring_arguments", "open_input", "scoring_options"]
 

@@ -23,9 +23,7 @@ import json
 import sys
 from pathlib import Path
 
-from citemon.errors import ConfigError
-from citemon.judges import add_judge_arguments, judge_options, load_judge
-from citemon.quality.calibration import (
+from citemon.checks.calibration import (
     CalibrationReport,
     PartialMapping,
     evaluate,
@@ -33,6 +31,8 @@ from citemon.quality.calibration import (
     pairs_from_rows,
     read_label_rows,
 )
+from citemon.core.errors import ConfigError
+from citemon.judges import add_judge_arguments, judge_options, load_judge
 
 __all__ = ["add_arguments", "main", "render_table"]
 

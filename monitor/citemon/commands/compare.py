@@ -14,8 +14,8 @@ import sys
 
 from pydantic import ValidationError
 
-from citemon.errors import ConfigError, InputError
-from citemon.quality.compare import compare, counts_from_prometheus, load_scores
+from citemon.core.errors import ConfigError, InputError
+from citemon.rollout.compare import compare, counts_from_prometheus, load_scores
 
 __all__ = ["add_arguments", "main"]
 

@@ -42,10 +42,10 @@ from citemon.commands._collector import (
     run_collector,
 )
 from citemon.commands._files import render_table
+from citemon.core.errors import ConfigError
+from citemon.core.stats import two_proportion_z, wilson
 from citemon.demo.data import sample_records
 from citemon.engine.scoring import Scorer, summarize
-from citemon.engine.stats import two_proportion_z, wilson
-from citemon.errors import ConfigError
 from citemon.judges import add_judge_arguments, judge_options, load_judge
 from citemon.service.settings import Settings
 

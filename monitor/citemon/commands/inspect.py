@@ -24,10 +24,7 @@ import time
 from collections.abc import Iterable
 from typing import IO, Any, Final
 
-from citemon.commands._options import open_input
-from citemon.engine.records import VERDICTS
-from citemon.errors import ConfigError, InputError, KafkaUnavailable
-from citemon.quality.inspection import (
+from citemon.commands._inspection import (
     DEFAULT_VERDICTS,
     Filter,
     Finding,
@@ -41,6 +38,9 @@ from citemon.quality.inspection import (
     render_table,
     summary_line,
 )
+from citemon.commands._options import open_input
+from citemon.core.errors import ConfigError, InputError, KafkaUnavailable
+from citemon.core.records import VERDICTS
 from citemon.service.results import DEFAULT_RESULTS_TOPIC, ResultsReader, Start
 from citemon.service.settings import add_settings_arguments, parse_duration_s, settings_from_args
 

@@ -32,11 +32,11 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from citemon.commands._options import add_scoring_arguments, scoring_options
+from citemon.core.calibration import Calibration
+from citemon.core.errors import ConfigError
 from citemon.engine.scoring import Scorer, ScoringOptions
-from citemon.errors import ConfigError
 from citemon.judges import add_judge_arguments, judge_options, load_judge
 from citemon.metrics import Metrics, MetricsServer
-from citemon.quality.calibration import Calibration
 from citemon.service.gate import GateObserver, JudgeGate
 from citemon.service.pipeline import Pipeline, PipelineStats
 from citemon.service.settings import Settings, add_settings_arguments, settings_from_args

@@ -16,12 +16,12 @@ from typing import IO
 
 from citemon.commands._files import Progress, detect_format, read_jsonl, render_json, render_table
 from citemon.commands._options import add_scoring_arguments, open_input, scoring_options
-from citemon.engine.records import AnswerRecord, AnswerScore
+from citemon.core.calibration import Calibration
+from citemon.core.errors import CitemonError, InputError
+from citemon.core.records import AnswerRecord, AnswerScore
 from citemon.engine.scoring import Scorer, summarize
-from citemon.errors import CitemonError, InputError
 from citemon.judges import add_judge_arguments, judge_options, load_judge
 from citemon.otlp.files import iter_otlp_json_lines
-from citemon.quality.calibration import Calibration
 
 __all__ = ["add_arguments", "main"]
 

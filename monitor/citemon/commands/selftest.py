@@ -10,13 +10,13 @@ import argparse
 import asyncio
 import sys
 
+from citemon.checks.selftest import run_canary
 from citemon.commands._files import read_jsonl
 from citemon.commands._options import open_input
-from citemon.engine.records import AnswerRecord
+from citemon.core.errors import InputError
+from citemon.core.records import AnswerRecord
 from citemon.engine.scoring import Scorer
-from citemon.errors import InputError
 from citemon.judges import add_judge_arguments, judge_options, load_judge
-from citemon.quality.selftest import run_canary
 
 __all__ = ["add_arguments", "main"]
 

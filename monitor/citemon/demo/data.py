@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from citemon.engine.records import AnswerRecord, Passage
+from citemon.core.records import AnswerRecord, Passage
 
 __all__ = ["FAULTS", "PASSAGES", "QUESTIONS", "Question", "answer", "sample_records", "specimen"]
 

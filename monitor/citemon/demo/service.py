@@ -26,8 +26,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from citemon.core.records import AnswerRecord
 from citemon.demo.data import QUESTIONS, answer
-from citemon.engine.records import AnswerRecord
 from citemon_instrumentation import KafkaSpanExporter, record_answer
 
 __all__ = [

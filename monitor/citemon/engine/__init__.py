@@ -1,5 +1,6 @@
-"""The scoring engine: records, claim extraction, per-answer scoring, statistics, excerpts.
+"""The scoring engine: claim extraction, per-answer scoring, excerpts (the base types it
+reads and writes are :mod:`citemon.core`).
 
 Pure: no I/O, no Kafka, no metrics. It asks a judge (:mod:`citemon.judges`) whether passages
-entail a claim and turns the verdicts into an :class:`~citemon.engine.records.AnswerScore`.
+entail a claim and turns the verdicts into an :class:`~citemon.core.records.AnswerScore`.
 """

@@ -21,7 +21,7 @@ from functools import lru_cache
 
 import pysbd
 
-from citemon.engine.records import AnswerRecord, Claim
+from citemon.core.records import AnswerRecord, Claim
 
 __all__ = [
     "DEFAULT_MARKER_PATTERN",

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from citemon.engine.records import AnswerScore
+from citemon.core.records import AnswerScore
 
 __all__ = ["MAX_EXCERPTS", "MAX_EXCERPT_CHARS", "excerpt_of", "excerpts", "recut"]
 

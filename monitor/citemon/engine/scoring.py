@@ -13,7 +13,7 @@ The judge calls per claim, in the order they are made:
    alone, and the others without it when it fails alone.
 
 A judge error anywhere a verdict depends on makes the claim ``unjudged``; nothing is guessed.
-Its ``unjudged_cause`` says why (:data:`~citemon.engine.records.UnjudgedCause`).
+Its ``unjudged_cause`` says why (:data:`~citemon.core.records.UnjudgedCause`).
 
 **One answer cannot monopolise the judge.** Step 3 is the only step whose calls grow with the
 retrieved passages (1,000 passages: 999 calls per failed claim). ``max_judge_calls_per_answer``
@@ -28,7 +28,7 @@ with ``supported_by`` possibly incomplete); one that found none is ``unjudged`` 
 was not checked.
 
 **CPU work runs off the event loop** when the scorer is given an ``executor``. With a judge
-that computes its verdict on the CPU (:class:`~citemon.judges.base.CPUJudge`: the lexical and
+that computes its verdict on the CPU (:class:`~citemon.core.judge.CPUJudge`: the lexical and
 learned judges) the whole answer is scored in one of the executor's threads, on a private
 event loop; with any other judge, sentence splitting (pysbd: seconds for a 1 MB answer) and
 ranking passages for a cut search run there. Either way the caller's loop only awaits, so
@@ -58,9 +58,16 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
-from citemon.engine.claims import CitationSyntax, extract_claims
-from citemon.engine.excerpts import excerpts
-from citemon.engine.records import (
+from citemon.core.errors import ConfigError, JudgeError, JudgeInvalidReply
+from citemon.core.judge import (
+    BatchJudge,
+    CitedOutcome,
+    CPUJudge,
+    Judge,
+    SupportOutcome,
+    SupportVerdict,
+)
+from citemon.core.records import (
     CITED_VERDICTS,
     VERDICTS,
     AnswerRecord,
@@ -71,14 +78,13 @@ from citemon.engine.records import (
     Verdict,
     VerdictName,
 )
-from citemon.engine.stats import ratio, wilson
-from citemon.errors import ConfigError, JudgeError, JudgeInvalidReply
-from citemon.judges.base import CPUJudge, Judge
-from citemon.judges.batch import BatchJudge, CitedOutcome, SupportOutcome, SupportVerdict
-from citemon.judges.lexical import content_words
+from citemon.core.stats import ratio, wilson
+from citemon.core.text import content_words
+from citemon.engine.claims import CitationSyntax, extract_claims
+from citemon.engine.excerpts import excerpts
 
 if TYPE_CHECKING:
-    from citemon.quality.calibration import Calibration
+    from citemon.core.calibration import Calibration
 
 __all__ = ["DEFAULT_MAX_JUDGE_CALLS_PER_ANSWER", "Scorer", "ScoringOptions", "Summary", "summarize"]
 
@@ -600,7 +606,7 @@ class Summary:
         } | (self._corrected(calibration) if calibration is not None else {})
 
     def _corrected(self, calibration: Calibration) -> dict[str, Any]:
-        from citemon.quality.calibration import corrected_accuracy
+        from citemon.core.calibration import corrected_accuracy
 
         got = corrected_accuracy(self.verdicts["correct"], self.cited_claims, calibration)
         if got is None:

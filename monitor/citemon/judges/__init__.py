@@ -21,9 +21,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from citemon.engine.records import Verdict
-from citemon.errors import ConfigError
-from citemon.judges.base import Judge, JudgeObserver
+from citemon.core.errors import ConfigError
+from citemon.core.judge import Judge, JudgeObserver
+from citemon.core.records import Verdict
 from citemon.judges.settings import JudgeEnvironment
 
 __all__ = [

@@ -1,4 +1,8 @@
-"""The optional batch capability of a judge: wire contract v2's two questions.
+"""The optional batch capability of a judge: wire contract v2's two questions, and its reference
+implementation.
+
+The protocol and its outcome types (:class:`~citemon.core.judge.BatchJudge`, ``CitedVerdict``,
+``SupportVerdict``) live in :mod:`citemon.core.judge`, so the scorer needs no judge module.
 
 A judge that only has ``entails`` is asked about one claim and one passage set per call, so a
 passage cited by five claims is sent five times and the misattribution search re-sends the whole
@@ -34,80 +38,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Protocol, TypeAlias, runtime_checkable
 
-from citemon.engine.records import Verdict
-from citemon.errors import JudgeError
-from citemon.judges.base import Judge
+from citemon.core.errors import JudgeError
+from citemon.core.judge import (
+    CitedOutcome,
+    CitedVerdict,
+    Judge,
+    SupportOutcome,
+    SupportVerdict,
+)
+from citemon.core.records import Verdict
 
-__all__ = [
-    "BatchJudge",
-    "CitedOutcome",
-    "CitedVerdict",
-    "EntailsBatch",
-    "SupportOutcome",
-    "SupportVerdict",
-]
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class CitedVerdict:
-    """Whether a citation set entails one claim (and, if asked, which of its passages matter).
-
-    ``supported_by`` and ``dispensable`` are set only when precision was asked and the claim is
-    entailed; they are passage IDs of the set, in the set's order.
-    """
-
-    entailed: bool
-    reason: str | None = None
-    confidence: float | None = None
-    supported_by: tuple[str, ...] | None = None
-    dispensable: tuple[str, ...] | None = None
-
-    def irrelevant(self, cited: Sequence[str]) -> list[str]:
-        """ALCE: cited IDs that fail alone while the remaining ones still entail the claim."""
-        if not self.entailed or self.supported_by is None or self.dispensable is None:
-            return []
-        return [c for c in cited if c not in self.supported_by and c in self.dispensable]
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class SupportVerdict:
-    """Which single retrieved passages entail a claim, and whether all of them jointly do."""
-
-    supported_by: tuple[str, ...]
-    joint: bool
-    reason: str | None = None
-
-    @property
-    def faithful(self) -> bool:
-        """Entailed by the context: jointly, or by some passage alone (which implies jointly)."""
-        return self.joint or bool(self.supported_by)
-
-
-CitedOutcome: TypeAlias = CitedVerdict | JudgeError
-"""A claim's citation-check verdict, or the error that left it unjudged."""
-
-SupportOutcome: TypeAlias = SupportVerdict | JudgeError
-"""A claim's support-search verdict, or the error that left it unjudged."""
-
-
-@runtime_checkable
-class BatchJudge(Protocol):
-    """A judge that answers wire contract v2's two questions (see the module docstring).
-
-    ``claims`` may repeat a text; the outcomes are aligned with ``claims`` either way.
-    ``passages`` (ID → text) are shown in the order given.
-    """
-
-    async def check_citations(
-        self, claims: Sequence[str], passages: Mapping[str, str], *, precision: bool
-    ) -> list[CitedOutcome]: ...
-
-    async def find_support(
-        self, claims: Sequence[str], passages: Mapping[str, str]
-    ) -> list[SupportOutcome]: ...
+__all__ = ["EntailsBatch"]
 
 
 class EntailsBatch:

@@ -60,10 +60,15 @@ from typing import Any, Final, Literal, TypeVar
 
 import httpx
 
-from citemon.engine.records import Verdict
-from citemon.errors import ConfigError, JudgeError, JudgeHTTPError, JudgeInvalidReply
-from citemon.judges.base import JudgeObserver
-from citemon.judges.batch import CitedOutcome, CitedVerdict, SupportOutcome, SupportVerdict
+from citemon.core.errors import ConfigError, JudgeError, JudgeHTTPError, JudgeInvalidReply
+from citemon.core.judge import (
+    CitedOutcome,
+    CitedVerdict,
+    JudgeObserver,
+    SupportOutcome,
+    SupportVerdict,
+)
+from citemon.core.records import Verdict
 from citemon.judges.transport import HTTPTransport
 
 __all__ = [
@@ -267,7 +272,7 @@ _Question = tuple[str, tuple[tuple[str, str], ...]]  # claim, passages (ID, text
 
 
 class ClassifierJudge:
-    """A :class:`~citemon.judges.base.Judge` (and :class:`~citemon.judges.batch.BatchJudge`)
+    """A :class:`~citemon.core.judge.Judge` (and :class:`~citemon.judges.batch.BatchJudge`)
     over a TEI-shaped sequence-pair classifier; see the module docstring.
 
     ``base_url`` is the server root (``http://127.0.0.1:8080``: TEI serves ``/predict`` there);
@@ -346,7 +351,7 @@ class ClassifierJudge:
     async def entails(self, claim: str, passages: Mapping[str, str]) -> Verdict:
         """Whether ``passages`` (ID → text), joined in order, entail ``claim``.
 
-        Raises a :class:`~citemon.errors.JudgeError` when any chunk could not be scored within
+        Raises a :class:`~citemon.core.errors.JudgeError` when any chunk could not be scored within
         the retry budget (a maximum over some chunks only could miss the entailing one).
         """
         if not passages:

@@ -37,8 +37,9 @@ refused request counts as an ``error`` request but not against the retry budget.
 probabilities. A server that refuses ``logprobs`` (400/422 naming it) is asked without them
 from then on, and its verdicts have no confidence.
 
-Invalid replies are reported to the observer by cause (:data:`citemon.errors.INVALID_REPLY_CAUSES`,
-``invalid_reply(cause)`` when the observer has it): ``citemon_judge_invalid_replies_total{cause}``.
+Invalid replies are reported to the observer by cause
+(:data:`citemon.core.errors.INVALID_REPLY_CAUSES`, ``invalid_reply(cause)`` when the observer has
+it): ``citemon_judge_invalid_replies_total{cause}``.
 
 Wire contract v2 (:class:`HTTPBatchJudge`, ``--judge-protocol v2``) keeps all of the above and adds
 the two batch requests of :mod:`citemon.judges.batch`, several claims per request, each claim
@@ -69,9 +70,9 @@ from typing import Any, Final, Literal, TypeVar, cast
 
 import httpx
 
-from citemon.engine.records import Verdict
-from citemon.errors import INVALID_REPLY_CAUSES, ConfigError, JudgeError, JudgeInvalidReply
-from citemon.judges.batch import CitedOutcome, CitedVerdict, SupportOutcome, SupportVerdict
+from citemon.core.errors import INVALID_REPLY_CAUSES, ConfigError, JudgeError, JudgeInvalidReply
+from citemon.core.judge import CitedOutcome, CitedVerdict, SupportOutcome, SupportVerdict
+from citemon.core.records import Verdict
 from citemon.judges.prompts import (
     PROMPT_VERSION_MINICHECK,
     PROMPT_VERSION_V2,
@@ -89,16 +90,16 @@ from citemon.judges.prompts import (
 )
 from citemon.judges.replies import (
     BatchReply,
-    _Choice,
-    _content,
-    _minicheck,
-    _parse_for,
-    _snippet,
+    Choice,
+    parse_batch_for,
     parse_cited_reply,
+    parse_content,
     parse_decompose_reply,
     parse_entailment_reply,
+    parse_minicheck_choice,
     parse_minicheck_reply,
     parse_support_reply,
+    snippet,
 )
 from citemon.judges.transport import API_KEY_ENV, HTTPTransport, parse_retry_after
 
@@ -167,7 +168,7 @@ class _Request:
 
 
 class HTTPJudge(HTTPTransport):
-    """A :class:`~citemon.judges.base.Judge` that asks an OpenAI-compatible chat endpoint.
+    """A :class:`~citemon.core.judge.Judge` that asks an OpenAI-compatible chat endpoint.
 
     ``base_url`` is the API root (``http://localhost:8000/v1`` for vLLM, ``…:11434/v1`` for
     Ollama); ``retries`` is the number of retries after the first attempt. Limits are in the
@@ -203,7 +204,7 @@ class HTTPJudge(HTTPTransport):
     async def entails(self, claim: str, passages: Mapping[str, str]) -> Verdict:
         """Whether ``passages`` (ID → text), taken together, entail ``claim``.
 
-        Raises a :class:`~citemon.errors.JudgeError` subclass when no valid verdict could be
+        Raises a :class:`~citemon.core.errors.JudgeError` subclass when no valid verdict could be
         had within the retry budget. No passages entail nothing, so that costs no request.
         """
         if not passages:
@@ -213,13 +214,13 @@ class HTTPJudge(HTTPTransport):
             # part of what it sees, so it is part of the key (no sorting).
             key = self._key("minicheck", claim, list(passages.items()), PROMPT_VERSION_MINICHECK)
             request = _Request(build_minicheck_messages(claim, passages), None)
-            return await self._cached(key, lambda: self._call(request, _minicheck))
+            return await self._cached(key, lambda: self._call(request, parse_minicheck_choice))
         key = self._key("entails", claim, sorted(passages.items()))
         return await self._cached(
             key,
             lambda: self._call(
                 _Request(build_entailment_messages(claim, passages), entailment_schema()),
-                _content(parse_entailment_reply),
+                parse_content(parse_entailment_reply),
             ),
         )
 
@@ -227,7 +228,7 @@ class HTTPJudge(HTTPTransport):
         """``sentence`` split into standalone atomic claims (``--decompose llm``).
 
         An empty split means the model found nothing to check; the sentence itself is returned
-        so the claim is not silently lost. Raises :class:`~citemon.errors.JudgeError` on final
+        so the claim is not silently lost. Raises :class:`~citemon.core.errors.JudgeError` on final
         failure (the caller falls back to the sentence).
         """
         key = self._key("decompose", sentence, [])
@@ -235,7 +236,7 @@ class HTTPJudge(HTTPTransport):
             key,
             lambda: self._call(
                 _Request(build_decompose_messages(sentence), decompose_schema()),
-                _content(parse_decompose_reply),
+                parse_content(parse_decompose_reply),
             ),
         )
         return list(claims) if claims else [sentence]
@@ -315,18 +316,18 @@ class HTTPJudge(HTTPTransport):
             self._model,
             rung,
             response.status_code,
-            _snippet(self._redact(response.text)),
+            snippet(self._redact(response.text)),
             ladder[index + 1],
         )
 
-    def _reply(self, response: httpx.Response, parse: Callable[[_Choice], _T]) -> _T:
+    def _reply(self, response: httpx.Response, parse: Callable[[Choice], _T]) -> _T:
         try:
             choice = response.json()["choices"][0]
             content = choice["message"]["content"]
         except (ValueError, LookupError, TypeError) as exc:
             raise JudgeInvalidReply(
                 f"judge at {self._shown_url} sent no chat completion: "
-                f"{_snippet(self._redact(response.text))!r}",
+                f"{snippet(self._redact(response.text))!r}",
                 cause="not_completion",
             ) from exc
         if not isinstance(content, str):
@@ -335,7 +336,7 @@ class HTTPJudge(HTTPTransport):
             )
         finish = choice.get("finish_reason") if isinstance(choice, dict) else None
         try:
-            return parse(_Choice(content, finish, choice.get("logprobs")))
+            return parse(Choice(content, finish, choice.get("logprobs")))
         except JudgeInvalidReply as exc:
             if finish != "length":
                 raise
@@ -450,7 +451,9 @@ class HTTPBatchJudge(HTTPJudge):
             ids = {f"c{n}": claim for n, claim in enumerate(pending, 1)}
             error: JudgeError
             try:
-                reply = await self._attempt(messages(ids), partial(_parse_for, parse, list(ids)))
+                reply = await self._attempt(
+                    messages(ids), partial(parse_batch_for, parse, list(ids))
+                )
             except JudgeError as exc:
                 if not exc.retriable or attempt >= self._retries:
                     return out | dict.fromkeys(pending, exc)

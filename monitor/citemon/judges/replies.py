@@ -1,8 +1,8 @@
 """Reading a judge's replies: wire contract v1 and v2 verdicts, MiniCheck's Yes/No, decompositions.
 
 Pure functions over the model's message content (no HTTP): each returns the verdicts or raises
-:class:`~citemon.errors.JudgeInvalidReply` with its ``cause``
-(:data:`citemon.errors.INVALID_REPLY_CAUSES`). A reply with a repeated JSON key
+:class:`~citemon.core.errors.JudgeInvalidReply` with its ``cause``
+(:data:`citemon.core.errors.INVALID_REPLY_CAUSES`). A reply with a repeated JSON key
 (``{"entailed": false, "entailed": true}``) is invalid, not read as whichever copy the JSON
 parser keeps; a ```json fence and surrounding whitespace are tolerated.
 
@@ -20,9 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 
-from citemon.engine.records import Verdict
-from citemon.errors import JudgeInvalidReply
-from citemon.judges.batch import CitedVerdict, SupportVerdict
+from citemon.core.errors import JudgeInvalidReply
+from citemon.core.judge import CitedVerdict, SupportVerdict
+from citemon.core.records import Verdict
 
 __all__ = [
     "BatchReply",
@@ -39,7 +39,7 @@ _FENCE = re.compile(r"\A```[A-Za-z]*[ \t]*\n?(.*?)\n?[ \t]*```\Z", re.DOTALL)
 _SNIPPET_CHARS = 200
 
 
-def _snippet(text: str) -> str:
+def snippet(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= _SNIPPET_CHARS else text[:_SNIPPET_CHARS] + "…"
 
@@ -49,7 +49,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     for key, _ in pairs:
         if key in seen:
             # Two values for one key: which one the model meant is a guess, so neither is used.
-            raise JudgeInvalidReply(f"reply repeats the key {_snippet(key)!r}")
+            raise JudgeInvalidReply(f"reply repeats the key {snippet(key)!r}")
         seen.add(key)
     return dict(pairs)
 
@@ -66,11 +66,11 @@ def _json_object(content: str) -> dict[str, Any]:
         value = json.loads(text, object_pairs_hook=_unique_keys, strict=False)
     except (ValueError, RecursionError) as exc:
         raise JudgeInvalidReply(
-            f"reply is not JSON: {_snippet(content)!r}", cause="not_json"
+            f"reply is not JSON: {snippet(content)!r}", cause="not_json"
         ) from exc
     if not isinstance(value, dict):
         raise JudgeInvalidReply(
-            f"reply is not a JSON object: {_snippet(content)!r}", cause="not_json"
+            f"reply is not a JSON object: {snippet(content)!r}", cause="not_json"
         )
     return value
 
@@ -85,10 +85,10 @@ def parse_entailment_reply(content: str) -> Verdict:
     obj = _json_object(content)
     entailed = obj.get("entailed")
     if not isinstance(entailed, bool):
-        raise JudgeInvalidReply(f'"entailed" is not a boolean: {_snippet(content)!r}')
+        raise JudgeInvalidReply(f'"entailed" is not a boolean: {snippet(content)!r}')
     reason = obj.get("reason")
     if reason is not None and not isinstance(reason, str):
-        raise JudgeInvalidReply(f'"reason" is not a string: {_snippet(content)!r}')
+        raise JudgeInvalidReply(f'"reason" is not a string: {snippet(content)!r}')
     confidence = obj.get("confidence")
     if (
         isinstance(confidence, bool)
@@ -149,9 +149,7 @@ def parse_minicheck_reply(content: str, logprobs: object = None) -> Verdict:
     """
     found = _YES_NO.match(content)
     if not found:
-        raise JudgeInvalidReply(
-            f"reply is not Yes or No: {_snippet(content)!r}", cause="not_yes_no"
-        )
+        raise JudgeInvalidReply(f"reply is not Yes or No: {snippet(content)!r}", cause="not_yes_no")
     answer = found.group(1).lower()
     return Verdict(
         entailed=answer == "yes",
@@ -161,7 +159,7 @@ def parse_minicheck_reply(content: str, logprobs: object = None) -> Verdict:
 
 
 @dataclass(frozen=True, slots=True)
-class _Choice:
+class Choice:
     """The parts of a chat completion's first choice a parser reads."""
 
     content: str
@@ -169,11 +167,11 @@ class _Choice:
     logprobs: object = None
 
 
-def _content(parse: Callable[[str], _T]) -> Callable[[_Choice], _T]:
+def parse_content(parse: Callable[[str], _T]) -> Callable[[Choice], _T]:
     return lambda choice: parse(choice.content)
 
 
-def _minicheck(choice: _Choice) -> Verdict:
+def parse_minicheck_choice(choice: Choice) -> Verdict:
     return parse_minicheck_reply(choice.content, choice.logprobs)
 
 
@@ -202,7 +200,7 @@ def _entries(content: str, claims: list[str]) -> tuple[dict[str, dict[str, Any]]
     obj = _json_object(content)
     listed = obj.get("verdicts")
     if not isinstance(listed, list):
-        raise JudgeInvalidReply(f'"verdicts" is not a list: {_snippet(content)!r}')
+        raise JudgeInvalidReply(f'"verdicts" is not a list: {snippet(content)!r}')
     asked = set(claims)
     entries: dict[str, dict[str, Any]] = {}
     problems: dict[str, str] = {}
@@ -309,11 +307,11 @@ def parse_decompose_reply(content: str) -> list[str]:
     obj = _json_object(content)
     claims = obj.get("claims")
     if not isinstance(claims, list) or not all(isinstance(c, str) for c in claims):
-        raise JudgeInvalidReply(f'"claims" is not a list of strings: {_snippet(content)!r}')
+        raise JudgeInvalidReply(f'"claims" is not a list of strings: {snippet(content)!r}')
     return [c.strip() for c in claims if c.strip()]
 
 
-def _parse_for(
-    parse: Callable[[str, list[str]], BatchReply[_V]], ids: list[str], choice: _Choice
+def parse_batch_for(
+    parse: Callable[[str, list[str]], BatchReply[_V]], ids: list[str], choice: Choice
 ) -> BatchReply[_V]:
     return parse(choice.content, ids)

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from citemon.judges.base import Judge
+from citemon.core.judge import Judge
 from citemon.judges.features import content_words, extract, tokens
-from citemon.judges.learned import LearnedModel, _sigmoid
+from citemon.judges.learned import LearnedModel, sigmoid
 
 __all__ = [
     "Example",
@@ -200,7 +200,7 @@ def fit_model(
         grad = [0.0] * (d + 1)
         hess = [[0.0] * (d + 1) for _ in range(d + 1)]
         for z, t, wt in zip(Z, y, weight, strict=True):
-            p = _sigmoid(sum(b * v for b, v in zip(beta, z, strict=True)))
+            p = sigmoid(sum(b * v for b, v in zip(beta, z, strict=True)))
             r = wt * (p - (1.0 if t else 0.0))
             h = wt * p * (1 - p)
             for a in range(d + 1):

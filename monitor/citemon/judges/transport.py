@@ -9,8 +9,9 @@ subclass, the classifier's ``/predict`` transport) and so their callers:
 * retries with exponential backoff and full jitter on 429, 5xx, 408, timeouts, connection
   errors and invalid replies; a server's ``Retry-After`` (seconds or HTTP date, capped by
   ``backoff_max_s``) is obeyed and also holds back every other caller of the judge;
-* other 4xx fail at once; after the retry budget the matching :class:`~citemon.errors.JudgeError`
-  is raised (the scorer turns it into ``unjudged``) — never a guessed verdict;
+* other 4xx fail at once; after the retry budget the matching
+  :class:`~citemon.core.errors.JudgeError` is raised (the scorer turns it into ``unjudged``) —
+  never a guessed verdict;
 * results (not errors) are cached in an LRU of ``cache_size`` entries keyed by a hash of kind,
   model, prompt version, text and passages; identical concurrent calls share one (single-flight);
 * the API key never appears in logs, reprs, error messages or metrics; nor do credentials in
@@ -47,7 +48,7 @@ from typing import Any, Final, Self, TypeVar, cast
 
 import httpx
 
-from citemon.errors import (
+from citemon.core.errors import (
     ConfigError,
     JudgeError,
     JudgeHTTPError,
@@ -55,9 +56,9 @@ from citemon.errors import (
     JudgeRateLimited,
     JudgeTimeout,
 )
-from citemon.judges.base import JudgeObserver
+from citemon.core.judge import JudgeObserver
 from citemon.judges.prompts import PROMPT_VERSION
-from citemon.judges.replies import _snippet
+from citemon.judges.replies import snippet
 from citemon.judges.settings import API_KEY_ENV, JudgeEnvironment
 
 __all__ = ["API_KEY_ENV", "DEFAULT_MAX_REPLY_BYTES", "HTTPTransport", "parse_retry_after"]
@@ -452,7 +453,7 @@ class HTTPTransport:
         if not 200 <= status < 300:
             raise JudgeHTTPError(
                 f"judge at {self._shown_url} returned HTTP {status}: "
-                f"{_snippet(self._redact(response.text))!r}",
+                f"{snippet(self._redact(response.text))!r}",
                 status=status,
             )
         return self._reply(response, parse)

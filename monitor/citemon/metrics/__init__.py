@@ -5,6 +5,7 @@ the bounded label values, :mod:`~citemon.metrics.windows` the gauges computed at
 :mod:`~citemon.metrics.server` ``/metrics``, ``/healthz`` and ``/readyz``.
 """
 
+from citemon.core.labels import OTHER, UNKNOWN
 from citemon.metrics.definitions import (
     CITED_VERDICTS,
     JUDGE_OUTCOMES,
@@ -14,7 +15,6 @@ from citemon.metrics.definitions import (
     Metrics,
     SpanOutcome,
 )
-from citemon.metrics.labels import OTHER, UNKNOWN
 from citemon.metrics.server import DEFAULT_METRICS_PORT, MetricsServer
 
 __all__ = [

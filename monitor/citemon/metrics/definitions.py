@@ -43,33 +43,29 @@ from typing import TYPE_CHECKING, Final, Literal
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.metrics_core import CounterMetricFamily, Metric
 
-from citemon.engine.records import (
-    CITED_VERDICTS,
-    UNJUDGED_CAUSES,
-    VERDICTS,
-    AnswerScore,
-)
-from citemon.errors import INVALID_REPLY_CAUSES
-from citemon.metrics.labels import _QUALITY_LABELS, UNKNOWN, _LabelCap
+from citemon.core.errors import INVALID_REPLY_CAUSES
+from citemon.core.labels import UNKNOWN
+from citemon.core.probe import CANARY_OUTCOMES, CanaryOutcome, CitedCounts, canary_sensitivity
+from citemon.core.records import CITED_VERDICTS, UNJUDGED_CAUSES, VERDICTS, AnswerScore
+from citemon.metrics.labels import QUALITY_LABELS, LabelCap
 from citemon.metrics.windows import (
-    _CANARY_KEY,
-    _CITED,
-    _CORRECT,
-    _FAITHFUL,
-    _IDS,
-    _JUDGED,
-    _ORIG_CITED,
-    _ORIG_CORRECT,
-    _SHUF_CITED,
-    _SHUF_CORRECT,
-    _OptionalGauge,
-    _Window,
-    _WindowCollector,
+    CANARY_KEY,
+    CITED,
+    CORRECT,
+    FAITHFUL,
+    IDS,
+    JUDGED,
+    ORIG_CITED,
+    ORIG_CORRECT,
+    SHUF_CITED,
+    SHUF_CORRECT,
+    OptionalGauge,
+    Window,
+    WindowCollector,
 )
-from citemon.quality.canary import CANARY_OUTCOMES, CanaryOutcome, CitedCounts, canary_sensitivity
 
 if TYPE_CHECKING:
-    from citemon.quality.calibration import Calibration
+    from citemon.core.calibration import Calibration
 
 __all__ = [
     "CITED_VERDICTS",
@@ -142,7 +138,7 @@ class _TraceCollector:
 
 
 class JudgeMetrics:
-    """The :class:`citemon.judges.base.JudgeObserver` that feeds the judge metrics.
+    """The :class:`citemon.core.judge.JudgeObserver` that feeds the judge metrics.
 
     Pass ``metrics.judge`` to a judge as its observer. ``set_limit`` publishes the in-flight cap
     so a dashboard can draw ``citemon_judge_inflight`` against it.
@@ -166,7 +162,7 @@ class JudgeMetrics:
             "Judge requests in flight (never above citemon_judge_inflight_limit).",
             registry=registry,
         )
-        self._limit = _OptionalGauge(
+        self._limit = OptionalGauge(
             "citemon_judge_inflight_limit",
             "The hard cap on judge requests in flight (--judge-concurrency).",
             registry,
@@ -239,20 +235,20 @@ class Metrics:
             raise ValueError("label caps must be >= 1")
         self._clock = clock
         self._lock = threading.Lock()
-        self._cap = _LabelCap(
+        self._cap = LabelCap(
             max_services=max_services,
             max_versions=max_versions,
             max_environments=max_environments,
             version_idle_s=version_idle_s,
         )
         self._known: set[tuple[str, ...]] = set()  # label sets with series
-        self._window = _Window(window_s=window_s, buckets=window_buckets, clock=clock)
-        self._window_collector = _WindowCollector(self._window, calibration)
+        self._window = Window(window_s=window_s, buckets=window_buckets, clock=clock)
+        self._window_collector = WindowCollector(self._window, calibration)
         registry.register(self._window_collector)
-        self._canary_window = _Window(
+        self._canary_window = Window(
             window_s=canary_window_s or window_s, buckets=window_buckets, clock=clock
         )
-        labels = list(_QUALITY_LABELS)
+        labels = list(QUALITY_LABELS)
         self._answers = Counter("citemon_answers", "Answers scored.", labels, registry=registry)
         self._claims = Counter(
             "citemon_claims", "Claims by verdict.", [*labels, "verdict"], registry=registry
@@ -281,7 +277,7 @@ class Metrics:
             labels,
             registry=registry,
         )
-        self._canary = _OptionalGauge(
+        self._canary = OptionalGauge(
             "citemon_judge_canary_sensitivity",
             "How far accuracy fell on shuffled citations relative to unshuffled, over the canary "
             "window (shuffle canary; 0 = the judge ignores which passage is cited).",
@@ -337,7 +333,7 @@ class Metrics:
         ).labels(build_version or _build_version()).set(1)
         for outcome in SPAN_OUTCOMES:
             self._spans.labels(outcome)
-        for name in _QUALITY_LABELS:
+        for name in QUALITY_LABELS:
             self._overflow.labels(name)
         for canary_outcome in CANARY_OUTCOMES:
             self._canary_answers.labels(canary_outcome)
@@ -433,11 +429,11 @@ class Metrics:
         judged = cited + verdicts["uncited"]
         if judged:
             counts = [0.0] * 5
-            counts[_CITED] = cited
-            counts[_CORRECT] = verdicts["correct"]
-            counts[_JUDGED] = judged
-            counts[_FAITHFUL] = faithful
-            counts[_IDS] = cited_ids
+            counts[CITED] = cited
+            counts[CORRECT] = verdicts["correct"]
+            counts[JUDGED] = judged
+            counts[FAITHFUL] = faithful
+            counts[IDS] = cited_ids
             self._window.add(labels, counts)
         for claim in score.claims:
             if claim.unjudged_cause is not None:
@@ -482,9 +478,9 @@ class Metrics:
         """Add one answer's canary pair to the window: correct and cited claims of its real
         score and with rotated citations. Nothing here touches the quality metrics."""
         counts = [0.0] * 4
-        counts[_ORIG_CORRECT], counts[_ORIG_CITED] = original
-        counts[_SHUF_CORRECT], counts[_SHUF_CITED] = shuffled
-        self._canary_window.add(_CANARY_KEY, counts)
+        counts[ORIG_CORRECT], counts[ORIG_CITED] = original
+        counts[SHUF_CORRECT], counts[SHUF_CITED] = shuffled
+        self._canary_window.add(CANARY_KEY, counts)
         self.canary("scored", trace_id=trace_id)
 
     def canary_totals(self) -> tuple[float, float, float, float]:

@@ -9,22 +9,11 @@ by :mod:`citemon.metrics.definitions`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
-if TYPE_CHECKING:
-    pass
+from citemon.core.labels import OTHER
 
-_QUALITY_LABELS: Final = ("service", "version", "environment")
-
-OTHER: Final = "other"
-"""The label value overflowing services, versions and environments are folded into."""
-
-UNKNOWN: Final = "unknown"
-"""The label value for an answer whose span carried no service, version or environment.
-
-Not the empty string: Prometheus treats ``service=""`` as a missing label, which breaks
-``sum by (service, …)`` joins in the rules.
-"""
+QUALITY_LABELS: Final = ("service", "version", "environment")
 
 
 @dataclass
@@ -32,7 +21,7 @@ class _ServiceSlot:
     versions: dict[str, float] = field(default_factory=dict)  # version -> last seen (clock)
 
 
-class _LabelCap:
+class LabelCap:
     """Maps raw (service, version, environment) to bounded label values.
 
     Returns the labels to use and, when a version slot was recycled, the evicted label set so

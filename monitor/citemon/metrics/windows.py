@@ -15,19 +15,19 @@ from typing import TYPE_CHECKING, Final
 from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
-from citemon.metrics.labels import _QUALITY_LABELS
+from citemon.metrics.labels import QUALITY_LABELS
 
 if TYPE_CHECKING:
-    from citemon.quality.calibration import Calibration
+    from citemon.core.calibration import Calibration
 
 # Indices into a bucket's counts.
-_CITED, _CORRECT, _JUDGED, _FAITHFUL, _IDS = range(5)
+CITED, CORRECT, JUDGED, FAITHFUL, IDS = range(5)
 # ... and into a canary bucket's (one label set: the canary measures the judge, not a service).
-_ORIG_CORRECT, _ORIG_CITED, _SHUF_CORRECT, _SHUF_CITED = range(4)
-_CANARY_KEY: Final = ("canary",)
+ORIG_CORRECT, ORIG_CITED, SHUF_CORRECT, SHUF_CITED = range(4)
+CANARY_KEY: Final = ("canary",)
 
 
-class _Window:
+class Window:
     """Per-label-set ring of time buckets holding claim counts; ratios computed on demand.
 
     Memory is ``buckets`` small lists per label set, and label sets are bounded by the caps.
@@ -89,13 +89,13 @@ _CALIBRATION_GAUGES: Final = (
 )
 
 
-class _WindowCollector:
+class WindowCollector:
     """Exposes the window's ratios as gauges; a label set with nothing to divide is omitted
     (an absent series is honest, a fake 0 or 1 is not).
 
     With a ``calibration``, ``citemon_citation_accuracy_corrected`` is the Rogan–Gladen point
     estimate of the same window's correct and cited counts, absent where
-    :func:`~citemon.quality.calibration.corrected_accuracy` declines (no cited claims, or an
+    :func:`~citemon.checks.calibration.corrected_accuracy` declines (no cited claims, or an
     uninformative judge). Values set by hand (``manual``) show for label sets the window does
     not cover. The calibration's own sensitivity and specificity are exported too, so a recording
     rule can correct the accuracy pooled over all replicas (this gauge sees one replica's share).
@@ -105,30 +105,30 @@ class _WindowCollector:
         (
             "citemon_citation_accuracy",
             "Correct cited claims / cited judged claims over the sliding window (this replica).",
-            _CORRECT,
-            _CITED,
+            CORRECT,
+            CITED,
         ),
         (
             "citemon_citation_coverage",
             "Cited judged claims / judged claims over the sliding window (this replica).",
-            _CITED,
-            _JUDGED,
+            CITED,
+            JUDGED,
         ),
         (
             "citemon_faithfulness",
             "Faithful claims / judged claims over the sliding window (this replica).",
-            _FAITHFUL,
-            _JUDGED,
+            FAITHFUL,
+            JUDGED,
         ),
         (
             "citemon_ids_per_claim",
             "Mean cited IDs per cited judged claim over the sliding window (this replica).",
-            _IDS,
-            _CITED,
+            IDS,
+            CITED,
         ),
     )
 
-    def __init__(self, window: _Window, calibration: Calibration | None = None) -> None:
+    def __init__(self, window: Window, calibration: Calibration | None = None) -> None:
         self._window = window
         self._calibration = calibration
         self.manual: dict[tuple[str, ...], float] = {}
@@ -136,13 +136,13 @@ class _WindowCollector:
     def describe(self) -> Iterable[Metric]:
         quality = [*((n, d) for n, d, _, _ in self._GAUGES), (_CORRECTED, _CORRECTED_HELP)]
         return [
-            *(GaugeMetricFamily(n, d, labels=_QUALITY_LABELS) for n, d in quality),
+            *(GaugeMetricFamily(n, d, labels=QUALITY_LABELS) for n, d in quality),
             *(GaugeMetricFamily(n, d) for n, d in _CALIBRATION_GAUGES),
         ]
 
     def collect(self) -> Iterable[Metric]:
         families = [
-            (GaugeMetricFamily(n, d, labels=_QUALITY_LABELS), num, den)
+            (GaugeMetricFamily(n, d, labels=QUALITY_LABELS), num, den)
             for n, d, num, den in self._GAUGES
         ]
         corrected = dict(self.manual)
@@ -151,12 +151,12 @@ class _WindowCollector:
                 if total[den] > 0:
                     family.add_metric(list(key), total[num] / total[den])
             if self._calibration is not None:
-                value = self._corrected(int(total[_CORRECT]), int(total[_CITED]))
+                value = self._corrected(int(total[CORRECT]), int(total[CITED]))
                 if value is None:
                     corrected.pop(key, None)
                 else:
                     corrected[key] = value
-        corrected_family = GaugeMetricFamily(_CORRECTED, _CORRECTED_HELP, labels=_QUALITY_LABELS)
+        corrected_family = GaugeMetricFamily(_CORRECTED, _CORRECTED_HELP, labels=QUALITY_LABELS)
         for key, value in corrected.items():
             corrected_family.add_metric(list(key), value)
         out: list[Metric] = [*(family for family, _, _ in families), corrected_family]
@@ -170,7 +170,7 @@ class _WindowCollector:
         return out
 
     def _corrected(self, correct: int, cited: int) -> float | None:
-        from citemon.quality.calibration import corrected_accuracy
+        from citemon.core.calibration import corrected_accuracy
 
         assert self._calibration is not None
         # The point estimate does not depend on the bootstrap; one draw keeps a scrape cheap
@@ -179,7 +179,7 @@ class _WindowCollector:
         return None if got is None else got[0]
 
 
-class _OptionalGauge:
+class OptionalGauge:
     """A label-less gauge that is *absent* until first set.
 
     For values where a default of 0 would lie: a canary sensitivity of 0 means "the judge

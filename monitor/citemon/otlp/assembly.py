@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
-from citemon.engine.records import AnswerRecord, Passage
+from citemon.core.records import AnswerRecord, Passage
 from citemon.otlp.spans import DEFAULT_MAX_CONTEXT_BYTES, DEFAULT_MAX_PASSAGES, TraceSpan
 
 __all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_TRACES", "DEFAULT_WINDOW_S", "TraceAssembler"]

@@ -9,8 +9,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
-from citemon.engine.records import AnswerRecord
-from citemon.errors import DecodeError
+from citemon.core.errors import DecodeError
+from citemon.core.records import AnswerRecord
 from citemon.otlp.assembly import TraceAssembler
 from citemon.otlp.spans import (
     DEFAULT_MAX_ANSWER_BYTES,

@@ -1,4 +1,4 @@
-"""One span → one :class:`~citemon.engine.records.AnswerRecord`: resource labels, passages from
+"""One span → one :class:`~citemon.core.records.AnswerRecord`: resource labels, passages from
 OpenInference's per-document attributes and citemon's overflow, the answer text, the limits."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from citemon.engine.records import AnswerRecord, Passage
-from citemon.errors import DecodeError
-from citemon.otlp.spans import DecodedBatch, ResourceInfo, TraceSpan, _Raw
+from citemon.core.errors import DecodeError
+from citemon.core.records import AnswerRecord, Passage
+from citemon.otlp.spans import DecodedBatch, RawSpan, ResourceInfo, TraceSpan
 from citemon_instrumentation import attributes as A
 
 _ANSWER_KINDS: Final = frozenset({"CHAIN", "LLM", "AGENT"})
@@ -21,7 +21,7 @@ _TEXT_KEYS: Final = ("content", "text", "output", "answer", "result", "response"
 # -- spans → records ----------------------------------------------------------------------------
 
 
-def _resource(attrs: Mapping[str, Any]) -> ResourceInfo:
+def resource_info(attrs: Mapping[str, Any]) -> ResourceInfo:
     def s(*keys: str) -> str | None:
         for k in keys:
             v = attrs.get(k)
@@ -233,7 +233,11 @@ def _plain(attrs: Mapping[str, Any], key: str, mime_key: str) -> str | None:
 
 
 def _classify(
-    res: ResourceInfo, raw: _Raw, max_passages: int, max_answer_bytes: int, max_context_bytes: int
+    res: ResourceInfo,
+    raw: RawSpan,
+    max_passages: int,
+    max_answer_bytes: int,
+    max_context_bytes: int,
 ) -> AnswerRecord | TraceSpan | None:
     attrs = raw.attrs
     kind_v = attrs.get(A.SPAN_KIND)
@@ -283,7 +287,11 @@ def _classify(
 
 
 def _record(
-    res: ResourceInfo, raw: _Raw, max_passages: int, max_answer_bytes: int, max_context_bytes: int
+    res: ResourceInfo,
+    raw: RawSpan,
+    max_passages: int,
+    max_answer_bytes: int,
+    max_context_bytes: int,
 ) -> AnswerRecord | None:
     attrs = raw.attrs
     answer = attrs.get(A.OUTPUT_VALUE)
@@ -329,8 +337,8 @@ def _record(
     )
 
 
-def _decode(
-    spans: Iterable[tuple[ResourceInfo, _Raw | DecodeError]],
+def decode_spans(
+    spans: Iterable[tuple[ResourceInfo, RawSpan | DecodeError]],
     max_passages: int,
     max_answer_bytes: int,
     max_context_bytes: int,

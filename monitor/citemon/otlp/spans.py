@@ -13,7 +13,7 @@ Two span shapes become answers:
   such spans to :class:`TraceSpan` and a :class:`~citemon.otlp.assembly.TraceAssembler` (bounded in
   time and memory) joins them.
 
-Bad payloads raise :class:`~citemon.errors.DecodeError` with a short stable ``reason`` (the DLQ
+Bad payloads raise :class:`~citemon.core.errors.DecodeError` with a short stable ``reason`` (the DLQ
 header and the ``citemon_dead_letters_total{reason}`` label):
 
 ====================  ==========================================================================
@@ -39,8 +39,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from citemon.engine.records import AnswerRecord, Passage
-from citemon.errors import DecodeError
+from citemon.core.errors import DecodeError
+from citemon.core.records import AnswerRecord, Passage
 
 __all__ = [
     "DEFAULT_MAX_ANSWER_BYTES",
@@ -113,7 +113,7 @@ class DecodedBatch:
 
 
 @dataclass(slots=True)
-class _Raw:
+class RawSpan:
     trace_id: str
     span_id: str
     parent_span_id: str

@@ -1,6 +1,6 @@
 """OTLP on the wire: ``ExportTraceServiceRequest`` protobuf (the Collector's ``otlp_proto``)
 and OTLP JSON, decoded into spans; another signal (logs, metrics) is a clear
-:class:`~citemon.errors.DecodeError`.
+:class:`~citemon.core.errors.DecodeError`.
 """
 
 from __future__ import annotations
@@ -21,15 +21,15 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from citemon.errors import DecodeError
-from citemon.otlp.mapping import _decode, _resource
+from citemon.core.errors import DecodeError
+from citemon.otlp.mapping import decode_spans, resource_info
 from citemon.otlp.spans import (
     DEFAULT_MAX_ANSWER_BYTES,
     DEFAULT_MAX_CONTEXT_BYTES,
     DEFAULT_MAX_PASSAGES,
     DecodedBatch,
+    RawSpan,
     ResourceInfo,
-    _Raw,
 )
 
 __all__ = ["decode_otlp", "decode_otlp_json", "decode_otlp_proto"]
@@ -95,9 +95,9 @@ def _raise_if_other_signal(data: bytes, cause: Exception | None) -> None:
 
 def _proto_spans(
     req: ExportTraceServiceRequest,
-) -> Iterator[tuple[ResourceInfo, _Raw | DecodeError]]:
+) -> Iterator[tuple[ResourceInfo, RawSpan | DecodeError]]:
     for rs in req.resource_spans:
-        res = _resource({kv.key: _pv(kv.value) for kv in rs.resource.attributes})
+        res = resource_info({kv.key: _pv(kv.value) for kv in rs.resource.attributes})
         for ss in rs.scope_spans:
             for sp in ss.spans:
                 if (
@@ -109,7 +109,7 @@ def _proto_spans(
                     continue
                 yield (
                     res,
-                    _Raw(
+                    RawSpan(
                         trace_id=sp.trace_id.hex(),
                         span_id=sp.span_id.hex(),
                         parent_span_id=sp.parent_span_id.hex(),
@@ -132,7 +132,7 @@ def decode_otlp_proto(
 ) -> DecodedBatch:
     """Decode one OTLP ``ExportTraceServiceRequest`` (a Kafka message value, ``otlp_proto``)."""
     req = _parse_proto(payload)
-    return _decode(_proto_spans(req), max_passages, max_answer_bytes, max_context_bytes)
+    return decode_spans(_proto_spans(req), max_passages, max_answer_bytes, max_context_bytes)
 
 
 # -- JSON ---------------------------------------------------------------------------------------
@@ -193,18 +193,18 @@ def _hex_id(value: Any, nbytes: int, *, optional: bool = False) -> str:
     return value.lower()
 
 
-def _json_spans(obj: dict[str, Any]) -> Iterator[tuple[ResourceInfo, _Raw | DecodeError]]:
+def _json_spans(obj: dict[str, Any]) -> Iterator[tuple[ResourceInfo, RawSpan | DecodeError]]:
     for rs in obj.get("resourceSpans") or []:
         if not isinstance(rs, dict):
             raise DecodeError("wrong_message", "resourceSpans entry is not an object")
-        res = _resource(_jattrs((rs.get("resource") or {}).get("attributes")))
+        res = resource_info(_jattrs((rs.get("resource") or {}).get("attributes")))
         for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []:
             for sp in (ss or {}).get("spans") or []:
                 try:
                     status = (sp.get("status") or {}).get("code")
                     yield (
                         res,
-                        _Raw(
+                        RawSpan(
                             trace_id=_hex_id(sp.get("traceId"), 16),
                             span_id=_hex_id(sp.get("spanId"), 8),
                             parent_span_id=_hex_id(sp.get("parentSpanId"), 8, optional=True),
@@ -251,7 +251,7 @@ def decode_otlp_json(
             "wrong_message", f"JSON without resourceSpans{f' (has {what})' if what else ''}"
         )
     try:
-        return _decode(_json_spans(obj), max_passages, max_answer_bytes, max_context_bytes)
+        return decode_spans(_json_spans(obj), max_passages, max_answer_bytes, max_context_bytes)
     except (TypeError, AttributeError) as exc:
         raise DecodeError("wrong_message", f"not an OTLP trace request: {exc}") from exc
 

@@ -34,7 +34,7 @@ from typing import Any, Final
 import cramjam
 from aiokafka.errors import CorruptRecordException, KafkaError, UnsupportedCodecError, for_code
 
-from citemon.service.delivery import OutMessage
+from citemon.service.entries import OutMessage
 
 __all__ = [
     "CODECS",

@@ -26,29 +26,18 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
-from citemon.service.offsets import Ready
+from citemon.service.entries import OutMessage, Ready
 from citemon.service.settings import Settings
 
-__all__ = ["KafkaDelivery", "OutMessage"]
+__all__ = ["KafkaDelivery"]
 
 log = logging.getLogger(__name__)
 
 _OPEN_TIMEOUT_S = 30.0
 """A partition's producer not started by then (the broker is away) is retried later."""
 _CLOSE_TIMEOUT_S = 5.0
-
-
-@dataclass(frozen=True, slots=True)
-class OutMessage:
-    """A record to produce together with the commit (a result or a dead letter)."""
-
-    topic: str
-    key: bytes | None
-    value: bytes
-    headers: tuple[tuple[str, bytes], ...] = ()
 
 
 class KafkaDelivery:

@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from citemon.engine.records import AnswerScore
+from citemon.core.records import AnswerScore
 
 log = logging.getLogger(__name__)
 

@@ -4,51 +4,12 @@ is finished, so a restart re-reads what was in flight and never skips it."""
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Hashable, Iterable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Generic, TypeVar
+from collections.abc import Iterable
+from typing import Generic
 
-from citemon.engine.records import AnswerScore
+from citemon.service.entries import TP, Entry, Ready
 
-if TYPE_CHECKING:
-    from citemon.service.delivery import OutMessage
-
-__all__ = ["TP", "Entry", "OffsetTracker", "Ready"]
-
-TP = TypeVar("TP", bound=Hashable)
-
-
-@dataclass(slots=True, eq=False)
-class Entry(Generic[TP]):
-    """One consumed Kafka record and what finishing it produced.
-
-    ``pending`` counts what still holds the record (its intake, each answer job, each trace
-    part waiting for the rest of its trace); the record is finished at 0. ``alive`` turns false
-    when its partition is revoked: late finishers then change nothing.
-    """
-
-    tp: TP
-    offset: int
-    timestamp_ms: int = -1
-    pending: int = 1
-    messages: list[OutMessage] = field(default_factory=list)
-    scores: list[tuple[AnswerScore, str | None]] = field(default_factory=list)
-    """Scored answers with their span ID; counted and published once the offset commits."""
-    dead_letters: list[str] = field(default_factory=list)
-    alive: bool = True
-
-    @property
-    def done(self) -> bool:
-        return self.pending <= 0
-
-
-@dataclass(slots=True)
-class Ready(Generic[TP]):
-    """A partition's committable offset and the finished entries below it, in offset order."""
-
-    tp: TP
-    offset: int
-    entries: list[Entry[TP]]
+__all__ = ["OffsetTracker"]
 
 
 class OffsetTracker(Generic[TP]):

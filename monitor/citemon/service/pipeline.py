@@ -35,8 +35,8 @@ Guarantees, and how each is kept:
   alone is dead-lettered whole (raw bytes, reason ``unsupported_codec`` or ``corrupt_batch``),
   committed past and counted. Partitions whose records that failed call dropped are rewound.
 * **The shuffle canary stays out of the way.** With ``canary_rate`` > 0, an answer picked by
-  its trace ID (:mod:`citemon.quality.canary`) has its rotated citations checked *after* its real
-  score is handed to the commit, in a task of its own: at most
+  its trace ID (:mod:`citemon.checks.shuffle_probe`) has its rotated citations checked *after*
+  its real score is handed to the commit, in a task of its own: at most
   ``max_inflight_canaries`` at once (default ``max_inflight_answers``; more are dropped and
   counted), one attempt, every error
   caught and counted, never retried, cancelled at shutdown. It shares the judge (and so its
@@ -45,7 +45,7 @@ Guarantees, and how each is kept:
 * **Nothing fails silently.** The commit loop (which also ticks the trace assembler), the lag
   loop and the metrics server are supervised (:meth:`Pipeline.supervise`): one that ends
   before shutdown (a bug's exception, a closed listener) turns ``/healthz`` to 503, stops
-  intake, drains and makes :meth:`Pipeline.run` raise :class:`~citemon.errors.MonitorFailed`
+  intake, drains and makes :meth:`Pipeline.run` raise :class:`~citemon.core.errors.MonitorFailed`
   with the cause logged, so ``citemon run`` exits 1 instead of stalling with a healthy probe
   while intake pauses forever behind an uncommitted backlog.
 * **Rebalances and shutdown.** On revoke: stop taking records of those partitions, discard the
@@ -91,19 +91,21 @@ from typing import Any, Final
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.errors import KafkaConnectionError, KafkaError, ProducerFenced
 
+from citemon.checks.shuffle_probe import canary_selected, shuffled_check
+from citemon.core.errors import DecodeError, JudgeError, KafkaUnavailable, MonitorFailed
+from citemon.core.probe import cited_counts
+from citemon.core.records import AnswerRecord, AnswerScore
 from citemon.engine.excerpts import recut
-from citemon.engine.records import AnswerRecord, AnswerScore
 from citemon.engine.scoring import Scorer
-from citemon.errors import DecodeError, JudgeError, KafkaUnavailable, MonitorFailed
 from citemon.metrics import Metrics
 from citemon.otlp.assembly import TraceAssembler
 from citemon.otlp.wire import decode_otlp
-from citemon.quality.canary import canary_selected, cited_counts, shuffled_check
 from citemon.service.batches import UNDECODABLE, BadBatch, disable_codecs, scan_partition
 from citemon.service.dedupe import DedupeWindow, Key
-from citemon.service.delivery import KafkaDelivery, OutMessage
+from citemon.service.delivery import KafkaDelivery
+from citemon.service.entries import Entry, OutMessage, Ready
 from citemon.service.gate import GateObserver, JudgeGate, judge_failed
-from citemon.service.offsets import Entry, OffsetTracker, Ready
+from citemon.service.offsets import OffsetTracker
 from citemon.service.sampling import Sampler
 from citemon.service.settings import Settings
 

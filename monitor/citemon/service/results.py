@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from citemon.errors import ConfigError, KafkaUnavailable
+from citemon.core.errors import ConfigError, KafkaUnavailable
 from citemon.service.settings import Settings
 
 __all__ = ["DEFAULT_RESULTS_TOPIC", "ResultsReader", "Start"]

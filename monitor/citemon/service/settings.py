@@ -22,8 +22,8 @@ from typing import Any, Final, Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from citemon.core.errors import ConfigError
 from citemon.engine.excerpts import MAX_EXCERPT_CHARS
-from citemon.errors import ConfigError
 
 __all__ = [
     "ENV_PREFIX",
@@ -130,7 +130,8 @@ class Settings(BaseSettings):
     """A ``citemon calibrate --output`` file: export ``citemon_citation_accuracy_corrected``."""
     canary_rate: float = Field(default=0.0, ge=0.0, le=1.0)
     """Share of scored answers re-checked with shuffled citations (the shuffle canary); 0 = off.
-    Costs one judge call per cited claim of each such answer (:mod:`citemon.quality.canary`)."""
+    Costs one judge call per cited claim of each such answer
+    (:mod:`citemon.checks.shuffle_probe`)."""
     canary_window: float = Field(default=3600.0, gt=0)
     """``CITEMON_CANARY_WINDOW``: span of the canary's sums, in seconds here (``1h``…). Longer
     than ``window`` because the canary sees only ``canary_rate`` of the answers."""

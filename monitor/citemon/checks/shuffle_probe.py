@@ -1,12 +1,12 @@
 """The shuffle canary in production: is the judge still reading the passages it is shown?
 
 ``citemon run --canary-rate R`` re-checks a fraction ``R`` of the answers it scored with their
-citations rotated between their cited sentences (:func:`citemon.quality.shuffle.rotate_citations`),
+citations rotated between their cited sentences (:func:`citemon.checks.shuffle.rotate_citations`),
 and exports how far citation accuracy fell, relative to the answers as cited:
 
     sensitivity = (acc_original − acc_shuffled) / acc_original
 
-the definition of :attr:`citemon.quality.selftest.CanaryResult.sensitivity`, pooled over the
+the definition of :attr:`citemon.checks.selftest.CanaryResult.sensitivity`, pooled over the
 canary's sliding window. A judge that checks *which* passage a claim cites sits near 1 on a healthy
 service; a judge that has stopped discriminating (a model swap, a prompt regression, a proxy
 that answers "yes") drifts to 0 while every quality gauge still looks fine.
@@ -34,47 +34,16 @@ import asyncio
 import hashlib
 import random
 from collections.abc import Sequence
-from typing import Final, Literal, NamedTuple
+from typing import Final
 
-from citemon.engine.records import AnswerRecord, AnswerScore, Claim
+from citemon.checks.shuffle import rotate_citations
+from citemon.core.errors import JudgeError, JudgeInvalidReply
+from citemon.core.judge import BatchJudge
+from citemon.core.probe import CitedCounts
+from citemon.core.records import AnswerRecord, Claim
 from citemon.engine.scoring import Scorer
-from citemon.errors import JudgeError, JudgeInvalidReply
-from citemon.judges.batch import BatchJudge
-from citemon.quality.shuffle import rotate_citations
 
-__all__ = [
-    "CANARY_OUTCOMES",
-    "CanaryOutcome",
-    "CitedCounts",
-    "canary_selected",
-    "canary_sensitivity",
-    "cited_counts",
-    "shuffled_check",
-]
-
-CanaryOutcome = Literal["scored", "skipped", "failed", "dropped"]
-"""What became of an answer picked for the canary.
-
-``scored``: both scores counted in the window. ``skipped``: nothing to shuffle (fewer than two
-distinct citation sets). ``failed``: the judge failed on either score, or was down. ``dropped``:
-too many canaries already in flight.
-"""
-
-CANARY_OUTCOMES: Final[tuple[CanaryOutcome, ...]] = ("scored", "skipped", "failed", "dropped")
-
-
-class CitedCounts(NamedTuple):
-    """Correct and cited (judged) claims: the numerator and denominator of citation accuracy."""
-
-    correct: int
-    cited: int
-
-
-def cited_counts(score: AnswerScore) -> CitedCounts:
-    """Counted as ``citemon_citation_accuracy`` counts them (``unjudged`` and ``uncited`` out)."""
-    cited = [c for c in score.claims if c.verdict not in ("uncited", "unjudged")]
-    return CitedCounts(sum(c.verdict == "correct" for c in cited), len(cited))
-
+__all__ = ["canary_selected", "shuffled_check"]
 
 _PERSON: Final = b"citemon-canary"
 _SCALE: Final = float(1 << 64)
@@ -93,17 +62,6 @@ def canary_selected(trace_id: str | None, rate: float) -> bool:
     return rate >= 1.0 or _digest(trace_id) / _SCALE < rate
 
 
-def canary_sensitivity(
-    original_correct: float, original_cited: float, shuffled_correct: float, shuffled_cited: float
-) -> float | None:
-    """``(acc_original − acc_shuffled) / acc_original``; ``None`` when either accuracy is
-    undefined or the original is 0 (a relative drop from nothing means nothing)."""
-    if original_cited <= 0 or shuffled_cited <= 0 or original_correct <= 0:
-        return None
-    original = original_correct / original_cited
-    return (original - shuffled_correct / shuffled_cited) / original
-
-
 async def shuffled_check(scorer: Scorer, record: AnswerRecord) -> CitedCounts | None:
     """Correct and cited claims of the answer with its citations rotated (seeded by its trace
     ID), by the citation check alone: the counts :meth:`Scorer.score` would give the rotated
@@ -111,7 +69,7 @@ async def shuffled_check(scorer: Scorer, record: AnswerRecord) -> CitedCounts | 
 
     ``None`` when there is nothing to rotate, or when the producer truncated the answer (its
     failed claims would be ``unjudged``: no accuracy to compare). A judge failure raises its
-    :class:`~citemon.errors.JudgeError`: the scorer would make the claim ``unjudged``, and a
+    :class:`~citemon.core.errors.JudgeError`: the scorer would make the claim ``unjudged``, and a
     canary missing some claims would compare different claim sets.
     """
     if record.truncated:

@@ -12,9 +12,9 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from citemon.engine.records import AnswerRecord
+from citemon.checks.shuffle import rotate_citations
+from citemon.core.records import AnswerRecord
 from citemon.engine.scoring import Scorer, Summary
-from citemon.quality.shuffle import rotate_citations
 
 __all__ = ["CanaryResult", "run_canary"]
 

@@ -18,9 +18,9 @@ from typing import Any, Literal
 
 import httpx
 
-from citemon.engine.records import CITED_VERDICTS, AnswerScore
-from citemon.engine.stats import normal_cdf, two_proportion_z, wilson
-from citemon.errors import InputError
+from citemon.core.errors import InputError
+from citemon.core.records import CITED_VERDICTS, AnswerScore
+from citemon.core.stats import normal_cdf, two_proportion_z, wilson
 
 __all__ = [
     "Comparison",

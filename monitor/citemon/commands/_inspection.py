@@ -27,9 +27,9 @@ from typing import Any, Final
 
 from pydantic import Field, ValidationError, field_validator
 
-from citemon.engine.records import VERDICTS, AnswerScore, ClaimResult, VerdictName
-from citemon.errors import InputError
-from citemon.metrics import OTHER, UNKNOWN
+from citemon.core.errors import InputError
+from citemon.core.labels import OTHER, UNKNOWN
+from citemon.core.records import VERDICTS, AnswerScore, ClaimResult, VerdictName
 
 __all__ = [
     "DEFAULT_VERDICTS",

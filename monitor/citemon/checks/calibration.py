@@ -1,4 +1,4 @@
-"""Measuring the judge against human labels, and correcting citation accuracy for its error.
+"""Measuring the judge against human labels: the numbers a calibration file holds.
 
 Every citemon number is a judge's verdict. This module says how far to trust it:
 
@@ -14,26 +14,25 @@ Every citemon number is a judge's verdict. This module says how far to trust it:
   :func:`best_threshold` rank the pairs by P(entailed): the area under the ROC curve, and the
   threshold that maximises balanced accuracy, each with an interval from
   :func:`threshold_bootstrap` (a stratified bootstrap over the labelled pairs, seeded).
-* :class:`Calibration` is the file ``citemon calibrate --output`` writes and ``--calibration``
-  reads; :func:`corrected_accuracy` applies the Rogan–Gladen correction with it. When a
-  threshold was chosen, the file holds it and the counts *at* it, since ``score`` and ``run``
-  apply it: the correction then uses the error of the rule that produced the verdicts.
+* :class:`~citemon.core.calibration.Calibration` is the file ``citemon calibrate --output``
+  writes from an :func:`evaluate` report; it and the correction it allows
+  (:func:`~citemon.core.calibration.corrected_accuracy`) live in :mod:`citemon.core.calibration`,
+  since ``score``, ``run`` and the metrics read it.
 
 Intervals: sensitivity and specificity use Wilson score intervals
-(:func:`citemon.engine.stats.wilson`). Balanced accuracy, κ and the corrected accuracy use a
+(:func:`citemon.core.stats.wilson`). Balanced accuracy, κ and the corrected accuracy use a
 parametric bootstrap with a fixed seed: each draw takes every proportion from its Jeffreys posterior
 (Beta(s + ½, n − s + ½); for κ a Dirichlet over the four cells), so the interval carries the
 uncertainty of every count involved and is reproducible run to run.
 
-Why one module (about 700 lines): each function is a step of one measurement (labelled pairs
-in, the judge's error rates with their intervals, the calibration file, the corrected accuracy)
-and they share the interval and bootstrap helpers; the two label readers are under 100 lines.
+Why one module (about 550 lines): each function is a step of one measurement (labelled pairs
+in, the judge's error rates with their intervals) and they share the bootstrap helpers; the two
+label readers are under 100 lines.
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import difflib
 import json
 import random
@@ -44,19 +43,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ValidationError
 
-from citemon.engine.records import AnswerRecord, Verdict
-from citemon.engine.stats import ratio, wilson
-from citemon.errors import ConfigError, JudgeError
+from citemon.core.calibration import Calibration, Confusion
+from citemon.core.errors import ConfigError, JudgeError
+from citemon.core.judge import Judge
+from citemon.core.records import AnswerRecord, Verdict
+from citemon.core.stats import (
+    BOOTSTRAP_DRAWS,
+    BOOTSTRAP_SEED,
+    jeffreys_draw,
+    percentile_interval,
+    wilson,
+)
 from citemon.judges import entailment_score
-from citemon.judges.base import Judge
 
 __all__ = [
-    "MIN_INFORMATIVENESS",
-    "Calibration",
     "CalibrationReport",
-    "Confusion",
     "Disagreement",
     "JudgedPair",
     "LabelledPair",
@@ -64,7 +67,6 @@ __all__ = [
     "ThresholdChoice",
     "balanced_accuracy_ci",
     "best_threshold",
-    "corrected_accuracy",
     "evaluate",
     "judge_pairs",
     "kappa",
@@ -78,12 +80,6 @@ __all__ = [
 PartialMapping = Literal["entailed", "not_entailed", "exclude"]
 """How partial support (ExpertQA ``Partial``, WiCE ``partially_supported``) is read."""
 
-MIN_INFORMATIVENESS = 0.05
-"""Below this Youden index (sensitivity + specificity − 1) the judge barely separates entailed
-from non-entailed pairs, and a Rogan–Gladen correction would divide by almost nothing."""
-
-_DRAWS = 4000
-_SEED = 20240601
 _THRESHOLD_DRAWS = 1000
 _MARKER = re.compile(r"\s*\[\s*[\w\-]+(?:\s*,\s*[\w\-]+)*\s*\]")
 _WICE_LABELS = {"supported": True, "not_supported": False, "partially_supported": None}
@@ -92,40 +88,6 @@ _EXPERTQA_LABELS = {"Complete": True, "Incomplete": False, "Partial": None}
 
 # ---------------------------------------------------------------------------------------------
 # Metrics
-
-
-class Confusion(BaseModel):
-    """Judge verdicts against human labels; "positive" means *entailed*."""
-
-    model_config = ConfigDict(frozen=True)
-
-    tp: int = 0  # human entailed, judge entailed
-    fn: int = 0  # human entailed, judge not
-    tn: int = 0  # human not, judge not
-    fp: int = 0  # human not, judge entailed
-
-    @property
-    def n(self) -> int:
-        return self.tp + self.fn + self.tn + self.fp
-
-    @property
-    def sensitivity(self) -> float | None:
-        return ratio(self.tp, self.tp + self.fn)
-
-    @property
-    def specificity(self) -> float | None:
-        return ratio(self.tn, self.tn + self.fp)
-
-    @property
-    def balanced_accuracy(self) -> float | None:
-        sens, spec = self.sensitivity, self.specificity
-        return None if sens is None or spec is None else (sens + spec) / 2
-
-    @classmethod
-    def from_pairs(cls, pairs: Iterable[tuple[bool, bool]]) -> Confusion:
-        """From (human entailed, judge entailed) pairs."""
-        c: Counter[tuple[bool, bool]] = Counter(pairs)
-        return cls(tp=c[True, True], fn=c[True, False], tn=c[False, False], fp=c[False, True])
 
 
 def kappa(c: Confusion) -> float | None:
@@ -138,30 +100,23 @@ def kappa(c: Confusion) -> float | None:
     return None if chance >= 1.0 else (observed - chance) / (1.0 - chance)
 
 
-def _percentiles(values: list[float]) -> tuple[float, float]:
-    values.sort()
-    lo = values[int(0.025 * (len(values) - 1))]
-    hi = values[round(0.975 * (len(values) - 1))]
-    return lo, hi
-
-
-def _beta(rng: random.Random, successes: int, n: int) -> float:
-    return rng.betavariate(successes + 0.5, n - successes + 0.5)
-
-
 def balanced_accuracy_ci(
-    c: Confusion, *, draws: int = _DRAWS, seed: int = _SEED
+    c: Confusion, *, draws: int = BOOTSTRAP_DRAWS, seed: int = BOOTSTRAP_SEED
 ) -> tuple[float, float] | None:
     """95% interval for balanced accuracy (Jeffreys-posterior parametric bootstrap)."""
     pos, neg = c.tp + c.fn, c.tn + c.fp
     if not pos or not neg:
         return None
     rng = random.Random(seed)
-    values = [(_beta(rng, c.tp, pos) + _beta(rng, c.tn, neg)) / 2 for _ in range(draws)]
-    return _percentiles(values)
+    values = [
+        (jeffreys_draw(rng, c.tp, pos) + jeffreys_draw(rng, c.tn, neg)) / 2 for _ in range(draws)
+    ]
+    return percentile_interval(values)
 
 
-def kappa_ci(c: Confusion, *, draws: int = _DRAWS, seed: int = _SEED) -> tuple[float, float] | None:
+def kappa_ci(
+    c: Confusion, *, draws: int = BOOTSTRAP_DRAWS, seed: int = BOOTSTRAP_SEED
+) -> tuple[float, float] | None:
     """95% interval for κ: draws of the four cell shares from Dirichlet(counts + ½)."""
     if kappa(c) is None:
         return None
@@ -173,7 +128,7 @@ def kappa_ci(c: Confusion, *, draws: int = _DRAWS, seed: int = _SEED) -> tuple[f
         tp, fn, tn, fp = (x / total for x in g)
         chance = (tp + fp) * (tp + fn) + (fn + tn) * (fp + tn)
         values.append((tp + tn - chance) / (1.0 - chance) if chance < 1.0 else 0.0)
-    return _percentiles(values)
+    return percentile_interval(values)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -245,7 +200,10 @@ def best_threshold(scored: Sequence[tuple[bool, float]]) -> ThresholdChoice | No
 
 
 def threshold_bootstrap(
-    scored: Sequence[tuple[bool, float]], *, draws: int = _THRESHOLD_DRAWS, seed: int = _SEED
+    scored: Sequence[tuple[bool, float]],
+    *,
+    draws: int = _THRESHOLD_DRAWS,
+    seed: int = BOOTSTRAP_SEED,
 ) -> tuple[tuple[float, float], tuple[float, float]] | None:
     """95% intervals of (ROC AUC, best threshold): a stratified bootstrap over the labelled
     pairs (each draw resamples the entailed and the non-entailed pairs with replacement, keeping
@@ -264,122 +222,7 @@ def threshold_bootstrap(
         assert auc is not None and choice is not None  # both classes by construction
         aucs.append(auc)
         cuts.append(choice.threshold)
-    return _percentiles(aucs), _percentiles(cuts)
-
-
-# ---------------------------------------------------------------------------------------------
-# The calibration file and the Rogan–Gladen correction
-
-
-class Calibration(BaseModel):
-    """A judge's measured error: what ``--calibration FILE`` reads.
-
-    The counts are kept (not only the rates) so that the corrected estimate's interval can carry
-    the calibration's own sampling uncertainty.
-    """
-
-    model_config = ConfigDict(extra="ignore")
-
-    format: int = 1
-    judge: str
-    tp: int
-    fn: int
-    tn: int
-    fp: int
-    sensitivity: float | None = None
-    specificity: float | None = None
-    created: str = ""
-    data: str = ""
-    partial: str = "not_entailed"
-    threshold: float | None = None
-    """Entailed iff P(entailed) >= this; the counts above were measured with it applied."""
-    threshold_ci95: tuple[float, float] | None = None
-    roc_auc: float | None = None
-    roc_auc_ci95: tuple[float, float] | None = None
-
-    def threshold_for(self, judge: str) -> float | None:
-        """The threshold to apply to ``judge``: this file's, if it measured that judge."""
-        return self.threshold if self.judge == judge else None
-
-    @classmethod
-    def from_confusion(cls, c: Confusion, *, judge: str, data: str, partial: str) -> Calibration:
-        return cls(
-            judge=judge,
-            tp=c.tp,
-            fn=c.fn,
-            tn=c.tn,
-            fp=c.fp,
-            sensitivity=c.sensitivity,
-            specificity=c.specificity,
-            created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            data=data,
-            partial=partial,
-        )
-
-    @property
-    def confusion(self) -> Confusion:
-        return Confusion(tp=self.tp, fn=self.fn, tn=self.tn, fp=self.fp)
-
-    def save(self, path: str | Path) -> None:
-        Path(path).write_text(self.model_dump_json(indent=2) + "\n", encoding="utf-8")
-
-    @classmethod
-    def load(cls, path: str | Path) -> Calibration:
-        """Read a calibration file; :class:`ConfigError` with the reason when it is unusable."""
-        try:
-            calib = cls.model_validate_json(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValidationError) as exc:
-            raise ConfigError(f"cannot read calibration file {path}: {exc}") from exc
-        if calib.format != 1:
-            raise ConfigError(f"calibration file {path}: unknown format {calib.format}")
-        return calib
-
-
-def _rogan_gladen(p_obs: float, sens: float, spec: float) -> float:
-    return min(1.0, max(0.0, (p_obs + spec - 1.0) / (sens + spec - 1.0)))
-
-
-def corrected_accuracy(
-    correct: int,
-    cited: int,
-    calib: Calibration,
-    *,
-    draws: int = _DRAWS,
-    seed: int = _SEED,
-) -> tuple[float, tuple[float, float]] | None:
-    """Citation accuracy corrected for the judge's error (Rogan–Gladen), with a 95% interval.
-
-    ``correct`` of ``cited`` claims were judged correct. The true share π satisfies
-    ``p_obs = sens·π + (1 − spec)·(1 − π)``, so ``π = (p_obs + spec − 1) / (sens + spec − 1)``,
-    clipped to [0, 1]. The interval draws ``p_obs``, ``sens`` and ``spec`` from their Jeffreys
-    posteriors (the observed counts and the calibration counts) and takes percentiles, so it
-    widens with a small calibration set as well as with few cited claims. A draw in which the
-    judge is uninformative (``sens + spec − 1 ≤ 0``) says nothing about π and is counted as 0
-    and 1 alternately, widening the interval honestly.
-
-    Returns ``None`` when there is nothing to correct (``cited == 0``), when the calibration
-    lacks either class, or when the judge is uninformative (``sens + spec − 1 ≤``
-    :data:`MIN_INFORMATIVENESS`): then no correction is trustworthy and none is reported.
-    """
-    c = calib.confusion
-    pos, neg = c.tp + c.fn, c.tn + c.fp
-    sens, spec = c.sensitivity, c.specificity
-    if cited <= 0 or sens is None or spec is None or sens + spec - 1.0 <= MIN_INFORMATIVENESS:
-        return None
-    point = _rogan_gladen(correct / cited, sens, spec)
-    rng = random.Random(seed)
-    values = []
-    flip = False
-    for _ in range(draws):
-        p = _beta(rng, correct, cited)
-        se = _beta(rng, c.tp, pos)
-        sp = _beta(rng, c.tn, neg)
-        if se + sp - 1.0 <= 0.0:
-            values.append(1.0 if flip else 0.0)
-            flip = not flip
-        else:
-            values.append(_rogan_gladen(p, se, sp))
-    return point, _percentiles(values)
+    return percentile_interval(aucs), percentile_interval(cuts)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -579,8 +422,8 @@ class CalibrationReport(BaseModel):
     skipped: dict[str, int]
     intervals: str = (
         "sensitivity/specificity: Wilson; balanced_accuracy/kappa: parametric bootstrap "
-        f"(Jeffreys posteriors, {_DRAWS} draws, fixed seed); roc_auc/threshold: stratified "
-        f"bootstrap over the labelled pairs ({_THRESHOLD_DRAWS} draws, fixed seed)"
+        f"(Jeffreys posteriors, {BOOTSTRAP_DRAWS} draws, fixed seed); roc_auc/threshold: "
+        f"stratified bootstrap over the labelled pairs ({_THRESHOLD_DRAWS} draws, fixed seed)"
     )
     disagreements: list[Disagreement] = []
     confidence_means: str | None = None

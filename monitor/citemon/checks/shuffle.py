@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from citemon.engine.records import Claim
+from citemon.core.records import Claim
 
 __all__ = ["rotate_citations", "shuffle_citations"]
 

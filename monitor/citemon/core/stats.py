@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 import math
+import random
 
-__all__ = ["normal_cdf", "ratio", "two_proportion_z", "wilson"]
+__all__ = [
+    "BOOTSTRAP_DRAWS",
+    "BOOTSTRAP_SEED",
+    "jeffreys_draw",
+    "normal_cdf",
+    "percentile_interval",
+    "ratio",
+    "two_proportion_z",
+    "wilson",
+]
 
 Z95 = 1.959963984540054
 
@@ -43,3 +53,22 @@ def two_proportion_z(s1: int, n1: int, s2: int, n2: int) -> tuple[float, float] 
         return None
     z = (s2 / n2 - s1 / n1) / se
     return z, 2 * (1 - normal_cdf(abs(z)))
+
+
+BOOTSTRAP_DRAWS = 4000
+"""Draws of the parametric bootstraps (balanced accuracy, κ, corrected accuracy)."""
+BOOTSTRAP_SEED = 20240601
+"""Their fixed seed: an interval is reproducible run to run."""
+
+
+def percentile_interval(values: list[float]) -> tuple[float, float]:
+    """The 95% percentile interval of bootstrap draws (sorts ``values`` in place)."""
+    values.sort()
+    lo = values[int(0.025 * (len(values) - 1))]
+    hi = values[round(0.975 * (len(values) - 1))]
+    return lo, hi
+
+
+def jeffreys_draw(rng: random.Random, successes: int, n: int) -> float:
+    """One draw of a proportion from its Jeffreys posterior, Beta(s + ½, n − s + ½)."""
+    return rng.betavariate(successes + 0.5, n - successes + 0.5)

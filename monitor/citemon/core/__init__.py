@@ -1,0 +1,10 @@
+"""The bottom layer: the base types every other part of citemon builds on.
+
+Records and verdicts (:mod:`~citemon.core.records`), the judge protocols
+(:mod:`~citemon.core.judge`), the errors (:mod:`~citemon.core.errors`), interval maths
+(:mod:`~citemon.core.stats`), the calibration file and its correction
+(:mod:`~citemon.core.calibration`), text utilities (:mod:`~citemon.core.text`), the label values
+(:mod:`~citemon.core.labels`) and the shuffle probe's counts (:mod:`~citemon.core.probe`).
+
+Imports nothing of citemon above it (``tests/unit/test_layers.py`` keeps it so).
+"""

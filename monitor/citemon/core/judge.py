@@ -1,0 +1,132 @@
+"""The judge protocols: the only things the scorer asks of a model.
+
+:class:`Judge` answers one claim at a time; :class:`BatchJudge` is the optional batch capability
+(wire contract v2's two questions, described in :mod:`citemon.judges.batch`, which also holds
+its reference implementation ``EntailsBatch``), with its per-claim outcome types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol, TypeAlias, runtime_checkable
+
+from citemon.core.errors import JudgeError
+from citemon.core.records import Verdict
+
+__all__ = [
+    "BatchJudge",
+    "CPUJudge",
+    "CitedOutcome",
+    "CitedVerdict",
+    "Judge",
+    "JudgeObserver",
+    "SupportOutcome",
+    "SupportVerdict",
+]
+
+
+@runtime_checkable
+class Judge(Protocol):
+    """Decides whether ``passages`` (ID → text) entail ``claim``.
+
+    The scorer shows a judge only the passages under test: for a citation check, the cited ones.
+    A judge raises :class:`citemon.core.errors.JudgeError` when it cannot answer; the scorer turns
+    that into ``unjudged``, never into a verdict.
+    """
+
+    async def entails(self, claim: str, passages: Mapping[str, str]) -> Verdict: ...
+
+
+@runtime_checkable
+class CPUJudge(Protocol):
+    """A judge whose verdict is pure computation (no I/O): the lexical and learned judges.
+
+    ``check`` is the same verdict as ``entails``, synchronously. The monitor's scorer scores a
+    CPU judge's answers in worker threads (each on a private event loop), so the judge must
+    be thread-safe and its ``entails`` must not touch another event loop.
+    """
+
+    def check(self, claim: str, passages: Mapping[str, str]) -> Verdict: ...
+
+    async def entails(self, claim: str, passages: Mapping[str, str]) -> Verdict: ...
+
+
+@runtime_checkable
+class JudgeObserver(Protocol):
+    """Where a judge reports each request it makes (the metrics module implements this).
+
+    ``outcome`` is one of ``ok``, ``error``, ``timeout``, ``rate_limited``, ``invalid``;
+    ``inflight`` is called with +1 when a request starts and -1 when it ends. An observer may
+    also have ``invalid_reply(cause)`` (:data:`citemon.core.errors.INVALID_REPLY_CAUSES`), called
+    once per invalid reply; the HTTP judge calls it where it exists.
+    """
+
+    def request_done(self, outcome: str, seconds: float) -> None: ...
+
+    def inflight(self, delta: int) -> None: ...
+
+    def cache(self, hit: bool) -> None: ...
+
+
+# ---------------------------------------------------------------------------------------------
+# The batch capability (wire contract v2)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CitedVerdict:
+    """Whether a citation set entails one claim (and, if asked, which of its passages matter).
+
+    ``supported_by`` and ``dispensable`` are set only when precision was asked and the claim is
+    entailed; they are passage IDs of the set, in the set's order.
+    """
+
+    entailed: bool
+    reason: str | None = None
+    confidence: float | None = None
+    supported_by: tuple[str, ...] | None = None
+    dispensable: tuple[str, ...] | None = None
+
+    def irrelevant(self, cited: Sequence[str]) -> list[str]:
+        """ALCE: cited IDs that fail alone while the remaining ones still entail the claim."""
+        if not self.entailed or self.supported_by is None or self.dispensable is None:
+            return []
+        return [c for c in cited if c not in self.supported_by and c in self.dispensable]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SupportVerdict:
+    """Which single retrieved passages entail a claim, and whether all of them jointly do."""
+
+    supported_by: tuple[str, ...]
+    joint: bool
+    reason: str | None = None
+
+    @property
+    def faithful(self) -> bool:
+        """Entailed by the context: jointly, or by some passage alone (which implies jointly)."""
+        return self.joint or bool(self.supported_by)
+
+
+CitedOutcome: TypeAlias = CitedVerdict | JudgeError
+"""A claim's citation-check verdict, or the error that left it unjudged."""
+
+SupportOutcome: TypeAlias = SupportVerdict | JudgeError
+"""A claim's support-search verdict, or the error that left it unjudged."""
+
+
+@runtime_checkable
+class BatchJudge(Protocol):
+    """A judge that answers wire contract v2's two questions (see the module docstring).
+
+    ``claims`` may repeat a text; the outcomes are aligned with ``claims`` either way.
+    ``passages`` (ID → text) are shown in the order given.
+    """
+
+    async def check_citations(
+        self, claims: Sequence[str], passages: Mapping[str, str], *, precision: bool
+    ) -> list[CitedOutcome]: ...
+
+    async def find_support(
+        self, claims: Sequence[str], passages: Mapping[str, str]
+    ) -> list[SupportOutcome]: ...
