@@ -26,7 +26,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"core", "citemon"}),  # "citemon": the package's __init__, the public surface
     frozenset({"engine"}),
     frozenset({"judges"}),
-    frozenset({"otlp", "checks", "metrics", "rollout", "demo"}),
+    frozenset({"otlp", "checks", "metrics", "rollout", "demo", "review"}),
     frozenset({"service"}),
     frozenset({"commands"}),
     frozenset({"cli"}),

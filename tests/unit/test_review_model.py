@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from citemon.errors import InputError
+from citemon.core.errors import InputError
 from citemon.review.model import (
     Label,
     ReviewClaim,

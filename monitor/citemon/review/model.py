@@ -22,8 +22,8 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from citemon.engine.records import VerdictName
-from citemon.errors import InputError
+from citemon.core.errors import InputError
+from citemon.core.records import VerdictName
 
 __all__ = [
     "CHECKER_CAUSES",
