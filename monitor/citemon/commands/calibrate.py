@@ -10,9 +10,19 @@ For a judge whose confidence is a P(entailed) (the classifier's entailment score
 judge's verdict probability) it also reports ROC AUC and the threshold that maximises balanced
 accuracy, with 95% intervals (stratified bootstrap over the labelled pairs, seeded), and the
 confusion matrix at that threshold.
+
 With --output it writes the calibration file that `score` and `run` accept as --calibration:
 with the chosen threshold and the counts at it (both commands then apply that threshold), or,
 with --no-threshold, the counts of the judge's own verdicts.
+
+On production labels (`citemon review`'s labels file) with --review-records FILE (the review
+records the labelled answers were pulled from, and any more of the same sample: their verdicts
+are the unlabelled part), it judges nothing and reports per service and version: the judge's
+sensitivity and specificity on that traffic, citation accuracy from the labels alone and by
+PPI++ (every verdict, rectified by the labels) with 95% intervals clustered by answer and how
+many labels PPI++ is worth, the extractor's error rate, and of the claims citemon failed the
+share that are pipeline faults and checker faults. --output then writes the judge's verdict
+counts on those labels (for --judge, the judge that ran).
 """
 
 from __future__ import annotations
@@ -31,14 +41,26 @@ from citemon.checks.calibration import (
     pairs_from_rows,
     read_label_rows,
 )
+from citemon.core.calibration import Calibration, Confusion
 from citemon.core.errors import ConfigError
 from citemon.judges import add_judge_arguments, judge_options, load_judge
+from citemon.review.estimates import estimate
+from citemon.review.model import read_labels, read_review_records
+from citemon.review.report import render_estimates
 
 __all__ = ["add_arguments", "main", "render_table"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--labels", required=True, type=Path, help="JSONL file of human labels")
+    parser.add_argument(
+        "--review-records",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="review records (repeatable): --labels are production labels of these answers",
+    )
     parser.add_argument("--format", choices=("table", "json"), default="table")
     parser.add_argument("--output", type=Path, help="write the calibration file here")
     parser.add_argument(
@@ -152,8 +174,42 @@ def _check_args(args: argparse.Namespace) -> None:
         raise ConfigError(f"--output {args.output}: not a file in an existing directory")
 
 
+def _production(args: argparse.Namespace) -> int:
+    """Estimates from production labels of review records (nothing is judged)."""
+    if args.limit is not None:
+        raise ConfigError("--limit applies to benchmark labels, not to --review-records")
+    labels = read_labels(args.labels)
+    records = [r for path in args.review_records for r in read_review_records(path)]
+    report = estimate(records, labels, partial=args.partial)
+    if args.output is not None:
+        overall = report.groups[-1]
+        confusion = Confusion(tp=overall.tp, fn=overall.fn, tn=overall.tn, fp=overall.fp)
+        calibration = Calibration.from_confusion(
+            confusion,
+            judge=args.judge,
+            data=f"{args.labels.name} (production)",
+            partial=args.partial,
+        )
+        try:
+            calibration.save(args.output)
+        except OSError as exc:
+            raise ConfigError(f"cannot write --output {args.output}: {exc.strerror}") from None
+    if args.format == "json":
+        print(json.dumps(report.model_dump(mode="json"), indent=2))
+    else:
+        print(render_estimates(report))
+        if args.output is not None:
+            print(f"\ncalibration written to {args.output}")
+    if not any(g.labelled_claims for g in report.groups):
+        print("citemon: no label matches a cited claim of the review records", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(args: argparse.Namespace) -> int:
     _check_args(args)
+    if args.review_records:
+        return _production(args)
     report = asyncio.run(_run(args))
     calibration = report.calibration(with_threshold=not args.no_threshold)
     if args.output is not None:

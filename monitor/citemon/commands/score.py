@@ -3,6 +3,9 @@
 Reads citemon JSONL records (DESIGN.md "Input record") or an OpenTelemetry Collector
 file-exporter dump (OTLP JSON lines; detected from the first line). Bad lines are reported with
 their number and skipped (exit status 1), or abort the run with --strict.
+With --review-output FILE it also writes review records (for `citemon review pull` and
+`citemon calibrate --review-records`) of every answer, or of a fraction --review-rate of them
+picked by the same hash of the trace ID (else the answer's id) as `citemon run --review-rate`.
 """
 
 from __future__ import annotations
@@ -11,17 +14,25 @@ import argparse
 import asyncio
 import sys
 from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
 from itertools import chain
 from typing import IO
 
 from citemon.commands._files import Progress, detect_format, read_jsonl, render_json, render_table
 from citemon.commands._options import add_scoring_arguments, open_input, scoring_options
 from citemon.core.calibration import Calibration
-from citemon.core.errors import CitemonError, InputError
+from citemon.core.errors import CitemonError, ConfigError, InputError
 from citemon.core.records import AnswerRecord, AnswerScore
+from citemon.engine.excerpts import MAX_EXCERPT_CHARS
 from citemon.engine.scoring import Scorer, summarize
 from citemon.judges import add_judge_arguments, judge_options, load_judge
 from citemon.otlp.files import iter_otlp_json_lines
+from citemon.review.sample import (
+    DEFAULT_REVIEW_PASSAGE_CHARS,
+    review_key,
+    review_record,
+    review_selected,
+)
 
 __all__ = ["add_arguments", "main"]
 
@@ -36,6 +47,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--calibration",
         metavar="FILE",
         help="a `citemon calibrate --output` file: also report corrected accuracy",
+    )
+    review = parser.add_argument_group("review sample")
+    review.add_argument(
+        "--review-output", metavar="FILE", help="also write review records here (JSON lines)"
+    )
+    review.add_argument(
+        "--review-rate",
+        type=float,
+        default=1.0,
+        help="share of answers written to --review-output (default 1: all)",
+    )
+    review.add_argument(
+        "--review-passage-chars",
+        type=int,
+        default=DEFAULT_REVIEW_PASSAGE_CHARS,
+        help=f"characters of each passage in a review record, 1..{MAX_EXCERPT_CHARS} "
+        f"(default {DEFAULT_REVIEW_PASSAGE_CHARS})",
     )
     add_scoring_arguments(parser)
     parser.add_argument(
@@ -83,7 +111,40 @@ async def score_stream(
         yield await task
 
 
+def _review_file(args: argparse.Namespace) -> IO[str] | None:
+    """The opened --review-output, its flags checked before any answer is scored."""
+    if args.review_output is None:
+        return None
+    if not 0.0 <= args.review_rate <= 1.0:
+        raise ConfigError(f"--review-rate must be within [0, 1], not {args.review_rate}")
+    if not 1 <= args.review_passage_chars <= MAX_EXCERPT_CHARS:
+        raise ConfigError(
+            f"--review-passage-chars must be within [1, {MAX_EXCERPT_CHARS}], "
+            f"not {args.review_passage_chars}"
+        )
+    try:
+        return open(args.review_output, "w", encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot write --review-output {args.review_output}: {exc.strerror}"
+        ) from None
+
+
+def _write_review(out: IO[str], score: AnswerScore, args: argparse.Namespace) -> int:
+    if not review_selected(review_key(score), args.review_rate):
+        return 0
+    record = review_record(
+        score,
+        scored_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
+        passage_chars=args.review_passage_chars,
+    )
+    out.write(record.to_json() + "\n")
+    return 1
+
+
 async def _run(args: argparse.Namespace) -> int:
+    review_out = _review_file(args)
+    reviewed = 0
     calibration = Calibration.load(args.calibration) if args.calibration else None
     # A calibration that chose a threshold for this judge measured its error *at* it: apply it.
     calibrated = calibration.threshold_for(args.judge) if calibration else None
@@ -103,9 +164,17 @@ async def _run(args: argparse.Namespace) -> int:
             )
             async for score in stream_scores:
                 scores.append(score)
+                if review_out is not None:
+                    reviewed += _write_review(review_out, score, args)
                 progress.step()
     finally:
         progress.close()
+        if review_out is not None:
+            review_out.close()
+            print(
+                f"citemon: {reviewed} review record(s) written to {args.review_output}",
+                file=sys.stderr,
+            )
         aclose = getattr(judge, "aclose", None)
         if aclose is not None:
             await aclose()

@@ -178,6 +178,25 @@ class AnswerScore(BaseModel):
     """Excerpts of the passages the claims cite or are supported by
     (:mod:`citemon.engine.excerpts`), set by the scorer for the results record; never serialised."""
 
+    _question: str = PrivateAttr(default="")
+    _answer: str = PrivateAttr(default="")
+    _passage_chars: dict[str, int] = PrivateAttr(default_factory=dict)
+    """The question and answer text and the full length of each excerpted passage, set by the
+    scorer for the review record (:mod:`citemon.review.sample`); never serialised."""
+
     @property
     def evidence(self) -> dict[str, str]:
         return self._evidence
+
+    @property
+    def question(self) -> str:
+        return self._question
+
+    @property
+    def answer(self) -> str:
+        return self._answer
+
+    @property
+    def passage_chars(self) -> dict[str, int]:
+        """Passage ID → length of the whole passage, for each one in :attr:`evidence`."""
+        return self._passage_chars

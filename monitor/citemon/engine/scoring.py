@@ -211,6 +211,9 @@ class Scorer:
             judge_calls_cut=sum(r.search_cut for r in results),
         )
         score._evidence = excerpts(score, passages)  # for the results record
+        # for the review record (kilobytes: the passages themselves are not kept)
+        score._question, score._answer = record.question, record.answer
+        score._passage_chars = {pid: len(passages[pid]) for pid in score._evidence}
         return score
 
     async def score_many(

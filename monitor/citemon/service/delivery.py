@@ -43,8 +43,8 @@ _CLOSE_TIMEOUT_S = 5.0
 class KafkaDelivery:
     """Produces the finished entries' messages and commits their offsets, atomically if it can.
 
-    ``transactional`` (a results topic is set): **one transactional producer per assigned input
-    partition**, ``transactional.id`` = ``<prefix>-<topic>-<partition>``
+    ``transactional`` (a results topic or a review sample is set): **one transactional
+    producer per assigned input partition**, ``transactional.id`` = ``<prefix>-<topic>-<partition>``
     (:meth:`Settings.transactional_id_for`), opened when the partition is assigned
     (:meth:`open`) and closed when it is revoked (:meth:`close`). Each partition's results,
     dead letters and consumed offset go in one transaction of its own producer.
@@ -70,7 +70,7 @@ class KafkaDelivery:
     def __init__(self, settings: Settings, consumer: Any) -> None:
         self._settings = settings
         self._consumer = consumer
-        self.transactional = settings.results_topic is not None
+        self.transactional = settings.transactional
         self._producer: Any = None
         self._producers: dict[Any, Any] = {}
         self.transactions = 0

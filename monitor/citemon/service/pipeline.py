@@ -106,6 +106,7 @@ from citemon.service.delivery import KafkaDelivery
 from citemon.service.entries import Entry, OutMessage, Ready
 from citemon.service.gate import GateObserver, JudgeGate, judge_failed
 from citemon.service.offsets import OffsetTracker
+from citemon.service.review import review_message
 from citemon.service.sampling import Sampler
 from citemon.service.settings import Settings
 
@@ -1023,6 +1024,9 @@ class Pipeline:
                     result = self._result(score, span_id)
                     if result is not None:
                         messages.append(result)
+                    review = review_message(score, span_id, self.settings)
+                    if review is not None:
+                        messages.append(review)
             out.append((r, messages, counted))
         return out
 

@@ -24,6 +24,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from citemon.core.errors import ConfigError
 from citemon.engine.excerpts import MAX_EXCERPT_CHARS
+from citemon.review.sample import DEFAULT_REVIEW_PASSAGE_CHARS, DEFAULT_REVIEW_TOPIC
 
 __all__ = [
     "ENV_PREFIX",
@@ -69,6 +70,17 @@ class Settings(BaseSettings):
     results_excerpt_chars: int = Field(default=240, ge=0, le=MAX_EXCERPT_CHARS)
     """Characters kept of each cited or supporting passage in a results record's ``excerpts``
     (the text the shim recorded, after its redaction hook); 0 = no excerpts."""
+    review_rate: float = Field(default=0.0, ge=0.0, le=1.0)
+    """Share of scored answers written to ``review_topic`` for people to label (a hash of the
+    trace ID, independent of ``sample_rate`` and the canary: :mod:`citemon.review.sample`);
+    0 = off. Any rate > 0 makes delivery transactional, like a results topic."""
+    review_topic: str = DEFAULT_REVIEW_TOPIC
+    review_passage_chars: int = Field(
+        default=DEFAULT_REVIEW_PASSAGE_CHARS, ge=1, le=MAX_EXCERPT_CHARS
+    )
+    """Characters kept of each cited or supporting passage in a review record (the text the
+    shim recorded, after its redaction hook); longer passages are cut and named in
+    ``passages_cut``."""
     transactional_id: str | None = None
     """*Prefix* of the results producers' transactional IDs; default ``citemon-<group>``. Each
     input partition has its own ID, ``<prefix>-<topic>-<partition>`` (:meth:`transactional_id_for`),
@@ -166,6 +178,12 @@ class Settings(BaseSettings):
     # -- derived -----------------------------------------------------------------------------
 
     @property
+    def transactional(self) -> bool:
+        """Whether results are produced in per-partition transactions with the offsets: with a
+        results topic or a review sample (both exactly once)."""
+        return self.results_topic is not None or self.review_rate > 0
+
+    @property
     def transactional_id_prefix(self) -> str:
         return self.transactional_id or f"citemon-{self.group}"
 
@@ -242,6 +260,20 @@ _FLAGS: Final[tuple[tuple[str, str, Any, str], ...]] = (
         "results_excerpt_chars",
         int,
         "characters of each cited/supporting passage in a result's excerpts; 0 = none (240)",
+    ),
+    (
+        "--review-rate",
+        "review_rate",
+        float,
+        "share of scored answers sampled for human review to --review-topic, exactly once, "
+        "e.g. 0.01 (default 0 = off)",
+    ),
+    ("--review-topic", "review_topic", str, "topic of review records (default citemon.review)"),
+    (
+        "--review-passage-chars",
+        "review_passage_chars",
+        int,
+        "characters of each cited/supporting passage in a review record, 1..4000 (4000)",
     ),
     (
         "--transactional-id",

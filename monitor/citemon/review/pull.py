@@ -1,0 +1,227 @@
+"""Pull a review set: a random sample of review records, for people to label in one sitting.
+
+Reads the review topic that `citemon run --review-rate R` writes (read_committed, so a record
+of an aborted transaction is never pulled), or review-record files (`citemon score
+--review-output`, or an earlier review set) given with --input. Keeps the records of
+--service / --version (repeatable) written between --since and --until (a duration ago such as
+2h, or an ISO 8601 time; on the topic the Kafka record time, in files the record's scored_at),
+and writes --size of them (default 50 answers; 0 = all) as JSON lines to --output (- =
+standard output). Which answers is decided by --seed alone: each answer's rank is a keyed hash
+of its trace ID, and the --size lowest ranks are kept, so the same seed pulls the same set
+whatever order the records were read in, and memory stays bounded by --size. An answer seen
+twice is kept once. Kafka connection: the same CITEMON_* settings and flags as `citemon run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import heapq
+import sys
+import time
+from collections.abc import Iterable
+from contextlib import nullcontext
+from pathlib import Path
+from typing import IO, Final
+
+from pydantic import ValidationError
+
+from citemon.commands._inspection import parse_time_ms
+from citemon.core.errors import ConfigError, InputError
+from citemon.review.model import ReviewRecord, read_review_records
+from citemon.service.results import ResultsReader, Start
+from citemon.service.settings import add_settings_arguments, parse_duration_s, settings_from_args
+
+__all__ = ["DEFAULT_SIZE", "ReviewSet", "add_arguments", "main"]
+
+DEFAULT_SIZE: Final = 50
+"""Answers in a review set: what one person labels in one sitting (a few claims each)."""
+
+_KAFKA_FIELDS: Final = (
+    "bootstrap_servers",
+    "review_topic",
+    "security_protocol",
+    "sasl_mechanism",
+    "kafka_username",
+    "kafka_password_file",
+    "ssl_cafile",
+    "ssl_certfile",
+    "ssl_keyfile",
+)
+
+
+class ReviewSet:
+    """The ``size`` answers of lowest rank seen so far (rank: a hash of the trace ID keyed by
+    the seed); ``size`` 0 keeps every answer."""
+
+    def __init__(
+        self, size: int, seed: int, *, services: Iterable[str] = (), versions: Iterable[str] = ()
+    ) -> None:
+        self.size = size
+        self._key = seed.to_bytes(8, "big", signed=True)
+        self._services = frozenset(services)
+        self._versions = frozenset(versions)
+        self._heap: list[tuple[int, str, ReviewRecord]] = []  # max-heap by rank (negated)
+        self._seen: set[str] = set()
+        self.read = 0
+        self.matched = 0
+        self.duplicates = 0
+
+    def rank(self, trace_id: str) -> int:
+        digest = hashlib.blake2b(trace_id.encode(), digest_size=8, key=self._key).digest()
+        return int.from_bytes(digest, "big")
+
+    def offer(self, record: ReviewRecord) -> None:
+        self.read += 1
+        if self._services and record.service not in self._services:
+            return
+        if self._versions and record.version not in self._versions:
+            return
+        if record.trace_id in self._seen:
+            self.duplicates += 1
+            return
+        self._seen.add(record.trace_id)  # trace IDs only: bounded by what was read, small
+        self.matched += 1
+        item = (-self.rank(record.trace_id), record.trace_id, record)
+        if not self.size or len(self._heap) < self.size:
+            heapq.heappush(self._heap, item)
+        elif item[:2] > self._heap[0][:2]:
+            heapq.heapreplace(self._heap, item)
+
+    def records(self) -> list[ReviewRecord]:
+        """The set, lowest rank first."""
+        return [record for _, _, record in sorted(self._heap, key=lambda i: (-i[0], i[1]))]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    what = parser.add_argument_group("which answers")
+    what.add_argument("--service", action="append", default=[], help="service (repeatable)")
+    what.add_argument("--version", action="append", default=[], help="version (repeatable)")
+    what.add_argument("--since", help="written since: a duration ago (2h, 7d is 168h) or ISO 8601")
+    what.add_argument("--until", help="written before: a duration ago or ISO 8601")
+    what.add_argument(
+        "--size",
+        type=int,
+        default=DEFAULT_SIZE,
+        help=f"answers in the set (default {DEFAULT_SIZE}; 0 = every matching answer)",
+    )
+    what.add_argument("--seed", type=int, default=0, help="which random set (default 0)")
+    src = parser.add_argument_group("where to read and write")
+    src.add_argument(
+        "--input",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="FILE",
+        help="review-record files instead of the topic (repeatable)",
+    )
+    src.add_argument(
+        "--output", "-o", required=True, help="the review set, JSON lines (- = stdout)"
+    )
+    add_settings_arguments(parser, _KAFKA_FIELDS, "kafka (as citemon run)")
+
+
+def _time_ms(flag: str, text: str | None, now_ms: int) -> int | None:
+    if text is None:
+        return None
+    try:
+        return now_ms - int(parse_duration_s(text) * 1000)
+    except ValueError:
+        pass
+    try:
+        return parse_time_ms(text)
+    except ValueError:
+        raise ConfigError(
+            f"{flag} {text!r}: not a duration (30m, 2h) or an ISO 8601 time (2026-12-01T08:00:00Z)"
+        ) from None
+
+
+def _from_files(
+    paths: list[Path], chosen: ReviewSet, since_ms: int | None, until_ms: int | None
+) -> int:
+    """Offer every record of ``paths``; returns how many lack a usable ``scored_at`` while a
+    time range was asked for (left out)."""
+    untimed = 0
+    for path in paths:
+        for record in read_review_records(path):
+            if since_ms is not None or until_ms is not None:
+                try:
+                    at = parse_time_ms(record.scored_at) if record.scored_at else None
+                except ValueError:
+                    at = None
+                if at is None:
+                    untimed += 1
+                    continue
+                if (since_ms is not None and at < since_ms) or (
+                    until_ms is not None and at >= until_ms
+                ):
+                    continue
+            chosen.offer(record)
+    return untimed
+
+
+async def _from_topic(
+    args: argparse.Namespace, chosen: ReviewSet, since_ms: int | None, until_ms: int | None
+) -> tuple[str, int]:
+    settings = settings_from_args(args)
+    topic = settings.review_topic
+    bad = 0
+    start = Start("time", since_ms) if since_ms is not None else Start("offset", 0)
+    async with ResultsReader(settings, topic, client_id=f"{settings.client_id}-review") as reader:
+        await reader.seek(start, until_ms=until_ms)
+        async for batch in reader.batches(asyncio.Event()):
+            for r in batch:
+                try:
+                    chosen.offer(ReviewRecord.model_validate_json(r.value))
+                except ValidationError as exc:
+                    bad += 1
+                    print(
+                        f"citemon review pull: skipped {r.topic}/{r.partition}/{r.offset}: "
+                        f"not a review record: {exc.errors()[0]['msg']}",
+                        file=sys.stderr,
+                    )
+    return topic, bad
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.size < 0:
+        raise ConfigError(f"--size must be 0 or more, not {args.size}")
+    now_ms = int(time.time() * 1000)
+    since_ms = _time_ms("--since", args.since, now_ms)
+    until_ms = _time_ms("--until", args.until, now_ms)
+    if since_ms is not None and until_ms is not None and until_ms <= since_ms:
+        raise ConfigError(f"--until {args.until!r} is not after --since {args.since!r}")
+    chosen = ReviewSet(args.size, args.seed, services=args.service, versions=args.version)
+    bad = untimed = 0
+    if args.input:
+        untimed = _from_files(args.input, chosen, since_ms, until_ms)
+        where = ", ".join(str(p) for p in args.input)
+    else:
+        topic, bad = asyncio.run(_from_topic(args, chosen, since_ms, until_ms))
+        where = f"topic {topic}"
+    records = chosen.records()
+    out: IO[str]
+    try:
+        with (
+            nullcontext(sys.stdout)
+            if args.output == "-"
+            else open(args.output, "w", encoding="utf-8")
+        ) as out:
+            for record in records:
+                out.write(record.to_json() + "\n")
+    except OSError as exc:
+        raise InputError(f"cannot write --output {args.output}: {exc.strerror or exc}") from None
+    claims = sum(len(r.claims) for r in records)
+    print(
+        f"citemon review pull: {len(records)} answers ({claims} claims) of {chosen.matched} "
+        f"matching, {chosen.read} read from {where}; seed {args.seed}",
+        file=sys.stderr,
+    )
+    if untimed:
+        print(
+            f"citemon review pull: {untimed} record(s) without scored_at left out "
+            "by --since/--until",
+            file=sys.stderr,
+        )
+    return 1 if bad else 0
