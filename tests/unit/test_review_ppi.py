@@ -132,3 +132,15 @@ def test_no_unlabelled_claims_means_labels_alone() -> None:
     assert got is not None and got.lam == 0.0
     assert got.ppi.estimate == pytest.approx(2 / 3) and got.ppi.se == got.human.se
     assert ppi_mean([], [], [1.0]) is None
+
+
+def test_clustered_tuning_minimises_the_clustered_variance() -> None:
+    rng = random.Random(5)
+    y, f, ids = _clustered(rng, 40, "l")
+    _, f_u, ids_u = _clustered(rng, 300, "u")
+    best = ppi_mean(y, f, f_u, clusters=ids, clusters_unlabelled=ids_u)
+    assert best is not None and 0.0 < best.lam < 1.0
+    for lam in (0.0, best.lam - 0.05, best.lam + 0.05, 1.0):
+        other = ppi_mean(y, f, f_u, clusters=ids, clusters_unlabelled=ids_u, lam=lam)
+        assert other is not None and best.ppi.se <= other.ppi.se
+    assert best.ppi.se <= best.human.se

@@ -9,6 +9,12 @@ process. Every --interval seconds it prints a per-version table; it stops by its
 --duration seconds, and Ctrl-C stops everything it started. --offline scores the bundled sample
 without Kafka instead.
 
+--review DIR runs the review loop's worked example instead (no Kafka): 150 answers of v1 and
+150 of v2 with planted checker faults besides the pipeline's (an answer whose support sits in an
+overlapping chunk, a sentence that fuses two claims; :mod:`citemon.demo.review`), scored, their
+review records written to DIR/review-records.jsonl (as `citemon run --review-rate 1` would) and a
+review set of 50 answers pulled from them to DIR/review-set.jsonl (seed 0), ready to label.
+
 --via-collector sends the spans the way a production service does instead: the standard OTLP
 HTTP exporter to the project's OpenTelemetry Collector (``make collector``), started here on
 ``deploy/otel-collector.yaml`` with free loopback ports and the demo's topic (see
@@ -89,6 +95,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help=f"the Collector binary (implies --via-collector; default ${COLLECTOR_ENV}, "
         "else deploy/collector.sh path)",
+    )
+    parser.add_argument(
+        "--review",
+        metavar="DIR",
+        type=Path,
+        help="write the review loop's worked example (review records and a review set) to DIR",
     )
     add_judge_arguments(parser)
 
@@ -397,5 +409,43 @@ async def _offline(args: argparse.Namespace) -> int:
     return 0
 
 
+def _review(args: argparse.Namespace, directory: Path) -> int:
+    from citemon.demo.review import review_traffic
+    from citemon.review.pull import DEFAULT_SIZE, ReviewSet
+    from citemon.review.sample import review_record
+
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--review {directory}: {exc.strerror}") from None
+    scorer = Scorer(load_judge(args.judge, judge_options(args)))
+    scores = asyncio.run(scorer.score_many(review_traffic()))
+    reviews = [review_record(score) for score in scores]
+    chosen = ReviewSet(DEFAULT_SIZE, seed=0)
+    for review in reviews:
+        chosen.offer(review)
+    pool, review_set = directory / "review-records.jsonl", directory / "review-set.jsonl"
+    pool.write_text("".join(r.to_json() + "\n" for r in reviews), encoding="utf-8")
+    picked = chosen.records()
+    review_set.write_text("".join(r.to_json() + "\n" for r in picked), encoding="utf-8")
+    for version in ("v1", "v2"):
+        summary = summarize(s for s in scores if s.version == version)
+        counts = " · ".join(f"{v} {n}" for v, n in summary.verdicts.items() if n)
+        correct = summary.verdicts["correct"]
+        print(
+            f"{version}: {summary.answers} answers, citemon's citation accuracy "
+            f"{correct / max(1, summary.cited_claims):.3f} ({counts}; overlap "
+            f"{summary.overlap_misattributions})"
+        )
+    print(
+        f"{len(reviews)} review records → {pool}\n"
+        f"review set of {len(picked)} answers "
+        f"({sum(len(r.claims) for r in picked)} claims, seed 0) → {review_set}"
+    )
+    return 0
+
+
 def main(args: argparse.Namespace) -> int:
+    if args.review is not None:
+        return _review(args, args.review)
     return asyncio.run(_offline(args) if args.offline else _live(args))

@@ -101,7 +101,7 @@ class Estimates(BaseModel):
     groups: list[GroupEstimates]
     intervals: str = (
         "95% normal intervals, clustered by answer (claims of one answer are not independent); "
-        "PPI++ after Angelopoulos, Duchi & Zrnic 2023, lambda chosen as ppi_py chooses it"
+        "PPI++ after Angelopoulos, Duchi & Zrnic 2023, lambda tuned for the clustered variance"
     )
 
 

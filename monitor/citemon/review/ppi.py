@@ -20,8 +20,9 @@ deviation (divided by its count) over √count.
 intervals too narrow. Each mean above is a ratio of per-answer sums to per-answer claim
 counts; its variance is the usual linearised (cluster-robust) one,
 ``Σ_j (S_j − θ̂·m_j)² / (Σ_j m_j)²`` over answers j with sum S_j of m_j claims, which is the
-claim-level ``var/n`` above when every answer has one claim. λ is chosen as ``ppi_py`` chooses
-it (any fixed λ gives a valid interval; the clustered variance is then computed at it). The
+claim-level ``var/n`` above when every answer has one claim. With clusters, λ is the one that
+minimises that clustered variance (:func:`clustered_power_tuning`: PPI++'s power tuning applied
+to the variance actually reported, so the interval is never wider than the labels' alone). The
 labelled and unlabelled claims must come from different answers (an answer with a label is a
 labelled answer), so the two parts are independent and their variances add.
 """
@@ -33,7 +34,14 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
-__all__ = ["MeanEstimate", "PPIEstimate", "clustered_mean", "clustered_ratio", "ppi_mean"]
+__all__ = [
+    "MeanEstimate",
+    "PPIEstimate",
+    "clustered_mean",
+    "clustered_power_tuning",
+    "clustered_ratio",
+    "ppi_mean",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +149,38 @@ def power_tuning(y: Sequence[float], f: Sequence[float], f_unlabelled: Sequence[
     return min(1.0, max(0.0, cov / ((1 + n / big_n) * var)))
 
 
+def clustered_power_tuning(
+    y: Sequence[float],
+    f: Sequence[float],
+    f_unlabelled: Sequence[float],
+    clusters: Sequence[Hashable] | None,
+    clusters_unlabelled: Sequence[Hashable] | None,
+) -> float:
+    """The λ ∈ [0, 1] that minimises the clustered variance :func:`ppi_mean` reports.
+
+    With per-answer centred sums ``a_j = Σy − ȳ·m_j`` and ``b_j = Σf − f̄·m_j`` over the
+    labelled answers (M claims) and ``c_k`` likewise over the unlabelled ones (M_u claims), the
+    variance is ``(Σ(a_j − λ·b_j)²) / M² + λ²·Σc_k² / M_u²``, least at
+    ``λ = (Σa_j·b_j / M²) / (Σb_j² / M² + Σc_k² / M_u²)``. Clustering can make claim-level
+    tuning choose a λ whose clustered interval is wider than the labels' alone; this cannot.
+    """
+    y_sums, counts = _sums(y, clusters)
+    f_sums, _ = _sums(f, clusters)
+    u_sums, u_counts = _sums(f_unlabelled, clusters_unlabelled)
+    big_m, big_mu = sum(counts), sum(u_counts)
+    if not big_m or not big_mu:
+        return 0.0
+    y_bar, f_bar, u_bar = sum(y_sums) / big_m, sum(f_sums) / big_m, sum(u_sums) / big_mu
+    a = [s - y_bar * m for s, m in zip(y_sums, counts, strict=True)]
+    b = [s - f_bar * m for s, m in zip(f_sums, counts, strict=True)]
+    c = [s - u_bar * m for s, m in zip(u_sums, u_counts, strict=True)]
+    num = sum(x * z for x, z in zip(a, b, strict=True)) / big_m**2
+    den = sum(z * z for z in b) / big_m**2 + sum(z * z for z in c) / big_mu**2
+    if den <= 0:
+        return 0.0
+    return min(1.0, max(0.0, num / den))
+
+
 def ppi_mean(
     y: Sequence[float],
     f: Sequence[float],
@@ -164,8 +204,10 @@ def ppi_mean(
     assert human is not None
     if not f_unlabelled:
         lam = 0.0
-    elif lam is None:
+    elif lam is None and clusters is None and clusters_unlabelled is None:
         lam = power_tuning(y, f, f_unlabelled)
+    elif lam is None:
+        lam = clustered_power_tuning(y, f, f_unlabelled, clusters, clusters_unlabelled)
     rectifier = [a - lam * b for a, b in zip(y, f, strict=True)]
     r_sums, r_counts = _sums(rectifier, clusters)
     r_mean = sum(r_sums) / sum(r_counts)
