@@ -17,7 +17,8 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from citemon.review.model import ReviewRecord
+from citemon.cli import main
+from citemon.review.model import ReviewRecord, read_review_records
 from citemon.review.sample import review_selected
 from citemon.service.results import ResultsReader, Start
 from citemon.service.sampling import ratio_bound, trace_id_sampled
@@ -133,3 +134,17 @@ async def test_review_topic_holds_each_sampled_trace_once_across_a_kill_9(
             else:
                 assert pid not in record.passages_cut and text == full[pid]
     assert any(record.passages_cut for _, record in got), "no passage was long enough to cut"
+
+    # `citemon review pull` reads the same committed records: all of them, or a seeded set.
+    pulled = tmp_path / "set.jsonl"
+    base = ["review", "pull", "--bootstrap-servers", kafka_bootstrap, "--review-topic", review]
+    assert await asyncio.to_thread(main, [*base, "--size", "0", "-o", str(pulled)]) == 0
+    assert sorted(r.trace_id for r in read_review_records(pulled)) == sorted(expected)
+    five: list[list[str]] = []
+    for _ in range(2):
+        assert (
+            await asyncio.to_thread(main, [*base, "--seed", "1", "--size", "5", "-o", str(pulled)])
+            == 0
+        )
+        five.append([r.trace_id for r in read_review_records(pulled)])
+    assert five[0] == five[1] and len(set(five[0])) == 5 and set(five[0]) <= expected
