@@ -15,6 +15,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from citemon.cli import main
@@ -59,7 +60,10 @@ async def _review_records(bootstrap: str, topic: str) -> list[tuple[bytes, Revie
 
 
 async def test_review_topic_holds_each_sampled_trace_once_across_a_kill_9(
-    kafka_bootstrap: str, kafka_topic: TopicFactory, tmp_path: Path
+    kafka_bootstrap: str,
+    kafka_topic: TopicFactory,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     topic = await kafka_topic(partitions=3)
     review = await kafka_topic(partitions=2)
@@ -148,3 +152,7 @@ async def test_review_topic_holds_each_sampled_trace_once_across_a_kill_9(
         )
         five.append([r.trace_id for r in read_review_records(pulled)])
     assert five[0] == five[1] and len(set(five[0])) == 5 and set(five[0]) <= expected
+    capsys.readouterr()
+    gone = [*base, "--review-topic", "no.such.topic", "-o", "-"]
+    assert await asyncio.to_thread(main, gone) == 2
+    assert "review topic 'no.such.topic' does not exist" in capsys.readouterr().err

@@ -78,6 +78,7 @@ def test_versions_are_reported_apart_and_together() -> None:
     assert [(g.service, g.version) for g in groups] == [("bot", "v1"), ("bot", "v2"), (None, None)]
 
 
-def test_review_subcommands_are_found_in_their_modules() -> None:
+def test_review_pull_is_a_review_subcommand() -> None:
     args = build_parser().parse_args(["review", "pull", "--input", "x.jsonl", "-o", "-"])
-    assert args.command == "review" and args.review_handler.__module__ == "citemon.review.pull"
+    assert args.command == "review"
+    assert args.review_handler.__module__ == "citemon.commands._review_pull"

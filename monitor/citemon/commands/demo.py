@@ -411,8 +411,8 @@ async def _offline(args: argparse.Namespace) -> int:
 
 def _review(args: argparse.Namespace, directory: Path) -> int:
     from citemon.demo.review import review_traffic
-    from citemon.review.pull import DEFAULT_SIZE, ReviewSet
     from citemon.review.sample import review_record
+    from citemon.review.selection import DEFAULT_SIZE, ReviewSet
 
     try:
         directory.mkdir(parents=True, exist_ok=True)

@@ -57,9 +57,12 @@ class ResultsReader:
         *,
         partitions: frozenset[int] = frozenset(),
         client_id: str | None = None,
+        what: str = "results topic",
+        set_by: str = "--results-topic / CITEMON_RESULTS_TOPIC",
     ) -> None:
         self._settings = settings
         self.topic = topic
+        self._what, self._set_by = what, set_by  # for the error when the topic is missing
         self._only = partitions
         self._client_id = client_id or f"{settings.client_id}-inspect"
         self._consumer: Any = None
@@ -98,8 +101,8 @@ class ResultsReader:
         try:
             if self.topic not in cluster.topics():
                 raise ConfigError(
-                    f"results topic {self.topic!r} does not exist at {s.bootstrap_servers} "
-                    "(--results-topic / CITEMON_RESULTS_TOPIC)"
+                    f"{self._what} {self.topic!r} does not exist at {s.bootstrap_servers} "
+                    f"({self._set_by})"
                 )
             numbers = sorted(cluster.partitions_for_topic(self.topic) or ())
             missing = sorted(self._only - set(numbers))

@@ -16,11 +16,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
-import heapq
 import sys
 import time
-from collections.abc import Iterable
 from contextlib import nullcontext
 from pathlib import Path
 from typing import IO, Final
@@ -30,13 +27,11 @@ from pydantic import ValidationError
 from citemon.commands._inspection import parse_time_ms
 from citemon.core.errors import ConfigError, InputError
 from citemon.review.model import ReviewRecord, read_review_records
+from citemon.review.selection import DEFAULT_SIZE, ReviewSet
 from citemon.service.results import ResultsReader, Start
 from citemon.service.settings import add_settings_arguments, parse_duration_s, settings_from_args
 
-__all__ = ["DEFAULT_SIZE", "ReviewSet", "add_arguments", "main"]
-
-DEFAULT_SIZE: Final = 50
-"""Answers in a review set: what one person labels in one sitting (a few claims each)."""
+__all__ = ["add_arguments", "main"]
 
 _KAFKA_FIELDS: Final = (
     "bootstrap_servers",
@@ -49,49 +44,6 @@ _KAFKA_FIELDS: Final = (
     "ssl_certfile",
     "ssl_keyfile",
 )
-
-
-class ReviewSet:
-    """The ``size`` answers of lowest rank seen so far (rank: a hash of the trace ID keyed by
-    the seed); ``size`` 0 keeps every answer."""
-
-    def __init__(
-        self, size: int, seed: int, *, services: Iterable[str] = (), versions: Iterable[str] = ()
-    ) -> None:
-        self.size = size
-        self._key = seed.to_bytes(8, "big", signed=True)
-        self._services = frozenset(services)
-        self._versions = frozenset(versions)
-        self._heap: list[tuple[int, str, ReviewRecord]] = []  # max-heap by rank (negated)
-        self._seen: set[str] = set()
-        self.read = 0
-        self.matched = 0
-        self.duplicates = 0
-
-    def rank(self, trace_id: str) -> int:
-        digest = hashlib.blake2b(trace_id.encode(), digest_size=8, key=self._key).digest()
-        return int.from_bytes(digest, "big")
-
-    def offer(self, record: ReviewRecord) -> None:
-        self.read += 1
-        if self._services and record.service not in self._services:
-            return
-        if self._versions and record.version not in self._versions:
-            return
-        if record.trace_id in self._seen:
-            self.duplicates += 1
-            return
-        self._seen.add(record.trace_id)  # trace IDs only: bounded by what was read, small
-        self.matched += 1
-        item = (-self.rank(record.trace_id), record.trace_id, record)
-        if not self.size or len(self._heap) < self.size:
-            heapq.heappush(self._heap, item)
-        elif item[:2] > self._heap[0][:2]:
-            heapq.heapreplace(self._heap, item)
-
-    def records(self) -> list[ReviewRecord]:
-        """The set, lowest rank first."""
-        return [record for _, _, record in sorted(self._heap, key=lambda i: (-i[0], i[1]))]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -168,7 +120,13 @@ async def _from_topic(
     topic = settings.review_topic
     bad = 0
     start = Start("time", since_ms) if since_ms is not None else Start("offset", 0)
-    async with ResultsReader(settings, topic, client_id=f"{settings.client_id}-review") as reader:
+    async with ResultsReader(
+        settings,
+        topic,
+        client_id=f"{settings.client_id}-review",
+        what="review topic",
+        set_by="--review-topic / CITEMON_REVIEW_TOPIC",
+    ) as reader:
         await reader.seek(start, until_ms=until_ms)
         async for batch in reader.batches(asyncio.Event()):
             for r in batch:
