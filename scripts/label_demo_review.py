@@ -6,8 +6,9 @@
 
 For the worked example only (``docs/review.md``): real labels come from people
 (``citemon review serve``, or Label Studio). Every cited claim of the set gets the label
-:func:`citemon.demo.review.truth_label` gives it, and, where citemon failed it, the checker
-cause the demo planted (``overlap``, ``fused``); reviewer ``demo-truth``.
+:func:`citemon.demo.review.truth_label` gives it, and, where the label contradicts citemon's
+verdict (as the review page asks), the checker cause the demo planted (``overlap``, ``fused``);
+reviewer ``demo-truth``.
 """
 
 from __future__ import annotations
@@ -33,9 +34,11 @@ def label_review_set(review_set: Path, labels: Path, *, reviewer: str = "demo-tr
             if truth is None:
                 raise SystemExit(f"{record.trace_id} claim {claim.claim}: not a demo claim")
             label, cause = truth
-            # The planted checker fault is named when citemon failed the claim: the reviewer's
-            # "why do we disagree" (a fused sentence fails even where the label says partial).
-            failed = claim.verdict != "correct"
+            # The review page asks why only where the label contradicts the verdict (and always
+            # for not_a_claim); the reviewer then names the cause the demo planted.
+            disagrees = label == "not_a_claim" or (label == "entailed") != (
+                claim.verdict == "correct"
+            )
             append_label(
                 labels,
                 Label(
@@ -44,7 +47,7 @@ def label_review_set(review_set: Path, labels: Path, *, reviewer: str = "demo-tr
                     text=claim.text,
                     cited_ids=claim.cited_ids,
                     label=label,
-                    checker=cause if failed else None,
+                    checker=cause if disagrees else None,
                     reviewer=reviewer,
                     verdict=claim.verdict,
                     service=record.service,

@@ -144,3 +144,10 @@ def test_clustered_tuning_minimises_the_clustered_variance() -> None:
         other = ppi_mean(y, f, f_u, clusters=ids, clusters_unlabelled=ids_u, lam=lam)
         assert other is not None and best.ppi.se <= other.ppi.se
     assert best.ppi.se <= best.human.se
+
+
+def test_a_proportion_of_one_gets_an_interval_not_a_point() -> None:
+    got = clustered_mean([1.0] * 6, ["a", "a", "b", "c", "c", "d"])
+    assert got is not None and got.estimate == 1.0 and got.se == 0.0
+    # Wilson's interval for 4 of 4 answers.
+    assert got.ci == pytest.approx((4 / (4 + 1.959963984540054**2), 1.0))

@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from citemon.commands._inspection import parse_time_ms
 from citemon.core.errors import ConfigError, InputError
 from citemon.review.model import ReviewRecord, read_review_records
-from citemon.review.selection import DEFAULT_SIZE, ReviewSet
+from citemon.review.selection import DEFAULT_SIZE, SeededSample
 from citemon.service.results import ResultsReader, Start
 from citemon.service.settings import add_settings_arguments, parse_duration_s, settings_from_args
 
@@ -90,7 +90,7 @@ def _time_ms(flag: str, text: str | None, now_ms: int) -> int | None:
 
 
 def _from_files(
-    paths: list[Path], chosen: ReviewSet, since_ms: int | None, until_ms: int | None
+    paths: list[Path], chosen: SeededSample, since_ms: int | None, until_ms: int | None
 ) -> int:
     """Offer every record of ``paths``; returns how many lack a usable ``scored_at`` while a
     time range was asked for (left out)."""
@@ -114,7 +114,7 @@ def _from_files(
 
 
 async def _from_topic(
-    args: argparse.Namespace, chosen: ReviewSet, since_ms: int | None, until_ms: int | None
+    args: argparse.Namespace, chosen: SeededSample, since_ms: int | None, until_ms: int | None
 ) -> tuple[str, int]:
     settings = settings_from_args(args)
     topic = settings.review_topic
@@ -150,7 +150,7 @@ def main(args: argparse.Namespace) -> int:
     until_ms = _time_ms("--until", args.until, now_ms)
     if since_ms is not None and until_ms is not None and until_ms <= since_ms:
         raise ConfigError(f"--until {args.until!r} is not after --since {args.since!r}")
-    chosen = ReviewSet(args.size, args.seed, services=args.service, versions=args.version)
+    chosen = SeededSample(args.size, args.seed, services=args.service, versions=args.version)
     bad = untimed = 0
     if args.input:
         untimed = _from_files(args.input, chosen, since_ms, until_ms)

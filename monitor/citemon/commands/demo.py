@@ -412,7 +412,7 @@ async def _offline(args: argparse.Namespace) -> int:
 def _review(args: argparse.Namespace, directory: Path) -> int:
     from citemon.demo.review import review_traffic
     from citemon.review.sample import review_record
-    from citemon.review.selection import DEFAULT_SIZE, ReviewSet
+    from citemon.review.selection import DEFAULT_SIZE, SeededSample
 
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -421,7 +421,7 @@ def _review(args: argparse.Namespace, directory: Path) -> int:
     scorer = Scorer(load_judge(args.judge, judge_options(args)))
     scores = asyncio.run(scorer.score_many(review_traffic()))
     reviews = [review_record(score) for score in scores]
-    chosen = ReviewSet(DEFAULT_SIZE, seed=0)
+    chosen = SeededSample(DEFAULT_SIZE, seed=0)
     for review in reviews:
         chosen.offer(review)
     pool, review_set = directory / "review-records.jsonl", directory / "review-set.jsonl"

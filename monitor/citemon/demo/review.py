@@ -191,13 +191,13 @@ def truth_label(
     """What a careful reader labels the claim ``text`` citing ``cited_ids`` in the demo's
     traffic: a fact is ``entailed`` when it cites its own passage (``not_entailed`` otherwise),
     a hallucination ``not_entailed``; a planted overlap claim is ``entailed`` (cause
-    ``overlap``), a fused sentence ``partial`` (its citation supports half; cause ``fused``).
+    ``overlap``), a fused sentence ``not_a_claim`` (two claims cut as one; cause ``fused``).
     ``None`` for a claim the demo did not write."""
     key = _norm(text)
     if key in _OVERLAPS:
         return "entailed", "overlap"
     if key in _FUSED:
-        return "partial", "fused"
+        return "not_a_claim", "fused"
     if key in _HALLUCINATIONS:
         return "not_entailed", None
     source = _FACTS.get(key)

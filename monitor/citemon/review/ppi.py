@@ -34,6 +34,8 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
+from citemon.engine.stats import wilson
+
 __all__ = [
     "MeanEstimate",
     "PPIEstimate",
@@ -88,7 +90,9 @@ def clustered_ratio(
     clip: bool = True,
 ) -> MeanEstimate | None:
     """Σ numerators / Σ denominators over clusters (one entry each), with the linearised
-    cluster-robust standard error ``√Σ(S_j − r·m_j)² / Σm_j``; ``None`` with no denominator."""
+    cluster-robust standard error ``√Σ(S_j − r·m_j)² / Σm_j``; ``None`` with no denominator.
+    A proportion of exactly 0 or 1 (standard error 0) gets Wilson's interval over the clusters
+    rather than a point."""
     if len(numerators) != len(denominators):
         raise ValueError("one numerator per denominator")
     total = sum(denominators)
@@ -99,7 +103,14 @@ def clustered_ratio(
         math.sqrt(sum((s - ratio * m) ** 2 for s, m in zip(numerators, denominators, strict=True)))
         / total
     )
-    return MeanEstimate(ratio, se, _interval(ratio, se, alpha, clip), int(total), len(denominators))
+    ci = _interval(ratio, se, alpha, clip)
+    if clip and se == 0.0 and ratio in (0.0, 1.0):
+        # Every answer all-or-nothing the same way: the normal interval collapses to a point.
+        # Say what that many answers can show instead: Wilson's interval, one answer counted
+        # as one observation (conservative: an answer holds at least one claim).
+        k = len(denominators)
+        ci = wilson(round(ratio * k), k, _z(alpha)) or ci
+    return MeanEstimate(ratio, se, ci, int(total), len(denominators))
 
 
 def _sums(

@@ -15,13 +15,13 @@ from typing import Final
 
 from citemon.review.model import ReviewRecord
 
-__all__ = ["DEFAULT_SIZE", "ReviewSet"]
+__all__ = ["DEFAULT_SIZE", "SeededSample"]
 
 DEFAULT_SIZE: Final = 50
 """Answers in a review set: what one person labels in one sitting (a few claims each)."""
 
 
-class ReviewSet:
+class SeededSample:
     """The ``size`` answers of lowest rank seen so far (rank: a hash of the trace ID keyed by
     the seed); ``size`` 0 keeps every answer."""
 
