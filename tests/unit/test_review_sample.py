@@ -202,3 +202,14 @@ def test_calibrate_on_production_labels_names_bad_lines(
     captured = capsys.readouterr()
     assert "1  label of a claim in no review record" in captured.out
     assert "no label matches" in captured.err
+
+
+async def test_a_score_from_the_cpu_workers_keeps_what_the_review_record_needs() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    record = specimen()
+    with ThreadPoolExecutor(1) as pool:
+        score = await Scorer(LexicalJudge(), executor=pool).score(record)
+    review = review_record(score)
+    assert (review.question, review.answer) == (record.question, record.answer)
+    assert review.passages["p-3310"] == record.passage_map()["p-3310"]
