@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from citemon.checks.shuffle_probe import canary_selected
 from citemon.cli import main
+from citemon.core.records import Passage
 from citemon.demo.data import sample_records, specimen
-from citemon.engine.records import Passage
 from citemon.engine.scoring import Scorer
 from citemon.judges.lexical import LexicalJudge
-from citemon.quality.canary import canary_selected
 from citemon.review.model import Label, ReviewRecord, append_label, read_review_records
 from citemon.review.sample import review_key, review_record, review_selected
 from citemon.service.review import review_message
@@ -119,7 +119,7 @@ def test_score_refuses_a_bad_review_rate_before_scoring(
 
 
 def test_an_answer_without_ids_is_keyed_by_its_text() -> None:
-    from citemon.engine.records import AnswerScore
+    from citemon.core.records import AnswerScore
 
     score = AnswerScore()
     score._answer = "An answer."

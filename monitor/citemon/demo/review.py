@@ -27,9 +27,8 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
+from citemon.core.records import AnswerRecord, Passage
 from citemon.demo.data import PASSAGES, QUESTIONS, Question, answer
-from citemon.engine.records import AnswerRecord, Passage
-from citemon.review.model import CheckerCause, LabelName
 
 __all__ = [
     "OVERLAP_CHUNKS",
@@ -185,12 +184,11 @@ def _truths() -> tuple[dict[str, str], set[str], set[str], set[str]]:
 _FACTS, _HALLUCINATIONS, _FUSED, _OVERLAPS = _truths()
 
 
-def truth_label(
-    text: str, cited_ids: Sequence[str]
-) -> tuple[LabelName, CheckerCause | None] | None:
+def truth_label(text: str, cited_ids: Sequence[str]) -> tuple[str, str | None] | None:
     """What a careful reader labels the claim ``text`` citing ``cited_ids`` in the demo's
-    traffic: a fact is ``entailed`` when it cites its own passage (``not_entailed`` otherwise),
-    a hallucination ``not_entailed``; a planted overlap claim is ``entailed`` (cause
+    traffic, as (label, checker cause): the values of a review label's ``label`` and
+    ``checker``. A fact is ``entailed`` when it cites its own passage (``not_entailed``
+    otherwise), a hallucination ``not_entailed``; a planted overlap claim is ``entailed`` (cause
     ``overlap``), a fused sentence ``not_a_claim`` (two claims cut as one; cause ``fused``).
     ``None`` for a claim the demo did not write."""
     key = _norm(text)

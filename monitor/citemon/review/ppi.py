@@ -34,7 +34,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
-from citemon.engine.stats import wilson
+from citemon.core.stats import wilson
 
 __all__ = [
     "MeanEstimate",
