@@ -1,6 +1,6 @@
 """Label the demo's review set with the demo's known truth, as a careful reviewer would.
 
-    .venv/bin/citemon demo --review /tmp/review
+    .venv/bin/citemon demo --offline --review /tmp/review   # or the live demo with --review
     .venv/bin/python scripts/label_demo_review.py /tmp/review/review-set.jsonl \
         /tmp/review/labels.jsonl
 

@@ -1,8 +1,9 @@
 """The review loop's worked example (docs/review.md): the demo's review set, labelled with the
 demo's truth, gives the estimates the page shows.
 
-``citemon demo --review DIR`` scores 150 answers of v1 and 150 of the v2 deploy (whose every
-claim cites the first passage) with planted checker faults (overlapping chunks, fused claims),
+``citemon demo --offline --review DIR`` scores 150 answers of v1 and 150 of the v2 deploy
+(whose every claim cites the first passage) with planted checker faults (overlapping chunks,
+fused claims),
 writes their review records and pulls a set of 50; ``scripts/label_demo_review.py`` labels
 the set as a careful reader would; ``citemon calibrate --labels --review-records`` must then
 say that the planted faults are the checker's, v2's misattributions the pipeline's, and PPI++'s
@@ -28,7 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def worked_example(tmp_path_factory: pytest.TempPathFactory) -> Path:
     directory = tmp_path_factory.mktemp("review")
-    assert main(["demo", "--review", str(directory)]) == 0
+    assert main(["demo", "--offline", "--review", str(directory)]) == 0
     script = runpy.run_path(str(REPO / "scripts" / "label_demo_review.py"))
     n = script["label_review_set"](directory / "review-set.jsonl", directory / "labels.jsonl")
     assert n == 150  # every cited claim of the 50 answers

@@ -9,11 +9,13 @@ process. Every --interval seconds it prints a per-version table; it stops by its
 --duration seconds, and Ctrl-C stops everything it started. --offline scores the bundled sample
 without Kafka instead.
 
---review DIR runs the review loop's worked example instead (no Kafka): 150 answers of v1 and
-150 of v2 with planted checker faults besides the pipeline's (an answer whose support sits in an
-overlapping chunk, a sentence that fuses two claims; :mod:`citemon.demo.review`), scored, their
-review records written to DIR/review-records.jsonl (as `citemon run --review-rate 1` would) and a
-review set of 50 answers pulled from them to DIR/review-set.jsonl (seed 0), ready to label.
+--review DIR also samples every scored answer for review (`run --review-rate 1`, to a review
+topic of the demo's own), with checker faults planted besides the pipeline's (an answer whose
+support sits in an overlapping chunk, a sentence that fuses two claims; :mod:`citemon.demo.review`),
+and at the end writes the review topic to DIR/review-records.jsonl and a review set of 50
+answers pulled from it to DIR/review-set.jsonl (seed 0), ready to label. With --offline it is
+the review loop's worked example instead (docs/review.md): 150 answers of v1 and 150 of v2 with
+those faults, scored offline, deterministic.
 
 --via-collector sends the spans the way a production service does instead: the standard OTLP
 HTTP exporter to the project's OpenTelemetry Collector (``make collector``), started here on
@@ -53,6 +55,9 @@ from citemon.core.stats import two_proportion_z, wilson
 from citemon.demo.data import sample_records
 from citemon.engine.scoring import Scorer, summarize
 from citemon.judges import add_judge_arguments, judge_options, load_judge
+from citemon.review.model import ReviewRecord
+from citemon.review.selection import DEFAULT_SIZE, SeededSample
+from citemon.service.results import ResultsReader, Start
 from citemon.service.settings import Settings
 
 if TYPE_CHECKING:
@@ -100,7 +105,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--review",
         metavar="DIR",
         type=Path,
-        help="write the review loop's worked example (review records and a review set) to DIR",
+        help="sample every answer for review and write the review records and a set of 50 to "
+        "DIR (with --offline: the review loop's worked example, no Kafka)",
     )
     add_judge_arguments(parser)
 
@@ -217,10 +223,22 @@ async def _delete_topics(bootstrap: str, names: list[str]) -> None:
 
 
 def _serve_answers(
-    service: Any, *, rate: float, duration_s: float, deploy_at_s: float, stop: threading.Event
+    service: Any,
+    *,
+    rate: float,
+    duration_s: float,
+    deploy_at_s: float,
+    stop: threading.Event,
+    checker_faults: bool = False,
 ) -> None:
-    """The RAG service's traffic: v1 until ``deploy_at_s``, then v2 with the attribution bug."""
-    service.deploy("v1")
+    """The RAG service's traffic: v1 until ``deploy_at_s``, then v2 with the attribution bug;
+    with ``checker_faults``, the review demo's mixes (overlapping chunks, fused claims)."""
+    mixes: dict[str, Any] = {}
+    if checker_faults:
+        from citemon.demo.review import REVIEW_FAULTS
+
+        mixes = {version: {"faults": mix} for version, mix in REVIEW_FAULTS.items()}
+    service.deploy("v1", **mixes.get("v1", {}))
     start = time.monotonic()
     deployed = False
     n = 0
@@ -229,7 +247,7 @@ def _serve_answers(
         if elapsed >= duration_s:
             return
         if not deployed and elapsed >= deploy_at_s:
-            service.deploy("v2", first_passage_bug=True)
+            service.deploy("v2", first_passage_bug=True, **mixes.get("v2", {}))
             deployed = True
             print(f">>> t={elapsed:.0f}s: deploy — v2 rolls out (its claims all cite the "
                   "first retrieved passage)\n", flush=True)  # fmt: skip
@@ -286,6 +304,10 @@ async def _live(args: argparse.Namespace) -> int:
     run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     topic = f"citemon.demo.{run_id}.spans"
     topics = [topic, f"{topic}.dlq"]
+    review_topic = f"citemon.demo.{run_id}.review"
+    if args.review is not None:
+        _review_dir(args.review)  # refuse before any topic exists
+        topics.append(review_topic)
     duration = max(5.0, args.duration)
     deploy_at = args.deploy_at if args.deploy_at is not None else 0.4 * duration
     # The monitor gets most of the run; the last few seconds let it catch up before the end.
@@ -301,6 +323,8 @@ async def _live(args: argparse.Namespace) -> int:
         metrics_host="127.0.0.1",
         commit_interval_s=0.5,
         lag_interval_s=1.0,
+        review_rate=1.0 if args.review is not None else 0.0,
+        review_topic=review_topic,
     )
     stop = asyncio.Event()
     stop_traffic = threading.Event()
@@ -353,6 +377,7 @@ async def _live(args: argparse.Namespace) -> int:
                 duration_s=min(traffic_s, duration),
                 deploy_at_s=deploy_at,
                 stop=stop_traffic,
+                checker_faults=args.review is not None,
             )
         )
         start = time.monotonic()
@@ -392,8 +417,12 @@ async def _live(args: argparse.Namespace) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(Exception):
                 loop.remove_signal_handler(sig)
-        if not args.keep_topics:
-            await _delete_topics(args.bootstrap_servers, topics)
+        try:
+            if args.review is not None and not stop.is_set():
+                await _save_review_topic(settings, args.review)
+        finally:
+            if not args.keep_topics:
+                await _delete_topics(args.bootstrap_servers, topics)
     print("final, from the monitor's Prometheus counters:")
     print(render_versions(registry))
     verdict = _verdict_line(registry)
@@ -409,18 +438,16 @@ async def _offline(args: argparse.Namespace) -> int:
     return 0
 
 
-def _review(args: argparse.Namespace, directory: Path) -> int:
-    from citemon.demo.review import review_traffic
-    from citemon.review.sample import review_record
-    from citemon.review.selection import DEFAULT_SIZE, SeededSample
-
+def _review_dir(directory: Path) -> None:
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"--review {directory}: {exc.strerror}") from None
-    scorer = Scorer(load_judge(args.judge, judge_options(args)))
-    scores = asyncio.run(scorer.score_many(review_traffic()))
-    reviews = [review_record(score) for score in scores]
+
+
+def _write_review_set(directory: Path, reviews: list[ReviewRecord]) -> None:
+    """The review records to DIR/review-records.jsonl and a set of 50 (seed 0) pulled from
+    them to DIR/review-set.jsonl, as `citemon review pull` would."""
     chosen = SeededSample(DEFAULT_SIZE, seed=0)
     for review in reviews:
         chosen.offer(review)
@@ -428,6 +455,35 @@ def _review(args: argparse.Namespace, directory: Path) -> int:
     pool.write_text("".join(r.to_json() + "\n" for r in reviews), encoding="utf-8")
     picked = chosen.records()
     review_set.write_text("".join(r.to_json() + "\n" for r in picked), encoding="utf-8")
+    print(
+        f"{len(reviews)} review records → {pool}\n"
+        f"review set of {len(picked)} answers "
+        f"({sum(len(r.claims) for r in picked)} claims, seed 0) → {review_set}"
+    )
+
+
+async def _save_review_topic(settings: Settings, directory: Path) -> None:
+    """Everything the monitor committed to the demo's review topic, as files."""
+    reviews: list[ReviewRecord] = []
+    async with ResultsReader(
+        settings, settings.review_topic, what="review topic", set_by="the demo"
+    ) as reader:
+        await reader.seek(Start("offset", 0))
+        async for batch in reader.batches(asyncio.Event()):
+            reviews += [ReviewRecord.model_validate_json(r.value) for r in batch]
+    print()
+    _write_review_set(directory, reviews)
+
+
+def _review(args: argparse.Namespace, directory: Path) -> int:
+    """The worked example: the review traffic scored offline, deterministic."""
+    from citemon.demo.review import review_traffic
+    from citemon.review.sample import review_record
+
+    _review_dir(directory)
+    scorer = Scorer(load_judge(args.judge, judge_options(args)))
+    scores = asyncio.run(scorer.score_many(review_traffic()))
+    reviews = [review_record(score) for score in scores]
     for version in ("v1", "v2"):
         summary = summarize(s for s in scores if s.version == version)
         counts = " · ".join(f"{v} {n}" for v, n in summary.verdicts.items() if n)
@@ -437,15 +493,11 @@ def _review(args: argparse.Namespace, directory: Path) -> int:
             f"{correct / max(1, summary.cited_claims):.3f} ({counts}; overlap "
             f"{summary.overlap_misattributions})"
         )
-    print(
-        f"{len(reviews)} review records → {pool}\n"
-        f"review set of {len(picked)} answers "
-        f"({sum(len(r.claims) for r in picked)} claims, seed 0) → {review_set}"
-    )
+    _write_review_set(directory, reviews)
     return 0
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.review is not None:
+    if args.review is not None and args.offline:
         return _review(args, args.review)
     return asyncio.run(_offline(args) if args.offline else _live(args))

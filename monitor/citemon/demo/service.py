@@ -28,6 +28,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from citemon.core.records import AnswerRecord
 from citemon.demo.data import QUESTIONS, answer
+from citemon.demo.review import OVERLAP_CHUNKS, fused_answer, overlap_answer
 from citemon_instrumentation import KafkaSpanExporter, record_answer
 
 __all__ = [
@@ -142,15 +143,20 @@ class FakeRAGService:
                 raise RuntimeError("deploy() a version first")
             question = self._rng.choice(QUESTIONS)
             rid = f"{self.version}-{sum(self.answered.values()) + 1}"
-            record = answer(
-                question,
-                self._fault(),
-                rid,
-                first_passage_bug=self.first_passage_bug,
-                service=self.service,
-                version=self.version,
-                environment=self.environment,
-            )
+            fault = self._fault()
+            labels = {
+                "service": self.service,
+                "version": self.version,
+                "environment": self.environment,
+            }
+            bug = self.first_passage_bug
+            if fault == "overlap":  # the checker faults of the review demo (demo/review.py)
+                index = self._rng.choice(sorted(OVERLAP_CHUNKS))
+                record = overlap_answer(index, rid, first_passage_bug=bug, **labels)
+            elif fault == "fused":
+                record = fused_answer(question, rid, first_passage_bug=bug, **labels)
+            else:
+                record = answer(question, fault, rid, first_passage_bug=bug, **labels)
             record_answer(
                 question=record.question,
                 answer=record.answer,
