@@ -27,7 +27,7 @@ import gc
 import logging
 import signal
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
 
@@ -40,6 +40,9 @@ from citemon.metrics import Metrics, MetricsServer
 from citemon.service.gate import GateObserver, JudgeGate
 from citemon.service.pipeline import Pipeline, PipelineStats
 from citemon.service.settings import Settings, add_settings_arguments, settings_from_args
+
+if TYPE_CHECKING:
+    from citemon.service.evaluation_events import EvaluationEvents
 
 __all__ = ["add_arguments", "main", "serve"]
 
@@ -88,7 +91,14 @@ async def serve(
     # heartbeats, /healthz and /metrics answer while a 1 MB answer is split and judged.
     executor = ThreadPoolExecutor(settings.cpu_workers, thread_name_prefix="citemon-cpu")
     scorer = Scorer(judge, scoring or ScoringOptions(), executor=executor)
-    pipeline = Pipeline(settings, scorer, metrics, gate=gate)
+    events = _evaluation_events(settings, metrics)
+    pipeline = Pipeline(
+        settings,
+        scorer,
+        metrics,
+        gate=gate,
+        on_counted=events.answer_counted if events is not None else None,
+    )
     log.info("settings: %s", settings.describe())
     server = MetricsServer(
         registry,
@@ -118,10 +128,22 @@ async def serve(
                 on_ready(pipeline, server)
             return await pipeline.run(stop)
     finally:
+        if events is not None:
+            await events.aclose()
         executor.shutdown(wait=False, cancel_futures=True)
         aclose = getattr(judge, "aclose", None)
         if aclose is not None:
             await aclose()
+
+
+def _evaluation_events(settings: Settings, metrics: Metrics) -> EvaluationEvents | None:
+    """``--evaluation-events``: the OTLP log exporter, made before anything starts (a missing
+    exporter is a ConfigError naming the extra, exit 2)."""
+    if not settings.evaluation_events:
+        return None
+    from citemon.service.evaluation_events import EvaluationEvents as Events  # only when asked
+
+    return Events(metrics.evaluation_events, max_queue=settings.evaluation_events_max_queue)
 
 
 def _calibration(settings: Settings, judge: str) -> Calibration | None:
