@@ -42,6 +42,8 @@ from citemon.service.pipeline import Pipeline, PipelineStats
 from citemon.service.settings import Settings, add_settings_arguments, settings_from_args
 
 if TYPE_CHECKING:
+    from opentelemetry.sdk._logs.export import LogRecordExporter
+
     from citemon.service.evaluation_events import EvaluationEvents
 
 __all__ = ["add_arguments", "main", "serve"]
@@ -77,6 +79,8 @@ async def serve(
         calibration=calibration,
         canary_window_s=settings.canary_window,
     )
+    # --evaluation-events: a missing exporter stops us here (exit 2), before anything started.
+    event_exporter = _event_exporter(settings)
     gate = JudgeGate(
         backoff_s=settings.answer_retry_backoff_s,
         backoff_max_s=settings.answer_retry_backoff_max_s,
@@ -91,7 +95,11 @@ async def serve(
     # heartbeats, /healthz and /metrics answer while a 1 MB answer is split and judged.
     executor = ThreadPoolExecutor(settings.cpu_workers, thread_name_prefix="citemon-cpu")
     scorer = Scorer(judge, scoring or ScoringOptions(), executor=executor)
-    events = _evaluation_events(settings, metrics)
+    events = (
+        None
+        if event_exporter is None
+        else _evaluation_events(event_exporter, metrics, settings.evaluation_events_max_queue)
+    )
     pipeline = Pipeline(
         settings,
         scorer,
@@ -136,14 +144,22 @@ async def serve(
             await aclose()
 
 
-def _evaluation_events(settings: Settings, metrics: Metrics) -> EvaluationEvents | None:
-    """``--evaluation-events``: the OTLP log exporter, made before anything starts (a missing
-    exporter is a ConfigError naming the extra, exit 2)."""
+def _event_exporter(settings: Settings) -> LogRecordExporter | None:
+    """``--evaluation-events``' OTLP log exporter (from the ``OTEL_EXPORTER_OTLP_*`` variables);
+    a ConfigError naming the ``citemon[events]`` extra when it is not installed."""
     if not settings.evaluation_events:
         return None
-    from citemon.service.evaluation_events import EvaluationEvents as Events  # only when asked
+    from citemon.service.evaluation_events import otlp_log_exporter  # only when asked
 
-    return Events(metrics.evaluation_events, max_queue=settings.evaluation_events_max_queue)
+    return otlp_log_exporter()
+
+
+def _evaluation_events(
+    exporter: LogRecordExporter, metrics: Metrics, max_queue: int
+) -> EvaluationEvents:
+    from citemon.service.evaluation_events import EvaluationEvents as Events
+
+    return Events(metrics.evaluation_events, exporter=exporter, max_queue=max_queue)
 
 
 def _calibration(settings: Settings, judge: str) -> Calibration | None:

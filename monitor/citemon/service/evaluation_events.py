@@ -221,8 +221,7 @@ def otlp_log_exporter() -> LogRecordExporter:
         )
         raise ConfigError(
             f"--evaluation-events needs the OTLP log exporter ({package}: {exc.name} is not "
-            f"installed): {EXTRA_HINT}"
-            + (f" {package}" if protocol == "grpc" else "")
+            f"installed): {EXTRA_HINT}" + (f" {package}" if protocol == "grpc" else "")
         ) from None
     raise ConfigError(
         f"--evaluation-events: unsupported OTLP protocol {protocol!r} "
@@ -360,7 +359,7 @@ class EvaluationEvents:
                     self._warned = True
                     log.warning(
                         "evaluation events: queue full (%d), dropping events (counted in "
-                        "citemon_evaluation_events_total{outcome=\"dropped\"})",
+                        'citemon_evaluation_events_total{outcome="dropped"})',
                         self._ledger.capacity,
                     )
                 continue
