@@ -107,7 +107,7 @@ async def _read_all(bootstrap: str, topic: str, partitions: int) -> list[Any]:
         ends = await consumer.end_offsets(tps)
         out: list[Any] = []
         async with asyncio.timeout(DONE_TIMEOUT_S):
-            while any(await consumer.position(tp) < ends[tp] for tp in tps):
+            while any([await consumer.position(tp) < ends[tp] for tp in tps]):
                 for batch in (await consumer.getmany(timeout_ms=500)).values():
                     out.extend(batch)
         return out
