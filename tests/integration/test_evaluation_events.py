@@ -26,8 +26,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+from citemon.core.records import AnswerRecord
 from citemon.demo.data import specimen
-from citemon.engine.records import AnswerRecord
 from citemon.engine.scoring import Scorer
 from citemon.service.evaluation_events import (
     ACCURACY,

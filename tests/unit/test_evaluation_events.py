@@ -22,10 +22,10 @@ from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
 from prometheus_client import CollectorRegistry
 
 from citemon.cli import build_parser, main
+from citemon.core.errors import ConfigError
+from citemon.core.records import AnswerScore, ClaimResult
 from citemon.demo.data import specimen
-from citemon.engine.records import AnswerScore, ClaimResult
 from citemon.engine.scoring import Scorer
-from citemon.errors import ConfigError
 from citemon.metrics import Metrics
 from citemon.service.evaluation_events import (
     ACCURACY,

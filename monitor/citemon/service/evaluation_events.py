@@ -54,8 +54,8 @@ from opentelemetry.sdk._logs.export import (
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
-from citemon.engine.records import CITED_VERDICTS, VERDICTS, AnswerScore, ClaimResult
-from citemon.errors import ConfigError
+from citemon.core.errors import ConfigError
+from citemon.core.records import CITED_VERDICTS, VERDICTS, AnswerScore, ClaimResult
 
 __all__ = [
     "ACCURACY",
