@@ -15,9 +15,11 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
 from prometheus_client import CollectorRegistry
 
@@ -272,12 +274,58 @@ def test_the_flag_and_the_env_var(monkeypatch: pytest.MonkeyPatch) -> None:
         settings_from_args(parser.parse_args(["run", "--evaluation-events-max-queue", "0"]))
 
 
-def test_the_standard_variables_choose_the_exporter(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("OTEL_EXPORTER_OTLP_PROTOCOL", raising=False)
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:14318")
-    exporter = otlp_log_exporter()
-    assert isinstance(exporter, OTLPLogExporter)
-    assert exporter._endpoint == "http://127.0.0.1:14318/v1/logs"
+class _Receiver:
+    """A real OTLP/HTTP endpoint on loopback: answers 200 and keeps each request's path and
+    decoded ``ExportLogsServiceRequest``."""
+
+    def __init__(self) -> None:
+        self.received: list[tuple[str, ExportLogsServiceRequest]] = []
+        received = self.received
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                received.append((self.path, ExportLogsServiceRequest.FromString(body)))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+async def test_the_standard_variables_choose_the_endpoint_and_protocol(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    receiver = _Receiver()
+    try:
+        monkeypatch.delenv("OTEL_EXPORTER_OTLP_PROTOCOL", raising=False)
+        monkeypatch.delenv("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", raising=False)
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
+        monkeypatch.setenv("OTEL_SERVICE_NAME", "citemon-eu-1")
+        events = EvaluationEvents(lambda outcome, n: None, exporter=otlp_log_exporter())
+        events.answer_counted(await _specimen_score(), SPAN_ID)
+        await events.aclose()
+        assert events.totals == {"sent": 2, "dropped": 0, "failed": 0}
+    finally:
+        receiver.close()
+    ((path, request),) = receiver.received
+    assert path == "/v1/logs"  # OTLP/HTTP by default, the signal path after the base endpoint
+    (resource_logs,) = request.resource_logs
+    resource = {a.key: a.value.string_value for a in resource_logs.resource.attributes}
+    assert resource["service.name"] == "citemon-eu-1"
+    records = [r for scope in resource_logs.scope_logs for r in scope.log_records]
+    assert [(r.event_name, r.trace_id.hex(), r.span_id.hex()) for r in records] == [
+        (EVENT_NAME, TRACE_ID, SPAN_ID)
+    ] * 2
     from opentelemetry.exporter.otlp.proto.grpc._log_exporter import (
         OTLPLogExporter as GrpcExporter,
     )
