@@ -115,8 +115,9 @@ async def _read_all(bootstrap: str, topic: str, partitions: int) -> list[Any]:
         await consumer.stop()
 
 
+@pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
 async def test_events_reach_kafka_through_the_collector_on_each_answer_span(
-    otelcol: Path, kafka_bootstrap: str, kafka_topic: TopicFactory, tmp_path: Path
+    otelcol: Path, kafka_bootstrap: str, kafka_topic: TopicFactory, tmp_path: Path, protocol: str
 ) -> None:
     spans_topic = await kafka_topic(partitions=3)
     logs_topic = await kafka_topic(partitions=3)
@@ -133,7 +134,10 @@ async def test_events_reach_kafka_through_the_collector_on_each_answer_span(
         otelcol, tmp_path, kafka_bootstrap, spans_topic, logs_topic=logs_topic
     ) as collector:
         ids = _serve(collector.http_endpoint, answers)
-        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": collector.http_base}
+        endpoint = (
+            f"http://{collector.grpc_endpoint}" if protocol == "grpc" else collector.http_base
+        )
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_EXPORTER_OTLP_PROTOCOL": protocol}
         proc = start_process(flags, env=env, log_path=tmp_path / "run.log")
         try:
             await wait_for(lambda: ready(port), 30, "the monitor to be ready")
