@@ -355,3 +355,29 @@ def test_without_the_exporter_the_error_names_the_extra(
     argv = ["run", "--evaluation-events", "--bootstrap-servers", "127.0.0.1:1"]
     assert main([*argv, "--metrics-port", "0"]) == 2
     assert "pip install 'citemon[events]'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, "citemon"),
+        (
+            {"OTEL_RESOURCE_ATTRIBUTES": "service.name=rag-evals,deployment.environment=eu"},
+            "rag-evals",
+        ),
+        ({"OTEL_SERVICE_NAME": "citemon-eu-1"}, "citemon-eu-1"),
+    ],
+)
+async def test_the_service_name_is_citemon_unless_the_resource_variables_say_otherwise(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], expected: str
+) -> None:
+    for name in ("OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    exporter = InMemoryLogRecordExporter()
+    events = EvaluationEvents(lambda outcome, n: None, exporter=exporter)
+    events.answer_counted(AnswerScore(), None)
+    await events.aclose()
+    (first, _) = exporter.get_finished_logs()
+    assert first.resource.attributes["service.name"] == expected

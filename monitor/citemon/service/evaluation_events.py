@@ -110,10 +110,6 @@ class EvaluationEvent:
         self.trace_id = trace_id
         self.span_id = span_id
 
-    @property
-    def name(self) -> str:
-        return str(self.attributes["gen_ai.evaluation.name"])
-
     def __repr__(self) -> str:
         return f"EvaluationEvent({self.attributes!r}, trace_id={self.trace_id!r})"
 
@@ -323,8 +319,9 @@ class EvaluationEvents:
             raise ValueError("max_queue must be >= 1")
         self._ledger = _Ledger(max_queue, count)
         if resource is None:
-            defaults = {} if os.environ.get("OTEL_SERVICE_NAME") else {"service.name": "citemon"}
-            resource = Resource.create(defaults)
+            resource = Resource.create()  # OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES
+            if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
+                resource = resource.merge(Resource({"service.name": "citemon"}))
         self._provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
         # The SDK's own queue is as long as ours: it never fills, so it never drops silently.
         self._provider.add_log_record_processor(
