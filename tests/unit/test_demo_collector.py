@@ -64,7 +64,7 @@ def test_without_a_build_the_error_names_make_collector(
     assert "build it with `make collector`" in str(err.value)
 
 
-def test_the_override_is_yaml_and_changes_only_ports_topic_and_self_metrics() -> None:
+def test_the_override_is_yaml_and_changes_only_ports_topics_and_self_metrics() -> None:
     assert deploy_dir() == REPO / "deploy"
     written = json.dumps(override("demo.spans", 40001, 40002, None))
     assert yaml.safe_load(written) == {
@@ -76,10 +76,15 @@ def test_the_override_is_yaml_and_changes_only_ports_topic_and_self_metrics() ->
                 }
             }
         },
-        "exporters": {"kafka": {"traces": {"topic": "demo.spans"}}},
+        "exporters": {
+            "kafka": {"traces": {"topic": "demo.spans"}, "logs": {"topic": "demo.spans.logs"}}
+        },
         "service": {"telemetry": {"metrics": {"level": "none"}}},
     }
     assert override("t", 1, 2, "zstd")["exporters"]["kafka"]["producer"] == {"compression": "zstd"}
+    assert override("t", 1, 2, None, "t.events")["exporters"]["kafka"]["logs"] == {
+        "topic": "t.events"
+    }
 
 
 def test_demo_refuses_a_missing_collector_before_touching_kafka(

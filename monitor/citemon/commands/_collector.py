@@ -110,9 +110,19 @@ def free_port() -> int:
         return port
 
 
-def override(topic: str, grpc_port: int, http_port: int, compression: str | None) -> dict[str, Any]:
-    """What a second Collector changes in the shipped config: ports, topic, self-metrics (codec)."""
-    kafka: dict[str, Any] = {"traces": {"topic": topic}}
+def override(
+    topic: str,
+    grpc_port: int,
+    http_port: int,
+    compression: str | None,
+    logs_topic: str | None = None,
+) -> dict[str, Any]:
+    """What a second Collector changes in the shipped config: ports, topics (the logs topic
+    defaults to ``TOPIC.logs``), self-metrics (codec)."""
+    kafka: dict[str, Any] = {
+        "traces": {"topic": topic},
+        "logs": {"topic": logs_topic or f"{topic}.logs"},
+    }
     if compression is not None:
         kafka["producer"] = {"compression": compression}
     return {
@@ -139,6 +149,11 @@ class RunningCollector:
     log_path: Path
     process: subprocess.Popen[bytes]
 
+    @property
+    def http_base(self) -> str:
+        """``http://127.0.0.1:PORT``: ``OTEL_EXPORTER_OTLP_ENDPOINT`` for every signal."""
+        return self.http_endpoint.removesuffix("/v1/traces")
+
 
 def _port_open(port: int) -> bool:
     with socket.socket() as s:
@@ -164,8 +179,11 @@ def run_collector(
     name: str = "otelcol",
     config: Path | None = None,
     ready_timeout_s: float = READY_TIMEOUT_S,
+    logs_topic: str | None = None,
 ) -> Iterator[RunningCollector]:
     """The Collector on ``config`` (default the shipped one) + overrides, until the block ends.
+
+    Spans go to ``topic``, logs (evaluation events) to ``logs_topic`` (default ``TOPIC.logs``).
 
     Its stdout and stderr go to ``workdir/NAME.log``; a Collector that exits or does not listen
     within ``ready_timeout_s`` raises :class:`CollectorError` with the log's tail. On the way out
@@ -173,7 +191,9 @@ def run_collector(
     config = config or deploy_dir() / "otel-collector.yaml"
     grpc_port, http_port = free_port(), free_port()
     overrides = workdir / f"{name}-overrides.yaml"
-    overrides.write_text(json.dumps(override(topic, grpc_port, http_port, compression), indent=2))
+    overrides.write_text(
+        json.dumps(override(topic, grpc_port, http_port, compression, logs_topic), indent=2)
+    )
     log_path = workdir / f"{name}.log"
     with open(log_path, "ab") as log:
         try:

@@ -27,7 +27,7 @@ import gc
 import logging
 import signal
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
 
@@ -40,6 +40,11 @@ from citemon.metrics import Metrics, MetricsServer
 from citemon.service.gate import GateObserver, JudgeGate
 from citemon.service.pipeline import Pipeline, PipelineStats
 from citemon.service.settings import Settings, add_settings_arguments, settings_from_args
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk._logs.export import LogRecordExporter
+
+    from citemon.service.evaluation_events import EvaluationEvents
 
 __all__ = ["add_arguments", "main", "serve"]
 
@@ -74,6 +79,8 @@ async def serve(
         calibration=calibration,
         canary_window_s=settings.canary_window,
     )
+    # --evaluation-events: a missing exporter stops us here (exit 2), before anything started.
+    event_exporter = _event_exporter(settings)
     gate = JudgeGate(
         backoff_s=settings.answer_retry_backoff_s,
         backoff_max_s=settings.answer_retry_backoff_max_s,
@@ -88,7 +95,18 @@ async def serve(
     # heartbeats, /healthz and /metrics answer while a 1 MB answer is split and judged.
     executor = ThreadPoolExecutor(settings.cpu_workers, thread_name_prefix="citemon-cpu")
     scorer = Scorer(judge, scoring or ScoringOptions(), executor=executor)
-    pipeline = Pipeline(settings, scorer, metrics, gate=gate)
+    events = (
+        None
+        if event_exporter is None
+        else _evaluation_events(event_exporter, metrics, settings.evaluation_events_max_queue)
+    )
+    pipeline = Pipeline(
+        settings,
+        scorer,
+        metrics,
+        gate=gate,
+        on_counted=events.answer_counted if events is not None else None,
+    )
     log.info("settings: %s", settings.describe())
     server = MetricsServer(
         registry,
@@ -118,10 +136,30 @@ async def serve(
                 on_ready(pipeline, server)
             return await pipeline.run(stop)
     finally:
+        if events is not None:
+            await events.aclose()
         executor.shutdown(wait=False, cancel_futures=True)
         aclose = getattr(judge, "aclose", None)
         if aclose is not None:
             await aclose()
+
+
+def _event_exporter(settings: Settings) -> LogRecordExporter | None:
+    """``--evaluation-events``' OTLP log exporter (from the ``OTEL_EXPORTER_OTLP_*`` variables);
+    a ConfigError naming the ``citemon[events]`` extra when it is not installed."""
+    if not settings.evaluation_events:
+        return None
+    from citemon.service.evaluation_events import otlp_log_exporter  # only when asked
+
+    return otlp_log_exporter()
+
+
+def _evaluation_events(
+    exporter: LogRecordExporter, metrics: Metrics, max_queue: int
+) -> EvaluationEvents:
+    from citemon.service.evaluation_events import EvaluationEvents as Events
+
+    return Events(metrics.evaluation_events, exporter=exporter, max_queue=max_queue)
 
 
 def _calibration(settings: Settings, judge: str) -> Calibration | None:

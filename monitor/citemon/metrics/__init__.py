@@ -8,6 +8,7 @@ the bounded label values, :mod:`~citemon.metrics.windows` the gauges computed at
 from citemon.core.labels import OTHER, UNKNOWN
 from citemon.metrics.definitions import (
     CITED_VERDICTS,
+    EVALUATION_EVENT_OUTCOMES,
     JUDGE_OUTCOMES,
     SPAN_OUTCOMES,
     TRACE_OUTCOMES,
@@ -20,6 +21,7 @@ from citemon.metrics.server import DEFAULT_METRICS_PORT, MetricsServer
 __all__ = [
     "CITED_VERDICTS",
     "DEFAULT_METRICS_PORT",
+    "EVALUATION_EVENT_OUTCOMES",
     "JUDGE_OUTCOMES",
     "OTHER",
     "SPAN_OUTCOMES",

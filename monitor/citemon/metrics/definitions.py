@@ -69,6 +69,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CITED_VERDICTS",
+    "EVALUATION_EVENT_OUTCOMES",
     "JUDGE_OUTCOMES",
     "SPAN_OUTCOMES",
     "TRACE_OUTCOMES",
@@ -94,6 +95,10 @@ TRACE_OUTCOMES: Final = ("completed", "settled", "dropped_incomplete", "evicted"
 or dropped *early* to keep the assembler within its caps (also counted in one of those two);
 ``superseded``: the trace carried a self-contained ``rag.answer`` span, which was scored instead.
 """
+
+EVALUATION_EVENT_OUTCOMES: Final = ("sent", "dropped", "failed")
+"""Values of ``citemon_evaluation_events_total{outcome}`` (``--evaluation-events``): accepted by
+the OTLP endpoint, refused at the full queue (or left queued at shutdown), export failed."""
 
 
 # Judge latency buckets, in seconds: LLM judges answer in 0.1-10 s; the tail matters for caps.
@@ -326,6 +331,13 @@ class Metrics:
             "(the misattribution search's least likely passages).",
             registry=registry,
         )
+        self._evaluation_events = Counter(
+            "citemon_evaluation_events",
+            "gen_ai.evaluation.result events (--evaluation-events), by outcome "
+            "(sent, dropped, failed).",
+            ["outcome"],
+            registry=registry,
+        )
         self._traces = _TraceCollector()
         registry.register(self._traces)
         Gauge(
@@ -339,6 +351,8 @@ class Metrics:
             self._canary_answers.labels(canary_outcome)
         for cause in UNJUDGED_CAUSES:
             self._unjudged.labels(cause)
+        for event_outcome in EVALUATION_EVENT_OUTCOMES:
+            self._evaluation_events.labels(event_outcome)
         self.judge = JudgeMetrics(registry)
 
     # -- quality ---------------------------------------------------------------------------
@@ -500,6 +514,13 @@ class Metrics:
         if outcome not in SPAN_OUTCOMES:
             raise ValueError(f"unknown span outcome {outcome!r}")
         self._spans.labels(outcome).inc(n)
+
+    def evaluation_events(self, outcome: str, n: int = 1) -> None:
+        """Count ``n`` evaluation events with one outcome (called from the exporter's thread
+        too: prometheus_client's counters are thread-safe)."""
+        if outcome not in EVALUATION_EVENT_OUTCOMES:
+            raise ValueError(f"unknown evaluation event outcome {outcome!r}")
+        self._evaluation_events.labels(outcome).inc(n)
 
     def dead_letter(self, reason: str) -> None:
         """Count one message sent to the DLQ (``reason``: a ``DecodeError.reason`` code)."""

@@ -202,6 +202,7 @@ class Pipeline:
         clock: Callable[[], float] = time.monotonic,
         max_inflight_canaries: int | None = None,
         close_timeout_s: float = 10.0,
+        on_counted: Callable[[AnswerScore, str | None], None] | None = None,
     ) -> None:
         self.settings = settings
         self.scorer = scorer
@@ -257,6 +258,8 @@ class Pipeline:
         # restart waited for the broker (drain 30 s + this 10 s stays inside Kubernetes' 45 s).
         self._close_timeout_s = close_timeout_s
         self._skip_final_commit = False
+        # Called with each answer (and its span ID) once counted: the evaluation events.
+        self._on_counted = on_counted
 
     # -- probes --------------------------------------------------------------------------------
 
@@ -987,6 +990,8 @@ class Pipeline:
         for score, key in counted:
             self._dedupe.add(key)
             self.metrics.record_answer(score)
+            if self._on_counted is not None:
+                self._on_counted(score, key[1])
         self.stats.answers_committed += len(counted)
         for e in r.entries:
             for reason in e.dead_letters:

@@ -148,6 +148,13 @@ class Settings(BaseSettings):
     """``CITEMON_CANARY_WINDOW``: span of the canary's sums, in seconds here (``1h``…). Longer
     than ``window`` because the canary sees only ``canary_rate`` of the answers."""
 
+    # -- verdicts back on the trace ------------------------------------------------------------
+    evaluation_events: bool = False
+    """Send each counted answer's ``gen_ai.evaluation.result`` events over OTLP (the standard
+    ``OTEL_EXPORTER_OTLP_*`` variables; :mod:`citemon.service.evaluation_events`)."""
+    evaluation_events_max_queue: int = Field(default=2048, ge=1)
+    """Events waiting for export at most; more are dropped, and counted, rather than queued."""
+
     @field_validator("window", "canary_window", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> Any:
@@ -332,6 +339,19 @@ _FLAGS: Final[tuple[tuple[str, str, Any, str], ...]] = (
         "share of scored answers re-checked with shuffled citations, e.g. 0.02 (default 0 = off)",
     ),
     ("--canary-window", "canary_window", str, "window of the canary sensitivity (default 1h)"),
+    (
+        "--evaluation-events",
+        "evaluation_events",
+        bool,
+        "send gen_ai.evaluation.result events per scored answer over OTLP "
+        "(OTEL_EXPORTER_OTLP_* variables; needs citemon[events]) (off)",
+    ),
+    (
+        "--evaluation-events-max-queue",
+        "evaluation_events_max_queue",
+        int,
+        "evaluation events waiting for export at most; more are dropped and counted (2048)",
+    ),
 )
 
 
@@ -345,6 +365,16 @@ def add_settings_arguments(
     group = parser.add_argument_group(title)
     for flag, field, kind, text in _FLAGS:
         if only is not None and field not in only:
+            continue
+        if kind is bool:  # a switch: given means on; absent leaves env and default be
+            group.add_argument(
+                flag,
+                dest=f"settings_{field}",
+                action="store_const",
+                const=True,
+                default=None,
+                help=f"{text} [env {ENV_PREFIX}{field.upper()}]",
+            )
             continue
         group.add_argument(
             flag,
