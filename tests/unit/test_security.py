@@ -25,7 +25,6 @@ import re
 import shutil
 import socket
 import subprocess
-import time
 import tracemalloc
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -251,10 +250,10 @@ def test_an_encrypted_tls_key_is_a_config_error_not_a_terminal_prompt(tmp_path: 
     common = {"security_protocol": "SSL", "ssl_certfile": tmp_path / "cert.pem"}
     plain = Settings(**common, ssl_keyfile=tmp_path / "plain.pem")
     assert plain.kafka_options()["ssl_context"] is not None  # an unencrypted key loads
-    started = time.perf_counter()
+    # Refused, not prompted for: OpenSSL asking on the terminal would hang here (the test's
+    # timeout fails it).
     with pytest.raises(ConfigError, match="--ssl-keyfile is encrypted") as info:
         Settings(**common, ssl_keyfile=tmp_path / "enc.pem").kafka_options()
-    assert time.perf_counter() - started < 5
     assert TLS_PASSPHRASE not in str(info.value)
 
 
@@ -455,18 +454,20 @@ def _span_payload(attrs: dict[str, str], *, name: str = "rag.answer", span: int 
     return req.SerializeToString()
 
 
-def _measure(call: Callable[[], Any]) -> tuple[Any, float, float]:
-    """(result or raised error, seconds, peak MB of new Python allocations)."""
+def _measure(call: Callable[[], Any]) -> tuple[Any, float]:
+    """(result or raised error, peak MB of new Python allocations).
+
+    Memory, not seconds: what a refusal must not do is build the thing it refuses, and the
+    allocations say that whatever else the machine is running (timings are in ``bench decode``).
+    """
     tracemalloc.start()
-    started = time.perf_counter()
     try:
         out: Any = call()
     except DecodeError as exc:
         out = exc
-    seconds = time.perf_counter() - started
     peak = tracemalloc.get_traced_memory()[1] / 1e6
     tracemalloc.stop()
-    return out, seconds, peak
+    return out, peak
 
 
 def test_a_50_mb_document_is_dead_lettered_fast_not_judged() -> None:
@@ -479,10 +480,10 @@ def test_a_50_mb_document_is_dead_lettered_fast_not_judged() -> None:
         }
     )
     assert len(payload) > 50_000_000
-    out, seconds, peak_mb = _measure(lambda: decode_otlp(payload))
+    out, peak_mb = _measure(lambda: decode_otlp(payload))
     assert isinstance(out, DecodeError) and out.reason == "answer_too_large"
     assert "passages over 2000000 bytes" in str(out)
-    assert seconds < 2.0 and peak_mb < 120  # the parsed copy of the payload, nothing more
+    assert peak_mb < 120  # the parsed copy of the payload, nothing more
     # A question is held to the answer's limit; the answer itself already was.
     for key in ("input.value", "output.value"):
         attrs = {"output.value": "a [p-1]", "retrieval.documents.0.document.content": "x"}
@@ -549,9 +550,9 @@ def test_ten_thousand_passages_are_refused_quickly_in_every_encoding() -> None:
         {"output.value": "a [p-1]", "citemon.passages.overflow": json.dumps(overflow)}
     )
     for payload in (proto, as_json, packed):
-        out, seconds, peak_mb = _measure(lambda payload=payload: decode_otlp(payload))
+        out, peak_mb = _measure(lambda payload=payload: decode_otlp(payload))
         assert isinstance(out, DecodeError) and out.reason == "too_many_passages"
-        assert seconds < 1.5 and peak_mb < 40, (seconds, peak_mb)
+        assert peak_mb < 40, peak_mb
 
 
 def test_a_bad_span_beside_a_good_one_is_counted_and_the_good_one_kept() -> None:
@@ -576,9 +577,9 @@ def test_a_bad_span_beside_a_good_one_is_counted_and_the_good_one_kept() -> None
 def test_a_one_mebibyte_claim_sentence_is_refused_before_sentence_splitting() -> None:
     sentence = ("alpha beta gamma delta " * 50_000)[: 1 << 20] + " [p-1]"
     attrs = {"output.value": sentence, "retrieval.documents.0.document.content": "alpha"}
-    out, seconds, peak_mb = _measure(lambda: decode_otlp(_span_payload(attrs)))
+    out, peak_mb = _measure(lambda: decode_otlp(_span_payload(attrs)))
     assert isinstance(out, DecodeError) and out.reason == "answer_too_large"
-    assert seconds < 0.5 and peak_mb < 10
+    assert peak_mb < 10
 
 
 def _nested_json_value(depth: int) -> str:
@@ -594,14 +595,13 @@ def test_deeply_nested_otlp_json_is_not_json_or_decoded_without_recursion_errors
     for depth, accepted in ((100, True), (200, True), (5_000, False), (200_000, False)):
         deep = '{"key": "deep", "value": ' + _nested_json_value(depth) + "}"
         payload = head + base + ", " + deep + "]}]}]}]}"
-        out, seconds, _ = _measure(lambda payload=payload: decode_otlp_json(payload.encode()))
-        assert seconds < 1.0
+        out, _ = _measure(lambda payload=payload: decode_otlp_json(payload.encode()))
         if accepted:
             assert out.records[0].answer == "a [p-1]"
         else:
             assert isinstance(out, DecodeError) and out.reason == "not_json"
-    out, seconds, _ = _measure(lambda: decode_otlp(b'{"resourceSpans": ' + b"[" * 2_000_000))
-    assert isinstance(out, DecodeError) and out.reason == "not_json" and seconds < 1.0
+    out, _ = _measure(lambda: decode_otlp(b'{"resourceSpans": ' + b"[" * 2_000_000))
+    assert isinstance(out, DecodeError) and out.reason == "not_json"
 
 
 def _varint(n: int) -> bytes:
@@ -628,5 +628,5 @@ def test_deeply_nested_protobuf_values_are_refused() -> None:
     scope = b"\x12" + _varint(len(span)) + span  # ScopeSpans.spans is field 2
     resource = b"\x12" + _varint(len(scope)) + scope  # ResourceSpans.scope_spans is field 2
     payload = b"\x0a" + _varint(len(resource)) + resource
-    out, seconds, _ = _measure(lambda: decode_otlp(payload))
-    assert isinstance(out, DecodeError) and out.reason == "not_protobuf" and seconds < 1.0
+    out, _ = _measure(lambda: decode_otlp(payload))
+    assert isinstance(out, DecodeError) and out.reason == "not_protobuf"
