@@ -7,13 +7,8 @@ import time
 import pytest
 
 from citemon.core.records import AnswerRecord, Passage
-from citemon.engine.claims import (
-    CitationSyntax,
-    _segments,
-    extract_claims,
-    split_sentences,
-    strip_markers,
-)
+from citemon.core.text import CitationSyntax, strip_markers
+from citemon.engine.claims import _segments, extract_claims, split_sentences
 
 
 def record(answer: str, ids: list[str]) -> AnswerRecord:

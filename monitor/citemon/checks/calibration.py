@@ -56,6 +56,7 @@ from citemon.core.stats import (
     percentile_interval,
     wilson,
 )
+from citemon.core.text import DEFAULT_SYNTAX, CitationSyntax, strip_markers
 from citemon.judges import entailment_score
 
 __all__ = [
@@ -81,7 +82,6 @@ PartialMapping = Literal["entailed", "not_entailed", "exclude"]
 """How partial support (ExpertQA ``Partial``, WiCE ``partially_supported``) is read."""
 
 _THRESHOLD_DRAWS = 1000
-_MARKER = re.compile(r"\s*\[\s*[\w\-]+(?:\s*,\s*[\w\-]+)*\s*\]")
 _WICE_LABELS = {"supported": True, "not_supported": False, "partially_supported": None}
 _EXPERTQA_LABELS = {"Complete": True, "Incomplete": False, "Partial": None}
 
@@ -260,8 +260,8 @@ def read_label_rows(path: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _normalise(text: str) -> str:
-    return " ".join(_MARKER.sub(" ", text).lower().split()).strip(" .")
+def _normalise(text: str, syntax: CitationSyntax) -> str:
+    return " ".join(strip_markers(text, syntax).lower().split()).strip(" .")
 
 
 def _map_label(value: bool | None, partial: PartialMapping) -> bool | None:
@@ -271,9 +271,11 @@ def _map_label(value: bool | None, partial: PartialMapping) -> bool | None:
     return None if partial == "exclude" else partial == "entailed"
 
 
-def _match(text: str, claims: Sequence[str], min_similarity: float) -> int | None:
-    target = _normalise(text)
-    normalised = [_normalise(c) for c in claims]
+def _match(
+    text: str, claims: Sequence[str], min_similarity: float, syntax: CitationSyntax
+) -> int | None:
+    target = _normalise(text, syntax)
+    normalised = [_normalise(c, syntax) for c in claims]
     if target in normalised:
         return normalised.index(target)
     best, best_i = 0.0, None
@@ -293,6 +295,7 @@ def pairs_from_rows(
     partial: PartialMapping = "not_entailed",
     min_similarity: float = 0.9,
     limit: int | None = None,
+    syntax: CitationSyntax = DEFAULT_SYNTAX,
 ) -> tuple[list[LabelledPair], Counter[str]]:
     """Labelled pairs from rows of either shape, and the count of what was skipped, by reason.
 
@@ -301,8 +304,9 @@ def pairs_from_rows(
     ``labels``): each annotator claim is matched (normalised text, then similarity ≥
     ``min_similarity``) to a claim of :func:`citemon.engine.claims.extract_claims` and judged
     against the passages the annotator label cites; ``Complete`` → entailed, ``Incomplete`` → not,
-    ``Partial`` → ``partial``, anything else (``Missing``, ``N/A``) skipped. Reading stops
-    once ``limit`` pairs are collected.
+    ``Partial`` → ``partial``, anything else (``Missing``, ``N/A``) skipped. Citation markers
+    (in the answer and the annotator claims) are read with ``syntax``. Reading stops once
+    ``limit`` pairs are collected.
     """
     from citemon.engine.claims import extract_claims  # the claim splitter is only needed here
 
@@ -335,7 +339,7 @@ def pairs_from_rows(
             skipped["invalid answer record"] += 1
             continue
         texts = record.passage_map()
-        claims = [c.text for c in extract_claims(record)]
+        claims = [c.text for c in extract_claims(record, syntax)]
         source = record.id or where
         for lab in record.labels or []:
             support = str(lab.get("support"))
@@ -356,7 +360,7 @@ def pairs_from_rows(
             if any(not texts[i].strip() for i in ids):
                 skipped["cited passage has no text"] += 1
                 continue
-            index = _match(str(lab.get("claim", "")), claims, min_similarity)
+            index = _match(str(lab.get("claim", "")), claims, min_similarity, syntax)
             if index is None:
                 skipped["no matching extracted claim"] += 1
                 continue

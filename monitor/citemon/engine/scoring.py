@@ -79,8 +79,8 @@ from citemon.core.records import (
     VerdictName,
 )
 from citemon.core.stats import ratio, wilson
-from citemon.core.text import content_words
-from citemon.engine.claims import CitationSyntax, extract_claims
+from citemon.core.text import CitationSyntax, overlap_words
+from citemon.engine.claims import extract_claims
 from citemon.engine.excerpts import excerpts
 
 if TYPE_CHECKING:
@@ -536,8 +536,8 @@ def _allot(needs: Sequence[int], budget: int) -> list[int]:
 def _by_overlap(claim: str, candidates: Sequence[str], passages: Mapping[str, str]) -> list[str]:
     """``candidates`` most likely first: content words shared with the claim, then retrieval
     order (``sorted`` is stable)."""
-    words = content_words(claim)
-    return sorted(candidates, key=lambda p: -len(words & content_words(passages[p])))
+    words = overlap_words(claim)
+    return sorted(candidates, key=lambda p: -len(words & overlap_words(passages[p])))
 
 
 def _share_run(a: str, b: str, n: int) -> bool:

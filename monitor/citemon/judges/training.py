@@ -17,7 +17,6 @@ import hashlib
 import json
 import math
 import random
-import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -25,7 +24,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from citemon.core.judge import Judge
-from citemon.judges.features import content_words, extract, tokens
+from citemon.core.text import DEFAULT_SYNTAX, CitationSyntax, content_words, strip_markers, tokens
+from citemon.judges.features import extract
 from citemon.judges.learned import LearnedModel, sigmoid
 
 __all__ = [
@@ -42,19 +42,11 @@ __all__ = [
     "load_wice",
     "predict",
     "quality_report",
-    "strip_markers",
     "train",
 ]
 
 PartialMapping = Literal["entailed", "not_entailed", "exclude"]
 """How ExpertQA's ``Partial`` (and WiCE's ``partially_supported``) labels are read."""
-
-_MARKER = re.compile(r"\s*\[\s*[\w\-]+(?:\s*,\s*[\w\-]+)*\s*\]")
-
-
-def strip_markers(text: str) -> str:
-    """Remove ``[n]``-style citation markers and tidy the spaces they leave."""
-    return re.sub(r"\s+([.,;:!?])", r"\1", _MARKER.sub("", text)).strip()
 
 
 @dataclass(frozen=True)
@@ -91,7 +83,9 @@ def load_wice(path: Path, *, partial: PartialMapping = "not_entailed") -> list[E
     return out
 
 
-def load_expertqa(path: Path, *, partial: PartialMapping = "not_entailed") -> list[Example]:
+def load_expertqa(
+    path: Path, *, partial: PartialMapping = "not_entailed", syntax: CitationSyntax = DEFAULT_SYNTAX
+) -> list[Example]:
     """ExpertQA annotator claims (markers stripped) with the texts of their cited passages.
 
     ``Complete`` → entailed, ``Incomplete`` → not, ``Partial`` → ``partial``; ``Missing``,
@@ -117,7 +111,7 @@ def load_expertqa(path: Path, *, partial: PartialMapping = "not_entailed") -> li
             if not ids or any(not texts.get(i) for i in ids):
                 continue
             passages = {i: texts[i] for i in ids}
-            claim = strip_markers(lab["claim"])
+            claim = strip_markers(lab["claim"], syntax)
             out.append(Example(claim, passages, entailed, rec["id"], "expertqa", support))
     return out
 
