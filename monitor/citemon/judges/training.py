@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from citemon.core.calibration import balanced_accuracy
 from citemon.core.judge import Judge
 from citemon.core.text import DEFAULT_SYNTAX, CitationSyntax, content_words, strip_markers, tokens
 from citemon.judges.features import extract
@@ -32,7 +33,6 @@ __all__ = [
     "Example",
     "FoldResult",
     "PartialMapping",
-    "balanced_accuracy",
     "build_idf",
     "cross_validate",
     "fit_model",
@@ -231,16 +231,6 @@ def grouped_folds(groups: Sequence[str], k: int, *, seed: int = 0) -> list[list[
     return folds
 
 
-def balanced_accuracy(truth: Sequence[bool], predicted: Sequence[bool]) -> float:
-    tp = sum(1 for t, p in zip(truth, predicted, strict=True) if t and p)
-    tn = sum(1 for t, p in zip(truth, predicted, strict=True) if not t and not p)
-    pos = sum(1 for t in truth if t)
-    neg = len(truth) - pos
-    sens = tp / pos if pos else 0.0
-    spec = tn / neg if neg else 0.0
-    return (sens + spec) / 2
-
-
 def featurize(
     examples: Sequence[Example], idf: dict[str, float], default_idf: float
 ) -> list[list[float]]:
@@ -270,7 +260,7 @@ class FoldResult:
     examples: list[Example]
     probability: list[float]
 
-    def balanced_accuracy(self, threshold: float = 0.5) -> float:
+    def balanced_accuracy(self, threshold: float = 0.5) -> float | None:
         return balanced_accuracy(
             [ex.entailed for ex in self.examples], [p >= threshold for p in self.probability]
         )
@@ -339,18 +329,20 @@ def quality_report(
         row: dict[str, Any] = {
             "pairs": len(exs),
             "entailed": sum(truth),
-            "learned_cv": round(within.balanced_accuracy(), 4),
-            "learned_pooled_cv": round(
-                balanced_accuracy(truth, [p >= 0.5 for p in pooled_here]), 4
-            ),
+            "learned_cv": _round(within.balanced_accuracy()),
+            "learned_pooled_cv": _round(balanced_accuracy(truth, [p >= 0.5 for p in pooled_here])),
         }
         others = [ex for other, oexs in datasets.items() if other != name for ex in oexs]
         cross = predict(train(others), exs)
-        row["learned_trained_on_other"] = round(
-            balanced_accuracy(truth, [p >= 0.5 for p in cross]), 4
+        row["learned_trained_on_other"] = _round(
+            balanced_accuracy(truth, [p >= 0.5 for p in cross])
         )
         if baseline is not None:
             base = judge_probabilities(baseline, exs)
-            row["baseline"] = round(balanced_accuracy(truth, [p >= 0.5 for p in base]), 4)
+            row["baseline"] = _round(balanced_accuracy(truth, [p >= 0.5 for p in base]))
         figures["datasets"][name] = row
     return figures
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
