@@ -311,21 +311,13 @@ class Scorer:
             check = await self._verdict(claim.text, shown, calls)
             result.reason = check.reason and f"cited: {check.reason}"
             if check.entailed:
-                result.verdict, result.faithful = "correct", True
-                result.supported_by = cited
+                irrelevant: list[str] = []
                 if self.options.precision and len(cited) > 1:
-                    result.irrelevant_ids = await self._irrelevant(claim.text, shown, calls)
-                    result.supported_by = [c for c in cited if c not in result.irrelevant_ids]
+                    irrelevant = await self._irrelevant(claim.text, shown, calls)
+                _correct(result, cited, irrelevant)
                 return None
         result.faithful = bool(passages) and await self._ask(claim.text, passages, calls)
-        if not claim.cited:
-            return None
-        if claim.dangling_ids:
-            result.verdict = "dangling"
-            result.reason = f"cites IDs not retrieved: {', '.join(claim.dangling_ids)}"
-            return None
-        if not result.faithful:
-            result.verdict = "unsupported"
+        if not _needs_search(result, claim):
             return None
         return _Search(index, cited, self._others(cited, passages))
 
@@ -389,11 +381,10 @@ class Scorer:
                 if not cited_out.entailed:
                     still_open.append(i)
                     continue
-                result.verdict, result.faithful = "correct", True
-                result.supported_by = valid[i]
+                irrelevant: list[str] = []
                 if self.options.precision and len(set(valid[i])) > 1:
-                    result.irrelevant_ids = cited_out.irrelevant(list(dict.fromkeys(valid[i])))
-                    result.supported_by = [c for c in valid[i] if c not in result.irrelevant_ids]
+                    irrelevant = cited_out.irrelevant(list(dict.fromkeys(valid[i])))
+                _correct(result, valid[i], irrelevant)
         if not still_open:
             return results
         still_open.sort()
@@ -409,14 +400,7 @@ class Scorer:
                 _unjudged(result, claim, f"judge failed: {support}")
                 continue
             result.faithful = support.faithful
-            if not claim.cited:
-                continue
-            if claim.dangling_ids:
-                result.verdict = "dangling"
-                result.reason = f"cites IDs not retrieved: {', '.join(claim.dangling_ids)}"
-            elif not result.faithful:
-                result.verdict = "unsupported"
-            else:
+            if _needs_search(result, claim):  # searched already: the judge said who supports
                 others = self._others(valid[i], passages)
                 supporters = [p for p in others if p in support.supported_by]
                 self._attribute(result, valid[i], passages, supporters)
@@ -478,6 +462,32 @@ async def _outcomes(call: Awaitable[list[_O]], claims: list[str]) -> list[_O | J
         bad = JudgeInvalidReply(f"batch judge gave {len(got)} outcomes for {len(claims)} claims")
         return [bad] * len(claims)
     return got
+
+
+def _correct(result: ClaimResult, cited: list[str], irrelevant: list[str]) -> None:
+    """Step 1 passed: the cited passages entail the claim. ``irrelevant``: the cited IDs ALCE's
+    precision finds irrelevant (empty when precision was not asked)."""
+    result.verdict, result.faithful = "correct", True
+    result.irrelevant_ids = irrelevant
+    result.supported_by = [c for c in cited if c not in irrelevant]
+
+
+def _needs_search(result: ClaimResult, claim: Claim) -> bool:
+    """Step 2's verdict, once ``result.faithful`` is known, for a claim whose citation check
+    failed or that cites nothing: ``uncited`` stays, ``dangling`` (cites an ID not retrieved),
+    ``unsupported`` (the context does not entail it); True when it is faithful and cited, so
+    step 3 (who supports it: ``misattributed`` or ``multi_hop``) decides. Both paths, per claim
+    and batched, decide through here."""
+    if not claim.cited:
+        return False
+    if claim.dangling_ids:
+        result.verdict = "dangling"
+        result.reason = f"cites IDs not retrieved: {', '.join(claim.dangling_ids)}"
+        return False
+    if not result.faithful:
+        result.verdict = "unsupported"
+        return False
+    return True
 
 
 def _unjudged(
