@@ -423,7 +423,7 @@ class Scorer:
         """Step 1's questions as the batch path asks them: the indices of the checkable cited
         claims grouped by the passage set they cite (in retrieval order, one call per set),
         and the indices of the others (uncited, or cited and not checkable), in order. The
-        online canary asks its rotated claims the same way."""
+        online shuffle probe asks its rotated claims the same way."""
         sets: dict[tuple[str, ...], list[int]] = {}
         rest: list[int] = []
         for i, claim in enumerate(claims):
