@@ -36,7 +36,7 @@ heartbeats, ``/healthz`` and ``/metrics`` keep answering while a huge answer is 
 claim, hopping to a thread for each verdict left the loop stalled for 2 s on 12,000 claims:
 the per-claim tasks themselves were the load).
 
-A judge that also offers the batch methods of :class:`~citemon.judges.batch.BatchJudge` (wire
+A judge that also offers the batch methods of :class:`~citemon.core.judge.BatchJudge` (wire
 contract v2) is asked the same questions in fewer calls, with the same verdicts: step 1 becomes
 one call per distinct cited-passage set (carrying every claim citing exactly that set, and step
 4's questions for sets of two or more), and steps 2 and 3 become one call per answer over all
