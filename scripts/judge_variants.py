@@ -22,10 +22,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "monitor"), str(REPO)]  # citemon from monitor/, without installing
 
+from citemon.core.calibration import balanced_accuracy  # noqa: E402
 from citemon.judges.features import FEATURE_NAMES  # noqa: E402 (path set above)
 from citemon.judges.training import (  # noqa: E402
     _docs,
-    balanced_accuracy,
     build_idf,
     featurize,
     fit_model,
@@ -111,7 +111,8 @@ def main() -> int:
                     for i, p in zip(test, fit(x_train, y_train, x_test), strict=True):
                         prob[v][i] = p
             for v in variants:
-                scores[v].append(balanced_accuracy(truth, [p >= 0.5 for p in prob[v]]))
+                ba = balanced_accuracy(truth, [p >= 0.5 for p in prob[v]])
+                scores[v].append(float("nan") if ba is None else ba)  # nan: one class only
         for v, runs in scores.items():
             per_seed = " ".join(f"{s:.3f}" for s in runs)
             print(f"{name:>9}  {v:<30} {per_seed}  mean {statistics.fmean(runs):.3f}")

@@ -5,14 +5,80 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
-import pkgutil
 import sys
 from collections.abc import Sequence
+from typing import Any
 
-from citemon import __version__, commands
+from citemon import __version__
 from citemon.core.errors import CitemonError
 
-__all__ = ["build_parser", "main"]
+__all__ = ["COMMANDS", "build_parser", "main"]
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "calibrate": (
+        "citemon.commands.calibrate",
+        "Measure a judge against human labels and write a calibration file for corrected "
+        "estimates.",
+    ),
+    "compare": (
+        "citemon.commands.compare",
+        "Compare a candidate version's citation quality with a baseline's: a deploy gate.",
+    ),
+    "demo": (
+        "citemon.commands.demo",
+        "Live demo on Kafka: a RAG service ships a buggy deploy and citemon sees citation "
+        "accuracy drop.",
+    ),
+    "inspect": (
+        "citemon.commands.inspect",
+        "Show the claims behind an alert: failing verdicts from the results topic, worst first.",
+    ),
+    "run": (
+        "citemon.commands.run",
+        "Run the online monitor: score answer spans from Kafka and serve Prometheus metrics.",
+    ),
+    "score": (
+        "citemon.commands.score",
+        "Score a file of answers offline and print citation accuracy, coverage and faithfulness.",
+    ),
+    "selftest": (
+        "citemon.commands.selftest",
+        "Check the judge reads the passages: shuffle citations between sentences and compare "
+        "scores.",
+    ),
+}
+"""Command → (its module, its one-line help: the first line of the module's docstring).
+
+``citemon --help`` is built from this table alone; a command's module (and what it imports:
+Kafka, the judges, the service) is imported only when that command runs or shows its help.
+"""
+
+
+class _CommandParser(argparse.ArgumentParser):
+    """A subcommand's parser that imports its module the first time it is used."""
+
+    def __init__(self, *args: Any, module: str = "", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._module = module
+
+    def _load(self) -> None:
+        if not self._module:
+            return
+        module = importlib.import_module(self._module)
+        self._module = ""
+        self.description = (module.__doc__ or "").strip()
+        module.add_arguments(self)
+        self.set_defaults(handler=module.main)
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        self._load()
+        return super().parse_known_args(args, namespace)
+
+    def format_help(self) -> str:
+        self._load()
+        return super().format_help()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,20 +87,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"citemon {__version__}")
     parser.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        if info.name.startswith("_"):
-            continue  # shared helpers, not commands
-        module = importlib.import_module(f"citemon.commands.{info.name}")
-        doc = (module.__doc__ or "").strip()
-        command = sub.add_parser(
-            info.name,
-            help=doc.splitlines()[0] if doc else None,
-            description=doc,
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=_CommandParser
+    )
+    for name, (module, help_line) in COMMANDS.items():
+        sub.add_parser(
+            name,
+            help=help_line,
+            module=module,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        module.add_arguments(command)
-        command.set_defaults(handler=module.main)
     return parser
 
 

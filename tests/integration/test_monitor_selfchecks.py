@@ -13,9 +13,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from citemon.checks.shuffle_probe import canary_selected, shuffled_check
+from citemon.checks.shuffle_probe import probe_selected, shuffled_check
 from citemon.core.calibration import Calibration, corrected_accuracy
-from citemon.core.probe import CitedCounts, canary_sensitivity, cited_counts
+from citemon.core.probe import CitedCounts, cited_counts, probe_sensitivity
 from citemon.core.records import AnswerRecord
 from citemon.engine.claims import extract_claims
 from citemon.engine.scoring import Scorer
@@ -85,7 +85,7 @@ async def test_lexical_canary_and_corrected_accuracy(
         for record in sent:
             score = await scorer.score(record)
             by_content[_content([c.model_dump() for c in score.claims])] = record
-        picked = [b for b in bodies if canary_selected(b["trace_id"], 0.5)]
+        picked = [b for b in bodies if probe_selected(b["trace_id"], 0.5)]
         want = Counter[str]()
         orig, shuf = CitedCounts(0, 0), CitedCounts(0, 0)
         for body in picked:
@@ -110,7 +110,7 @@ async def test_lexical_canary_and_corrected_accuracy(
         await asyncio.sleep(0.5)  # anything extra would arrive now
         assert _canary_counts(mon.registry) == want | {"failed": 0, "dropped": 0}
         assert mon.pipeline.metrics.canary_totals() == (*orig, *shuf)
-        sensitivity = canary_sensitivity(*orig, *shuf)
+        sensitivity = probe_sensitivity(*orig, *shuf)
         assert sensitivity is not None and sensitivity > 0.8  # the lexical judge reads passages
         assert metric_sum(mon.registry, "citemon_judge_canary_sensitivity") == sensitivity
 

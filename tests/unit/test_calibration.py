@@ -18,7 +18,7 @@ from citemon.checks.calibration import (
     pairs_from_rows,
 )
 from citemon.cli import main
-from citemon.core.calibration import Calibration, Confusion, corrected_accuracy
+from citemon.core.calibration import Calibration, Confusion, balanced_accuracy, corrected_accuracy
 from citemon.core.errors import ConfigError
 from citemon.core.records import Verdict
 
@@ -201,3 +201,12 @@ def test_bad_json_in_labels_names_its_file_line(
     labels.write_text('{"claim": "a", "passage": "a", "label": "supported"}\n\n{oops\n')
     assert main(["calibrate", "--labels", str(labels)]) == 2
     assert "line 3:" in capsys.readouterr().err
+
+
+def test_balanced_accuracy_is_one_function_and_undefined_without_both_classes() -> None:
+    # 1 of 1 entailed pair accepted, 1 of 2 others rejected: (1 + 0.5) / 2.
+    assert balanced_accuracy([True, False, False], [True, False, True]) == 0.75
+    # One class missing: its rate is undefined, so is the mean (not half the other rate).
+    assert balanced_accuracy([True, True], [True, True]) is None
+    assert balanced_accuracy([False, False], [False, True]) is None
+    assert Confusion.from_pairs([(True, True), (True, True)]).balanced_accuracy is None

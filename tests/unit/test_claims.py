@@ -8,14 +8,8 @@ import pysbd
 import pytest
 
 from citemon.core.records import AnswerRecord, Passage
-from citemon.engine.claims import (
-    PYSBD_CHUNK_CHARS,
-    CitationSyntax,
-    _segments,
-    extract_claims,
-    split_sentences,
-    strip_markers,
-)
+from citemon.core.text import CitationSyntax, strip_markers
+from citemon.engine.claims import PYSBD_CHUNK_CHARS, _segments, extract_claims, split_sentences
 
 
 def record(answer: str, ids: list[str]) -> AnswerRecord:

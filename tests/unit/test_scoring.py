@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from citemon.checks.selftest import run_canary
+from citemon.checks.selftest import run_shuffle_selftest
 from citemon.checks.shuffle import shuffle_citations
 from citemon.core.records import AnswerRecord, Passage
 from citemon.demo.data import sample_records, specimen
@@ -166,7 +166,7 @@ async def test_shuffle_moves_accuracy_not_faithfulness() -> None:
         shuffle_citations(claims, [0, 0, 1])
 
 
-async def test_canary_catches_a_judge_that_says_yes_to_everything() -> None:
+async def test_shuffle_selftest_catches_a_judge_that_says_yes_to_everything() -> None:
     records = sample_records()
     truth: dict[str, set[str]] = {}
     for r in records:
@@ -176,8 +176,8 @@ async def test_canary_catches_a_judge_that_says_yes_to_everything() -> None:
                     label.get("supported_by")
                     or ([label["cited_ids"][0]] if label["verdict"] == "correct" else [])
                 )
-    reading = await run_canary(Scorer(OracleJudge(truth)), records)
-    blind = await run_canary(Scorer(YesJudge()), records)
+    reading = await run_shuffle_selftest(Scorer(OracleJudge(truth)), records)
+    blind = await run_shuffle_selftest(Scorer(YesJudge()), records)
     assert reading.passed()
     assert reading.faithfulness_shift == 0.0
     assert not blind.passed()

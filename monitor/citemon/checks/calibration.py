@@ -2,10 +2,10 @@
 
 Every citemon number is a judge's verdict. This module says how far to trust it:
 
-* :func:`pairs_from_rows` turns labelled data into (claim, passages, human verdict) pairs. Two
-  shapes are read, detected per row: pairs ``{claim, passage, label}`` (WiCE) and answer records
-  with ``labels`` (ExpertQA), whose annotator claims are matched to citemon's own extracted
-  claims so the judge sees the sentence it would see in production.
+* :func:`pairs_from_rows` turns labelled data (:mod:`citemon.core.human_labels`: WiCE pairs,
+  ExpertQA answers with ``labels``) into (claim, passages, human verdict) pairs; ExpertQA's
+  annotator claims are matched to citemon's own extracted claims so the judge sees the sentence
+  it would see in production.
 * :func:`evaluate` compares judge and human: confusion matrix, sensitivity (entailed pairs the
   judge accepts), specificity (non-entailed pairs it rejects), balanced accuracy, Cohen's κ, each
   with a 95% interval, plus the worst disagreements for a person to read.
@@ -25,30 +25,29 @@ parametric bootstrap with a fixed seed: each draw takes every proportion from it
 (Beta(s + ½, n − s + ½); for κ a Dirichlet over the four cells), so the interval carries the
 uncertainty of every count involved and is reproducible run to run.
 
-Why one module (about 550 lines): each function is a step of one measurement (labelled pairs
-in, the judge's error rates with their intervals) and they share the bootstrap helpers; the two
-label readers are under 100 lines.
+Why one module (about 500 lines): each function is a step of one measurement (labelled pairs
+in, the judge's error rates with their intervals) and they share the bootstrap helpers. The
+rows themselves are read by :mod:`citemon.core.human_labels`, as for training.
 """
 
 from __future__ import annotations
 
 import asyncio
 import difflib
-import json
 import random
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from citemon.core.calibration import Calibration, Confusion
-from citemon.core.errors import ConfigError, JudgeError
+from citemon.core.errors import JudgeError
+from citemon.core.human_labels import PartialMapping, human_labels
 from citemon.core.judge import Judge
-from citemon.core.records import AnswerRecord, Verdict
+from citemon.core.records import Verdict
 from citemon.core.stats import (
     BOOTSTRAP_DRAWS,
     BOOTSTRAP_SEED,
@@ -56,6 +55,7 @@ from citemon.core.stats import (
     percentile_interval,
     wilson,
 )
+from citemon.core.text import DEFAULT_SYNTAX, CitationSyntax, strip_markers
 from citemon.judges import entailment_score
 
 __all__ = [
@@ -63,7 +63,6 @@ __all__ = [
     "Disagreement",
     "JudgedPair",
     "LabelledPair",
-    "PartialMapping",
     "ThresholdChoice",
     "balanced_accuracy_ci",
     "best_threshold",
@@ -72,18 +71,12 @@ __all__ = [
     "kappa",
     "kappa_ci",
     "pairs_from_rows",
-    "read_label_rows",
     "roc_auc",
     "threshold_bootstrap",
 ]
 
-PartialMapping = Literal["entailed", "not_entailed", "exclude"]
-"""How partial support (ExpertQA ``Partial``, WiCE ``partially_supported``) is read."""
 
 _THRESHOLD_DRAWS = 1000
-_MARKER = re.compile(r"\s*\[\s*[\w\-]+(?:\s*,\s*[\w\-]+)*\s*\]")
-_WICE_LABELS = {"supported": True, "not_supported": False, "partially_supported": None}
-_EXPERTQA_LABELS = {"Complete": True, "Incomplete": False, "Partial": None}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -240,40 +233,15 @@ class LabelledPair:
     source: str  # where it came from (line number, answer ID)
 
 
-def read_label_rows(path: str | Path) -> list[dict[str, Any]]:
-    """JSON lines of a labels file; :class:`ConfigError` on unreadable input."""
-    rows = []
-    try:
-        with Path(path).open(encoding="utf-8") as fh:
-            for number, line in enumerate(fh, 1):
-                if line.strip():
-                    try:
-                        row = json.loads(line)
-                    except ValueError as exc:
-                        raise ValueError(f"line {number}: {exc}") from exc
-                    if not isinstance(row, dict):
-                        raise ValueError(f"line {number} is not a JSON object")
-                    row.setdefault("_line", number)
-                    rows.append(row)
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"cannot read labels {path}: {exc}") from exc
-    return rows
+def _normalise(text: str, syntax: CitationSyntax) -> str:
+    return " ".join(strip_markers(text, syntax).lower().split()).strip(" .")
 
 
-def _normalise(text: str) -> str:
-    return " ".join(_MARKER.sub(" ", text).lower().split()).strip(" .")
-
-
-def _map_label(value: bool | None, partial: PartialMapping) -> bool | None:
-    """``None`` in, partial out: the mapping decides (``exclude`` gives ``None``)."""
-    if value is not None:
-        return value
-    return None if partial == "exclude" else partial == "entailed"
-
-
-def _match(text: str, claims: Sequence[str], min_similarity: float) -> int | None:
-    target = _normalise(text)
-    normalised = [_normalise(c) for c in claims]
+def _match(
+    text: str, claims: Sequence[str], min_similarity: float, syntax: CitationSyntax
+) -> int | None:
+    target = _normalise(text, syntax)
+    normalised = [_normalise(c, syntax) for c in claims]
     if target in normalised:
         return normalised.index(target)
     best, best_i = 0.0, None
@@ -293,75 +261,45 @@ def pairs_from_rows(
     partial: PartialMapping = "not_entailed",
     min_similarity: float = 0.9,
     limit: int | None = None,
+    syntax: CitationSyntax = DEFAULT_SYNTAX,
 ) -> tuple[list[LabelledPair], Counter[str]]:
     """Labelled pairs from rows of either shape, and the count of what was skipped, by reason.
 
-    Pair rows (``claim``, ``passage``, ``label``): ``supported`` → entailed, ``not_supported``
-    → not, ``partially_supported`` → ``partial``. Answer rows (``answer``, ``passages``,
-    ``labels``): each annotator claim is matched (normalised text, then similarity ≥
-    ``min_similarity``) to a claim of :func:`citemon.engine.claims.extract_claims` and judged
-    against the passages the annotator label cites; ``Complete`` → entailed, ``Incomplete`` → not,
-    ``Partial`` → ``partial``, anything else (``Missing``, ``N/A``) skipped. Reading stops
-    once ``limit`` pairs are collected.
+    The rows and labels are read by :func:`citemon.core.human_labels.human_labels` (both shapes,
+    the label mappings, the skip reasons). An ExpertQA annotator claim is then matched
+    (normalised text, then similarity ≥ ``min_similarity``) to a claim of
+    :func:`citemon.engine.claims.extract_claims`, so the judge sees the sentence it would see in
+    production, judged against the passages the label cites. Citation markers (in the answer and
+    the annotator claims) are read with ``syntax``. Reading stops once ``limit`` pairs are
+    collected.
     """
     from citemon.engine.claims import extract_claims  # the claim splitter is only needed here
 
     pairs: list[LabelledPair] = []
     skipped: Counter[str] = Counter()
-    for row in rows:
+    claims_of: dict[int, list[str]] = {}  # id(record) → its extracted claims, once per answer
+    for got in human_labels(rows, partial=partial):
         if limit is not None and len(pairs) >= limit:
             break
-        where = f"line {row.get('_line', '?')}"
-        if "claim" in row and "passage" in row and "label" in row:
-            label = str(row["label"])
-            if label not in _WICE_LABELS:
-                skipped[f"unknown label {label!r}"] += 1
-                continue
-            entailed = _map_label(_WICE_LABELS[label], partial)
-            if entailed is None:
-                skipped[f"label {label} (--partial exclude)"] += 1
-            elif not str(row["passage"]).strip():
-                skipped["passage has no text"] += 1
-            else:
-                passages = {"1": str(row["passage"])}
-                pairs.append(LabelledPair(str(row["claim"]), passages, entailed, label, where))
+        if isinstance(got, str):
+            skipped[got] += 1
             continue
-        if "answer" not in row or "labels" not in row:
-            skipped["row has neither claim/passage/label nor answer/labels"] += 1
+        where = f"line {got.line}"
+        if got.record is None:  # a WiCE pair: the claim is the one judged
+            pairs.append(LabelledPair(got.claim, got.passages, got.entailed, got.label, where))
             continue
-        try:
-            record = AnswerRecord.model_validate(row)
-        except ValidationError:
-            skipped["invalid answer record"] += 1
+        record = got.record
+        if id(record) not in claims_of:
+            claims_of.clear()  # labels arrive answer by answer
+            claims_of[id(record)] = [c.text for c in extract_claims(record, syntax)]
+        claims = claims_of[id(record)]
+        index = _match(got.claim, claims, min_similarity, syntax)
+        if index is None:
+            skipped["no matching extracted claim"] += 1
             continue
-        texts = record.passage_map()
-        claims = [c.text for c in extract_claims(record)]
-        source = record.id or where
-        for lab in record.labels or []:
-            support = str(lab.get("support"))
-            if support not in _EXPERTQA_LABELS:
-                skipped[f"label {support}"] += 1
-                continue
-            entailed = _map_label(_EXPERTQA_LABELS[support], partial)
-            if entailed is None:
-                skipped[f"label {support} (--partial exclude)"] += 1
-                continue
-            ids = [str(i) for i in lab.get("cited_ids") or []]
-            if not ids:
-                skipped["label cites no passage"] += 1
-                continue
-            if any(i not in texts for i in ids):
-                skipped["cited passage not in record"] += 1
-                continue
-            if any(not texts[i].strip() for i in ids):
-                skipped["cited passage has no text"] += 1
-                continue
-            index = _match(str(lab.get("claim", "")), claims, min_similarity)
-            if index is None:
-                skipped["no matching extracted claim"] += 1
-                continue
-            passages = {i: texts[i] for i in ids}
-            pairs.append(LabelledPair(claims[index], passages, entailed, support, source))
+        pairs.append(
+            LabelledPair(claims[index], got.passages, got.entailed, got.label, record.id or where)
+        )
     return pairs[:limit] if limit is not None else pairs, skipped
 
 

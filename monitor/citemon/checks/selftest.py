@@ -1,4 +1,5 @@
-"""The shuffle canary: a judge that is not reading the passages it is shown cannot pass it.
+"""The shuffle self-test (``citemon selftest``): a judge that is not reading the passages it is
+shown cannot pass it.
 
 Shuffling citation IDs between the sentences of an answer leaves the claims and the retrieved
 context untouched, so faithfulness cannot move, while citation accuracy must fall for a judge that
@@ -16,11 +17,11 @@ from citemon.checks.shuffle import rotate_citations
 from citemon.core.records import AnswerRecord
 from citemon.engine.scoring import Scorer, Summary
 
-__all__ = ["CanaryResult", "run_canary"]
+__all__ = ["ShuffleResult", "run_shuffle_selftest"]
 
 
 @dataclass(frozen=True, slots=True)
-class CanaryResult:
+class ShuffleResult:
     """Scores of the same answers with their own and with shuffled citations."""
 
     original: Summary
@@ -60,9 +61,9 @@ class CanaryResult:
         )
 
 
-async def run_canary(
+async def run_shuffle_selftest(
     scorer: Scorer, records: Sequence[AnswerRecord], *, seed: int = 0
-) -> CanaryResult:
+) -> ShuffleResult:
     """Score each answer as it is and with its citations rotated between its cited sentences."""
     rng = random.Random(seed)
     original, shuffled = Summary(), Summary()
@@ -73,4 +74,4 @@ async def run_canary(
             continue  # nothing to shuffle: every cited sentence cites the same thing
         original.add(await scorer.score(record, claims))
         shuffled.add(await scorer.score(record, moved))
-    return CanaryResult(original=original, shuffled=shuffled)
+    return ShuffleResult(original=original, shuffled=shuffled)

@@ -1,7 +1,7 @@
-"""The one shuffle of citations, used offline (``citemon selftest``) and online (the canary of
-``citemon run``): every cited claim of an answer gets the citations of another cited claim (a
-rotation by a random shift from the caller's seeded RNG), so a judge that reads the passages
-must score the shuffled answer worse.
+"""The one shuffle of citations, used offline (``citemon selftest``) and online (the shuffle
+probe of ``citemon run``): every cited claim of an answer gets the citations of another cited
+claim (a rotation by a random shift from the caller's seeded RNG), so a judge that reads the
+passages must score the shuffled answer worse.
 """
 
 from __future__ import annotations

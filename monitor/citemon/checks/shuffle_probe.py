@@ -1,4 +1,7 @@
-"""The shuffle canary in production: is the judge still reading the passages it is shown?
+"""The shuffle probe in production: is the judge still reading the passages it is shown?
+
+(Its flags and metrics still say "canary" — ``--canary-rate``, ``citemon_judge_canary_*`` — a
+name kept for compatibility; the *deploy* canary is :mod:`citemon.rollout`.)
 
 ``citemon run --canary-rate R`` re-checks a fraction ``R`` of the answers it scored with their
 citations rotated between their cited sentences (:func:`citemon.checks.shuffle.rotate_citations`),
@@ -6,22 +9,22 @@ and exports how far citation accuracy fell, relative to the answers as cited:
 
     sensitivity = (acc_original − acc_shuffled) / acc_original
 
-the definition of :attr:`citemon.checks.selftest.CanaryResult.sensitivity`, pooled over the
-canary's sliding window. A judge that checks *which* passage a claim cites sits near 1 on a healthy
+the definition of :attr:`citemon.checks.selftest.ShuffleResult.sensitivity`, pooled over the
+probe's sliding window. A judge that checks *which* passage a claim cites sits near 1 on a healthy
 service; a judge that has stopped discriminating (a model swap, a prompt regression, a proxy
 that answers "yes") drifts to 0 while every quality gauge still looks fine.
 
 Which answers: a hash of the trace ID (BLAKE2b, personalised, so independent of the sampler,
 which compares the ID's low 64 bits) below ``R``; the rotation is seeded by the same hash, so a
-replayed topic re-runs the very same canaries. The shuffled results are never counted in the
+replayed topic re-runs the very same probes. The shuffled results are never counted in the
 quality metrics.
 
 Cost: the original side is the answer's real score (no extra call). The shuffled side needs
-only step 1 of scoring, the citation check, since accuracy is all the canary compares:
+only step 1 of scoring, the citation check, since accuracy is all the probe compares:
 :func:`shuffled_check` asks it the way the scorer does (one call per cited claim; with a wire
 contract v2 judge one call per distinct cited set, same prompt as the real score's), with the
-scorer's own rules for which claims count as cited and correct. So the canary costs ``R`` ×
-(cited claims, or cited sets, per answer) judge calls: on the demo traffic 2.9 calls per canary
+scorer's own rules for which claims count as cited and correct. So the probe costs ``R`` ×
+(cited claims, or cited sets, per answer) judge calls: on the demo traffic 2.9 calls per probed
 answer against 3.4 per real answer, so +1.7% judge calls at ``R = 0.02``. Re-scoring the
 shuffled answer in full would cost ~4× that (11.7 calls), because a shuffled claim fails its
 check and then pays the faithfulness call and the support search, which say nothing about the
@@ -43,9 +46,9 @@ from citemon.core.probe import CitedCounts
 from citemon.core.records import AnswerRecord, Claim
 from citemon.engine.scoring import Scorer
 
-__all__ = ["canary_selected", "shuffled_check"]
+__all__ = ["probe_selected", "shuffled_check"]
 
-_PERSON: Final = b"citemon-canary"
+_PERSON: Final = b"citemon-canary"  # the old name, kept: it decides which answers are probed
 _SCALE: Final = float(1 << 64)
 
 
@@ -55,8 +58,8 @@ def _digest(trace_id: str) -> int:
     )
 
 
-def canary_selected(trace_id: str | None, rate: float) -> bool:
-    """Whether the answer of ``trace_id`` runs the canary at ``rate`` (never without an ID)."""
+def probe_selected(trace_id: str | None, rate: float) -> bool:
+    """Whether the answer of ``trace_id`` is probed at ``rate`` (never without an ID)."""
     if rate <= 0.0 or not trace_id:
         return False
     return rate >= 1.0 or _digest(trace_id) / _SCALE < rate
@@ -70,7 +73,7 @@ async def shuffled_check(scorer: Scorer, record: AnswerRecord) -> CitedCounts | 
     ``None`` when there is nothing to rotate, or when the producer truncated the answer (its
     failed claims would be ``unjudged``: no accuracy to compare). A judge failure raises its
     :class:`~citemon.core.errors.JudgeError`: the scorer would make the claim ``unjudged``, and a
-    canary missing some claims would compare different claim sets.
+    probe missing some claims would compare different claim sets.
     """
     if record.truncated:
         return None

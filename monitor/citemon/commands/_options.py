@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import IO
 
 from citemon.core.errors import ConfigError, InputError
-from citemon.engine.claims import DEFAULT_MARKER_PATTERN, CitationSyntax
+from citemon.core.text import DEFAULT_MARKER_PATTERN, CitationSyntax
 from citemon.engine.scoring import DEFAULT_MAX_JUDGE_CALLS_PER_ANSWER, ScoringOptions
 
 __all__ = ["add_scoring_arguments", "open_input", "scoring_options"]

@@ -33,16 +33,10 @@ import json
 import sys
 from pathlib import Path
 
-from citemon.checks.calibration import (
-    CalibrationReport,
-    PartialMapping,
-    evaluate,
-    judge_pairs,
-    pairs_from_rows,
-    read_label_rows,
-)
+from citemon.checks.calibration import CalibrationReport, evaluate, judge_pairs, pairs_from_rows
 from citemon.core.calibration import Calibration, Confusion
 from citemon.core.errors import ConfigError
+from citemon.core.human_labels import PartialMapping, read_label_rows
 from citemon.judges import add_judge_arguments, judge_options, load_judge
 from citemon.review.estimates import estimate
 from citemon.review.model import read_labels, read_review_records

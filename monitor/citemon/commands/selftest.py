@@ -10,7 +10,7 @@ import argparse
 import asyncio
 import sys
 
-from citemon.checks.selftest import run_canary
+from citemon.checks.selftest import run_shuffle_selftest
 from citemon.commands._files import read_jsonl
 from citemon.commands._options import open_input
 from citemon.core.errors import InputError
@@ -51,7 +51,7 @@ async def _run(args: argparse.Namespace) -> int:
         print(f"citemon: {bad} bad input line(s) skipped", file=sys.stderr)
     judge = load_judge(args.judge, judge_options(args))
     try:
-        result = await run_canary(Scorer(judge), records, seed=args.seed)
+        result = await run_shuffle_selftest(Scorer(judge), records, seed=args.seed)
     finally:
         aclose = getattr(judge, "aclose", None)
         if aclose is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import random
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -26,7 +26,13 @@ from citemon.core.stats import (
     ratio,
 )
 
-__all__ = ["MIN_INFORMATIVENESS", "Calibration", "Confusion", "corrected_accuracy"]
+__all__ = [
+    "MIN_INFORMATIVENESS",
+    "Calibration",
+    "Confusion",
+    "balanced_accuracy",
+    "corrected_accuracy",
+]
 
 MIN_INFORMATIVENESS = 0.05
 """Below this Youden index (sensitivity + specificity − 1) the judge barely separates entailed
@@ -65,6 +71,13 @@ class Confusion(BaseModel):
         """From (human entailed, judge entailed) pairs."""
         c: Counter[tuple[bool, bool]] = Counter(pairs)
         return cls(tp=c[True, True], fn=c[True, False], tn=c[False, False], fp=c[False, True])
+
+
+def balanced_accuracy(truth: Sequence[bool], predicted: Sequence[bool]) -> float | None:
+    """(sensitivity + specificity) / 2 of ``predicted`` against ``truth``; ``None`` unless both
+    classes occur in ``truth``: with one class missing, its rate is undefined, and counting it
+    as 0 (as a second copy of this function once did) would halve a perfect score."""
+    return Confusion.from_pairs(zip(truth, predicted, strict=True)).balanced_accuracy
 
 
 class Calibration(BaseModel):

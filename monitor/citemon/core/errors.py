@@ -112,6 +112,15 @@ class ConfigError(CitemonError):
 class KafkaUnavailable(CitemonError):
     """The brokers did not answer at start-up (wrong address, broker down, TLS/SASL mismatch)."""
 
+    @classmethod
+    def connecting(cls, servers: str, cause: BaseException) -> KafkaUnavailable:
+        """The error for a client that could not bootstrap from ``servers``. aiokafka reports a
+        refused login as a failed bootstrap too (its own log says which), hence the wording."""
+        return cls(
+            f"cannot connect to Kafka at {servers} (unreachable, or TLS/SASL rejected the "
+            f"client): {cause}"
+        )
+
 
 class MonitorFailed(CitemonError):
     """A task ``citemon run`` cannot work without (commit loop, lag loop, metrics server)

@@ -1,4 +1,4 @@
-"""The shuffle canary's counts: what the online probe measures and the metrics export.
+"""The shuffle probe's counts: what the online probe measures and the metrics export.
 
 Kept below both :mod:`citemon.checks.shuffle_probe` (which runs the probe) and
 :mod:`citemon.metrics` (which windows and exports it), so neither imports the other.
@@ -11,22 +11,22 @@ from typing import Final, Literal, NamedTuple
 from citemon.core.records import AnswerScore
 
 __all__ = [
-    "CANARY_OUTCOMES",
-    "CanaryOutcome",
+    "PROBE_OUTCOMES",
     "CitedCounts",
-    "canary_sensitivity",
+    "ProbeOutcome",
     "cited_counts",
+    "probe_sensitivity",
 ]
 
-CanaryOutcome = Literal["scored", "skipped", "failed", "dropped"]
-"""What became of an answer picked for the canary.
+ProbeOutcome = Literal["scored", "skipped", "failed", "dropped"]
+"""What became of an answer picked for the shuffle probe.
 
 ``scored``: both scores counted in the window. ``skipped``: nothing to shuffle (fewer than two
 distinct citation sets). ``failed``: the judge failed on either score, or was down. ``dropped``:
-too many canaries already in flight.
+too many probes already in flight.
 """
 
-CANARY_OUTCOMES: Final[tuple[CanaryOutcome, ...]] = ("scored", "skipped", "failed", "dropped")
+PROBE_OUTCOMES: Final[tuple[ProbeOutcome, ...]] = ("scored", "skipped", "failed", "dropped")
 
 
 class CitedCounts(NamedTuple):
@@ -42,7 +42,7 @@ def cited_counts(score: AnswerScore) -> CitedCounts:
     return CitedCounts(sum(c.verdict == "correct" for c in cited), len(cited))
 
 
-def canary_sensitivity(
+def probe_sensitivity(
     original_correct: float, original_cited: float, shuffled_correct: float, shuffled_cited: float
 ) -> float | None:
     """``(acc_original − acc_shuffled) / acc_original``; ``None`` when either accuracy is

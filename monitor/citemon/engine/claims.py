@@ -16,33 +16,19 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
-from functools import lru_cache
 
 import pysbd
 
 from citemon.core.records import AnswerRecord, Claim
+from citemon.core.text import DEFAULT_SYNTAX, CitationSyntax, strip_markers
 
-__all__ = [
-    "DEFAULT_MARKER_PATTERN",
-    "PYSBD_CHUNK_CHARS",
-    "CitationSyntax",
-    "extract_claims",
-    "split_sentences",
-    "strip_markers",
-]
-
-_TOKEN = r"[A-Za-z][A-Za-z_]*-?\d[\w.-]*|\d+"
-DEFAULT_MARKER_PATTERN = rf"\[\s*((?:{_TOKEN})(?:\s*[,;]\s*(?:{_TOKEN}))*)\s*\]"
-"""``[p-3310]``, ``[1]``, ``[1, 2]``, ``[doc3]``; ``[1][2]`` is two markers. Group 1: the IDs."""
+__all__ = ["PYSBD_CHUNK_CHARS", "extract_claims", "split_sentences"]
 
 PYSBD_CHUNK_CHARS = 2000
 """Longest text handed to pysbd at once; a longer paragraph goes in windows (see the module)."""
 
 _PARAGRAPH = re.compile(r"\n\s*\n")
 _ID_SPLIT = re.compile(r"\s*[,;]\s*")
-_SPACE = re.compile(r"\s+")
-_SPACE_BEFORE_PUNCT = re.compile(r"\s+([.,;:!?])")
 _TIME_ABBREV = re.compile(r"\b[ap]\.m\.\s*$", re.IGNORECASE)
 _TIME_CONTINUATION = re.compile(
     r"^(?:[a-z0-9(]|[A-Z]{2,5}\b|(?:Eastern|Pacific|Central|Mountain|local)\b)"
@@ -51,26 +37,6 @@ _ABBREV_END = re.compile(
     r"\b(?:e\.g|i\.e|etc|vs|approx|cf|Dr|Mr|Mrs|Ms|Prof|St|No|Fig|Jan|Feb|Mar|Apr|Jun|Jul|Aug"
     r"|Sep|Sept|Oct|Nov|Dec)\.\s*$"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class CitationSyntax:
-    """How citation markers look; group 1 of ``pattern`` holds one or more IDs (``,``/``;``)."""
-
-    pattern: str = DEFAULT_MARKER_PATTERN
-
-    @property
-    def regex(self) -> re.Pattern[str]:
-        return _compile(self.pattern)
-
-    @property
-    def leading(self) -> re.Pattern[str]:
-        return _compile(rf"^\s*(?:(?:{self.pattern})\s*)+")
-
-
-@lru_cache(maxsize=32)
-def _compile(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
 
 
 # One segmenter per thread: ``Segmenter.segment`` keeps the text it is splitting on the
@@ -92,7 +58,7 @@ def _span_segmenter() -> pysbd.Segmenter:
     return seg
 
 
-def split_sentences(text: str, syntax: CitationSyntax = CitationSyntax()) -> list[str]:
+def split_sentences(text: str, syntax: CitationSyntax = DEFAULT_SYNTAX) -> list[str]:
     """Split an answer into sentences, each keeping the markers that belong to it."""
     sentences: list[str] = []
     for paragraph in _PARAGRAPH.split(text):
@@ -144,12 +110,6 @@ def _continues(previous: str, piece: str) -> bool:
     return bool(_ABBREV_END.search(previous)) and piece[:1].islower()
 
 
-def strip_markers(sentence: str, syntax: CitationSyntax = CitationSyntax()) -> str:
-    """The sentence as a claim: markers removed, spacing tidied."""
-    text = syntax.regex.sub(" ", sentence)
-    return _SPACE_BEFORE_PUNCT.sub(r"\1", _SPACE.sub(" ", text)).strip()
-
-
 def _resolve(token: str, ids: Sequence[str], known: frozenset[str]) -> str:
     """A marker token → passage ID: itself if retrieved, else a 1-based position if numeric."""
     if token in known:
@@ -159,7 +119,7 @@ def _resolve(token: str, ids: Sequence[str], known: frozenset[str]) -> str:
     return token
 
 
-def extract_claims(record: AnswerRecord, syntax: CitationSyntax = CitationSyntax()) -> list[Claim]:
+def extract_claims(record: AnswerRecord, syntax: CitationSyntax = DEFAULT_SYNTAX) -> list[Claim]:
     """Split ``record.answer`` into one claim per sentence with its resolved citations.
 
     Sentences with no letters or digits left once markers are stripped are not claims.

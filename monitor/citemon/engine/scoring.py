@@ -36,7 +36,7 @@ heartbeats, ``/healthz`` and ``/metrics`` keep answering while a huge answer is 
 claim, hopping to a thread for each verdict left the loop stalled for 2 s on 12,000 claims:
 the per-claim tasks themselves were the load).
 
-A judge that also offers the batch methods of :class:`~citemon.judges.batch.BatchJudge` (wire
+A judge that also offers the batch methods of :class:`~citemon.core.judge.BatchJudge` (wire
 contract v2) is asked the same questions in fewer calls, with the same verdicts: step 1 becomes
 one call per distinct cited-passage set (carrying every claim citing exactly that set, and step
 4's questions for sets of two or more), and steps 2 and 3 become one call per answer over all
@@ -79,8 +79,8 @@ from citemon.core.records import (
     VerdictName,
 )
 from citemon.core.stats import ratio, wilson
-from citemon.core.text import content_words
-from citemon.engine.claims import CitationSyntax, extract_claims
+from citemon.core.text import CitationSyntax, overlap_words
+from citemon.engine.claims import extract_claims
 from citemon.engine.excerpts import excerpts
 
 if TYPE_CHECKING:
@@ -314,21 +314,13 @@ class Scorer:
             check = await self._verdict(claim.text, shown, calls)
             result.reason = check.reason and f"cited: {check.reason}"
             if check.entailed:
-                result.verdict, result.faithful = "correct", True
-                result.supported_by = cited
+                irrelevant: list[str] = []
                 if self.options.precision and len(cited) > 1:
-                    result.irrelevant_ids = await self._irrelevant(claim.text, shown, calls)
-                    result.supported_by = [c for c in cited if c not in result.irrelevant_ids]
+                    irrelevant = await self._irrelevant(claim.text, shown, calls)
+                _correct(result, cited, irrelevant)
                 return None
         result.faithful = bool(passages) and await self._ask(claim.text, passages, calls)
-        if not claim.cited:
-            return None
-        if claim.dangling_ids:
-            result.verdict = "dangling"
-            result.reason = f"cites IDs not retrieved: {', '.join(claim.dangling_ids)}"
-            return None
-        if not result.faithful:
-            result.verdict = "unsupported"
+        if not _needs_search(result, claim):
             return None
         return _Search(index, cited, self._others(cited, passages))
 
@@ -392,11 +384,10 @@ class Scorer:
                 if not cited_out.entailed:
                     still_open.append(i)
                     continue
-                result.verdict, result.faithful = "correct", True
-                result.supported_by = valid[i]
+                irrelevant: list[str] = []
                 if self.options.precision and len(set(valid[i])) > 1:
-                    result.irrelevant_ids = cited_out.irrelevant(list(dict.fromkeys(valid[i])))
-                    result.supported_by = [c for c in valid[i] if c not in result.irrelevant_ids]
+                    irrelevant = cited_out.irrelevant(list(dict.fromkeys(valid[i])))
+                _correct(result, valid[i], irrelevant)
         if not still_open:
             return results
         still_open.sort()
@@ -412,14 +403,7 @@ class Scorer:
                 _unjudged(result, claim, f"judge failed: {support}")
                 continue
             result.faithful = support.faithful
-            if not claim.cited:
-                continue
-            if claim.dangling_ids:
-                result.verdict = "dangling"
-                result.reason = f"cites IDs not retrieved: {', '.join(claim.dangling_ids)}"
-            elif not result.faithful:
-                result.verdict = "unsupported"
-            else:
+            if _needs_search(result, claim):  # searched already: the judge said who supports
                 others = self._others(valid[i], passages)
                 supporters = [p for p in others if p in support.supported_by]
                 self._attribute(result, valid[i], passages, supporters)
@@ -442,7 +426,7 @@ class Scorer:
         """Step 1's questions as the batch path asks them: the indices of the checkable cited
         claims grouped by the passage set they cite (in retrieval order, one call per set),
         and the indices of the others (uncited, or cited and not checkable), in order. The
-        online canary asks its rotated claims the same way."""
+        online shuffle probe asks its rotated claims the same way."""
         sets: dict[tuple[str, ...], list[int]] = {}
         rest: list[int] = []
         for i, claim in enumerate(claims):
@@ -481,6 +465,32 @@ async def _outcomes(call: Awaitable[list[_O]], claims: list[str]) -> list[_O | J
         bad = JudgeInvalidReply(f"batch judge gave {len(got)} outcomes for {len(claims)} claims")
         return [bad] * len(claims)
     return got
+
+
+def _correct(result: ClaimResult, cited: list[str], irrelevant: list[str]) -> None:
+    """Step 1 passed: the cited passages entail the claim. ``irrelevant``: the cited IDs ALCE's
+    precision finds irrelevant (empty when precision was not asked)."""
+    result.verdict, result.faithful = "correct", True
+    result.irrelevant_ids = irrelevant
+    result.supported_by = [c for c in cited if c not in irrelevant]
+
+
+def _needs_search(result: ClaimResult, claim: Claim) -> bool:
+    """Step 2's verdict, once ``result.faithful`` is known, for a claim whose citation check
+    failed or that cites nothing: ``uncited`` stays, ``dangling`` (cites an ID not retrieved),
+    ``unsupported`` (the context does not entail it); True when it is faithful and cited, so
+    step 3 (who supports it: ``misattributed`` or ``multi_hop``) decides. Both paths, per claim
+    and batched, decide through here."""
+    if not claim.cited:
+        return False
+    if claim.dangling_ids:
+        result.verdict = "dangling"
+        result.reason = f"cites IDs not retrieved: {', '.join(claim.dangling_ids)}"
+        return False
+    if not result.faithful:
+        result.verdict = "unsupported"
+        return False
+    return True
 
 
 def _unjudged(
@@ -539,8 +549,8 @@ def _allot(needs: Sequence[int], budget: int) -> list[int]:
 def _by_overlap(claim: str, candidates: Sequence[str], passages: Mapping[str, str]) -> list[str]:
     """``candidates`` most likely first: content words shared with the claim, then retrieval
     order (``sorted`` is stable)."""
-    words = content_words(claim)
-    return sorted(candidates, key=lambda p: -len(words & content_words(passages[p])))
+    words = overlap_words(claim)
+    return sorted(candidates, key=lambda p: -len(words & overlap_words(passages[p])))
 
 
 def _share_run(a: str, b: str, n: int) -> bool:

@@ -272,7 +272,7 @@ _Question = tuple[str, tuple[tuple[str, str], ...]]  # claim, passages (ID, text
 
 
 class ClassifierJudge:
-    """A :class:`~citemon.core.judge.Judge` (and :class:`~citemon.judges.batch.BatchJudge`)
+    """A :class:`~citemon.core.judge.Judge` (and :class:`~citemon.core.judge.BatchJudge`)
     over a TEI-shaped sequence-pair classifier; see the module docstring.
 
     ``base_url`` is the server root (``http://127.0.0.1:8080``: TEI serves ``/predict`` there);
@@ -363,7 +363,7 @@ class ClassifierJudge:
     async def check_citations(
         self, claims: Sequence[str], passages: Mapping[str, str], *, precision: bool
     ) -> list[CitedOutcome]:
-        """:class:`~citemon.judges.batch.BatchJudge`: every claim against one citation set in as
+        """:class:`~citemon.core.judge.BatchJudge`: every claim against one citation set in as
         few requests as the batch cap allows; with ``precision`` (two or more passages), a
         second round for the entailed claims: each passage alone, and the set without each."""
         if not passages:
@@ -419,7 +419,7 @@ class ClassifierJudge:
     async def find_support(
         self, claims: Sequence[str], passages: Mapping[str, str]
     ) -> list[SupportOutcome]:
-        """:class:`~citemon.judges.batch.BatchJudge`: per claim, whether all the passages jointly
+        """:class:`~citemon.core.judge.BatchJudge`: per claim, whether all the passages jointly
         entail it and, only for those they do, which single passages do: a passage that entails
         a claim alone makes the whole context entail it too (the scorer's per-claim path makes
         the same assumption), so a claim the context does not entail costs no per-passage pair.

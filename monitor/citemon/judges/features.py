@@ -2,7 +2,8 @@
 
 Pure functions over text, no I/O and no third-party packages: the learned judge must run on a
 bare install, and ``scripts/train_judge.py`` must compute exactly the same numbers at training
-time as the judge does at run time (both import :func:`extract`).
+time as the judge does at run time (both import :func:`extract`). The words, stems and
+stopwords are the learned judge's vocabulary in :mod:`citemon.core.text`.
 
 Each feature answers a question a careful reader asks when checking a citation: are the claim's
 words in the passage at all (containment), are they *together* in one place (best-matching
@@ -14,10 +15,19 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
-__all__ = ["FEATURE_NAMES", "content_words", "extract", "sentences", "stem", "tokens"]
+from citemon.core.text import (
+    MODALS,
+    NEGATIONS,
+    STOPWORDS,
+    content_words,
+    numbers,
+    sentences,
+    tokens,
+)
+
+__all__ = ["FEATURE_NAMES", "extract"]
 
 FEATURE_NAMES: tuple[str, ...] = (
     "containment",  # share of claim content words found anywhere in the passages
@@ -42,97 +52,7 @@ FEATURE_NAMES: tuple[str, ...] = (
 )
 
 
-def _wordset(text: str) -> frozenset[str]:
-    return frozenset(text.split())
-
-
-# Function words that carry no content for alignment. Negations and modals are *not* here:
-# they are features of their own.
-_STOPWORDS = _wordset(
-    """a an the and or but if then else of to in on at by for with from as into onto over under
-    about above below between through during before after up down out off again further once
-    is are was were be been being am has have had having do does did doing this that these
-    those it its it's they them their theirs he him his she her hers we us our ours you your
-    yours i me my mine which who whom whose what when where why how there here also such so
-    than too very just only both each few more most other some any all same own s t ll re ve d
-    m o y can't won't while because until although though however thus therefore hence
-    one ones via per etc e g ie eg"""
-)
-_NEGATIONS = _wordset(
-    """not no never none nobody nothing neither nor without cannot can't don't doesn't didn't
-    isn't aren't wasn't weren't won't wouldn't shouldn't couldn't hasn't haven't hadn't lack
-    lacks lacking fail fails failed unable"""
-)
-_MODALS = _wordset(
-    """may might could can would should possibly perhaps likely unlikely probably potentially
-    suggest suggests suggested appear appears seem seems believed thought estimated
-    approximately about around roughly"""
-)
-
-_TOKEN = re.compile(r"[A-Za-z][A-Za-z'\-]*|\d+(?:[.,]\d+)*%?")
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])|\n+|\s#+\s")
-_MARKER = re.compile(r"\[\s*[\w\-]+(?:\s*,\s*[\w\-]+)*\s*\]")
-
 _MAX_MISSING_IDF = 12.0  # scale for missing_idf_max (IDF of a word seen in 1 of ~100k docs)
-
-
-def tokens(text: str) -> list[str]:
-    """Word and number tokens, original case, citation markers removed."""
-    return _TOKEN.findall(_MARKER.sub(" ", text))
-
-
-def stem(word: str) -> str:
-    """A crude, deterministic suffix stripper: enough to match "children"/"child" style pairs
-    that matter for containment, without a stemming package."""
-    w = word.lower().strip("'-")
-    if w.endswith("'s"):
-        w = w[:-2]
-    if len(w) <= 3 or w[0].isdigit():
-        return w
-    for suffix, repl in (
-        ("ies", "y"),
-        ("ied", "y"),
-        ("ing", ""),
-        ("edly", ""),
-        ("ed", ""),
-        ("ly", ""),
-        ("es", ""),
-        ("s", ""),
-    ):
-        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
-            w = w[: -len(suffix)] + repl
-            break
-    if w.endswith("ren") and len(w) > 5:  # children -> child
-        w = w[:-3]
-    return w
-
-
-def content_words(toks: Iterable[str]) -> list[str]:
-    """Stemmed tokens minus stopwords, negations and modals (order kept, repeats kept)."""
-    out = []
-    for t in toks:
-        low = t.lower()
-        if low in _STOPWORDS or low in _NEGATIONS or low in _MODALS:
-            continue
-        if len(low) == 1 and not low.isdigit():
-            continue
-        out.append(stem(low))
-    return out
-
-
-def sentences(text: str) -> list[str]:
-    """Split passage text into sentences with a regex: pysbd is too slow for 100 kB web pages,
-    and a missed split only makes a window a little larger."""
-    return [s for s in (part.strip() for part in _SENTENCE_END.split(text)) if s]
-
-
-def _numbers(toks: Iterable[str]) -> set[str]:
-    out = set()
-    for t in toks:
-        if _NUMBER.fullmatch(t.rstrip("%")):
-            out.add(t.rstrip("%").replace(",", ""))
-    return out
 
 
 def _entities(toks: Sequence[str]) -> set[str]:
@@ -140,7 +60,7 @@ def _entities(toks: Sequence[str]) -> set[str]:
     return {
         t.lower()
         for i, t in enumerate(toks)
-        if i > 0 and t[:1].isupper() and t.lower() not in _STOPWORDS
+        if i > 0 and t[:1].isupper() and t.lower() not in STOPWORDS
     }
 
 
@@ -260,8 +180,8 @@ def extract(
     missing = claim_set - passage_set
     missing_idf_max = max((w(x) for x in missing), default=0.0) / _MAX_MISSING_IDF
 
-    claim_numbers = _numbers(claim_toks)
-    passage_numbers = _numbers(passage_tokens)
+    claim_numbers = numbers(claim_toks)
+    passage_numbers = numbers(passage_tokens)
     numbers_present = (
         len(claim_numbers & passage_numbers) / len(claim_numbers) if claim_numbers else 1.0
     )
@@ -273,10 +193,10 @@ def extract(
     )
 
     claim_low_set = set(claim_low)
-    neg_claim = bool(claim_low_set & _NEGATIONS) or any(t.endswith("n't") for t in claim_low)
-    neg_win = bool(best_window_low & _NEGATIONS) or any(t.endswith("n't") for t in best_window_low)
-    mod_claim = bool(claim_low_set & _MODALS)
-    mod_win = bool(best_window_low & _MODALS)
+    neg_claim = bool(claim_low_set & NEGATIONS) or any(t.endswith("n't") for t in claim_low)
+    neg_win = bool(best_window_low & NEGATIONS) or any(t.endswith("n't") for t in best_window_low)
+    mod_claim = bool(claim_low_set & MODALS)
+    mod_win = bool(best_window_low & MODALS)
 
     return [
         containment,

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 
 from citemon.core.records import Verdict
-from citemon.core.text import content_words, negated, numbers
+from citemon.core.text import negated, number_strings, overlap_words
 
 __all__ = ["LexicalJudge"]
 
@@ -38,12 +38,12 @@ class LexicalJudge:
 
     def check(self, claim: str, passages: Mapping[str, str]) -> Verdict:
         text = "\n".join(passages.values())
-        words = content_words(claim)
+        words = overlap_words(claim)
         if not words:
             return Verdict(entailed=False, reason="claim has no content words", confidence=0.0)
-        found = words & content_words(text)
+        found = words & overlap_words(text)
         share = len(found) / len(words)
-        missing_numbers = numbers(claim) - numbers(text)
+        missing_numbers = number_strings(claim) - number_strings(text)
         if missing_numbers:
             return Verdict(
                 entailed=False,
@@ -56,7 +56,7 @@ class LexicalJudge:
             )
         best = max(
             re.split(r"(?<=[.!?])\s+", text),
-            key=lambda s: len(words & content_words(s)),
+            key=lambda s: len(words & overlap_words(s)),
         )
         if negated(claim) != negated(best):
             return Verdict(entailed=False, reason="negation disagrees", confidence=share)

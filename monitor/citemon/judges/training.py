@@ -14,25 +14,24 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import math
 import random
-import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from citemon.core.calibration import balanced_accuracy
+from citemon.core.human_labels import HumanLabel, PartialMapping, human_labels, read_label_rows
 from citemon.core.judge import Judge
-from citemon.judges.features import content_words, extract, tokens
+from citemon.core.text import DEFAULT_SYNTAX, CitationSyntax, content_words, strip_markers, tokens
+from citemon.judges.features import extract
 from citemon.judges.learned import LearnedModel, sigmoid
 
 __all__ = [
     "Example",
     "FoldResult",
-    "PartialMapping",
-    "balanced_accuracy",
     "build_idf",
     "cross_validate",
     "fit_model",
@@ -42,19 +41,8 @@ __all__ = [
     "load_wice",
     "predict",
     "quality_report",
-    "strip_markers",
     "train",
 ]
-
-PartialMapping = Literal["entailed", "not_entailed", "exclude"]
-"""How ExpertQA's ``Partial`` (and WiCE's ``partially_supported``) labels are read."""
-
-_MARKER = re.compile(r"\s*\[\s*[\w\-]+(?:\s*,\s*[\w\-]+)*\s*\]")
-
-
-def strip_markers(text: str) -> str:
-    """Remove ``[n]``-style citation markers and tidy the spaces they leave."""
-    return re.sub(r"\s+([.,;:!?])", r"\1", _MARKER.sub("", text)).strip()
 
 
 @dataclass(frozen=True)
@@ -69,57 +57,44 @@ class Example:
     label: str  # the human label as written in the data
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    with path.open(encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
-
-
 def load_wice(path: Path, *, partial: PartialMapping = "not_entailed") -> list[Example]:
-    """WiCE pairs: ``supported`` → entailed, ``not_supported`` → not, ``partially_supported`` →
-    ``partial``. Grouped by the cited page so the same page never trains and tests."""
-    out = []
-    for row in _read_jsonl(path):
-        label = row["label"]
-        if label == "partially_supported":
-            if partial == "exclude":
-                continue
-            entailed = partial == "entailed"
-        else:
-            entailed = label == "supported"
-        group = "wice:" + hashlib.sha1(row["passage"].encode()).hexdigest()[:12]
-        out.append(Example(row["claim"], {"1": row["passage"]}, entailed, group, "wice", label))
-    return out
+    """WiCE pairs (:mod:`citemon.core.human_labels` reads them), grouped by the cited page so the
+    same page never trains and tests."""
+    return [
+        Example(lab.claim, lab.passages, lab.entailed, _page_group(lab), "wice", lab.label)
+        for lab in _labels(path, partial, "wice")
+    ]
 
 
-def load_expertqa(path: Path, *, partial: PartialMapping = "not_entailed") -> list[Example]:
-    """ExpertQA annotator claims (markers stripped) with the texts of their cited passages.
+def load_expertqa(
+    path: Path, *, partial: PartialMapping = "not_entailed", syntax: CitationSyntax = DEFAULT_SYNTAX
+) -> list[Example]:
+    """ExpertQA annotator claims (markers stripped with ``syntax``) with the texts of their cited
+    passages (:mod:`citemon.core.human_labels` reads them: ``Missing``, ``N/A``, claims without
+    citations and claims citing a passage with no text are left out). Grouped by answer."""
+    return [
+        Example(
+            strip_markers(lab.claim, syntax),
+            lab.passages,
+            lab.entailed,
+            lab.record.id if lab.record is not None and lab.record.id else str(lab.line),
+            "expertqa",
+            lab.label,
+        )
+        for lab in _labels(path, partial, "expertqa")
+    ]
 
-    ``Complete`` → entailed, ``Incomplete`` → not, ``Partial`` → ``partial``; ``Missing``,
-    ``N/A``, claims without citations and claims citing a passage with no recorded text are
-    left out. Grouped by answer.
-    """
-    out = []
-    for rec in _read_jsonl(path):
-        texts: dict[str, str] = {}
-        for p in rec["passages"]:
-            texts.setdefault(str(p["id"]), p.get("text") or "")
-        for lab in rec.get("labels") or []:
-            support = lab.get("support")
-            if support == "Partial":
-                if partial == "exclude":
-                    continue
-                entailed = partial == "entailed"
-            elif support in ("Complete", "Incomplete"):
-                entailed = support == "Complete"
-            else:
-                continue
-            ids = [str(i) for i in lab.get("cited_ids") or []]
-            if not ids or any(not texts.get(i) for i in ids):
-                continue
-            passages = {i: texts[i] for i in ids}
-            claim = strip_markers(lab["claim"])
-            out.append(Example(claim, passages, entailed, rec["id"], "expertqa", support))
-    return out
+
+def _labels(path: Path, partial: PartialMapping, dataset: str) -> list[HumanLabel]:
+    return [
+        lab
+        for lab in human_labels(read_label_rows(path), partial=partial)
+        if isinstance(lab, HumanLabel) and lab.dataset == dataset
+    ]
+
+
+def _page_group(lab: HumanLabel) -> str:
+    return "wice:" + hashlib.sha1(lab.passages["1"].encode()).hexdigest()[:12]
 
 
 def build_idf(docs: Iterable[str], *, max_terms: int) -> tuple[dict[str, float], float]:
@@ -237,16 +212,6 @@ def grouped_folds(groups: Sequence[str], k: int, *, seed: int = 0) -> list[list[
     return folds
 
 
-def balanced_accuracy(truth: Sequence[bool], predicted: Sequence[bool]) -> float:
-    tp = sum(1 for t, p in zip(truth, predicted, strict=True) if t and p)
-    tn = sum(1 for t, p in zip(truth, predicted, strict=True) if not t and not p)
-    pos = sum(1 for t in truth if t)
-    neg = len(truth) - pos
-    sens = tp / pos if pos else 0.0
-    spec = tn / neg if neg else 0.0
-    return (sens + spec) / 2
-
-
 def featurize(
     examples: Sequence[Example], idf: dict[str, float], default_idf: float
 ) -> list[list[float]]:
@@ -276,7 +241,7 @@ class FoldResult:
     examples: list[Example]
     probability: list[float]
 
-    def balanced_accuracy(self, threshold: float = 0.5) -> float:
+    def balanced_accuracy(self, threshold: float = 0.5) -> float | None:
         return balanced_accuracy(
             [ex.entailed for ex in self.examples], [p >= threshold for p in self.probability]
         )
@@ -345,18 +310,20 @@ def quality_report(
         row: dict[str, Any] = {
             "pairs": len(exs),
             "entailed": sum(truth),
-            "learned_cv": round(within.balanced_accuracy(), 4),
-            "learned_pooled_cv": round(
-                balanced_accuracy(truth, [p >= 0.5 for p in pooled_here]), 4
-            ),
+            "learned_cv": _round(within.balanced_accuracy()),
+            "learned_pooled_cv": _round(balanced_accuracy(truth, [p >= 0.5 for p in pooled_here])),
         }
         others = [ex for other, oexs in datasets.items() if other != name for ex in oexs]
         cross = predict(train(others), exs)
-        row["learned_trained_on_other"] = round(
-            balanced_accuracy(truth, [p >= 0.5 for p in cross]), 4
+        row["learned_trained_on_other"] = _round(
+            balanced_accuracy(truth, [p >= 0.5 for p in cross])
         )
         if baseline is not None:
             base = judge_probabilities(baseline, exs)
-            row["baseline"] = round(balanced_accuracy(truth, [p >= 0.5 for p in base]), 4)
+            row["baseline"] = _round(balanced_accuracy(truth, [p >= 0.5 for p in base]))
         figures["datasets"][name] = row
     return figures
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)

@@ -45,11 +45,10 @@ from prometheus_client.metrics_core import CounterMetricFamily, Metric
 
 from citemon.core.errors import INVALID_REPLY_CAUSES
 from citemon.core.labels import UNKNOWN
-from citemon.core.probe import CANARY_OUTCOMES, CanaryOutcome, CitedCounts, canary_sensitivity
+from citemon.core.probe import PROBE_OUTCOMES, CitedCounts, ProbeOutcome, probe_sensitivity
 from citemon.core.records import CITED_VERDICTS, UNJUDGED_CAUSES, VERDICTS, AnswerScore
 from citemon.metrics.labels import QUALITY_LABELS, LabelCap
 from citemon.metrics.windows import (
-    CANARY_KEY,
     CITED,
     CORRECT,
     FAITHFUL,
@@ -57,6 +56,7 @@ from citemon.metrics.windows import (
     JUDGED,
     ORIG_CITED,
     ORIG_CORRECT,
+    PROBE_KEY,
     SHUF_CITED,
     SHUF_CORRECT,
     OptionalGauge,
@@ -347,7 +347,7 @@ class Metrics:
             self._spans.labels(outcome)
         for name in QUALITY_LABELS:
             self._overflow.labels(name)
-        for canary_outcome in CANARY_OUTCOMES:
+        for canary_outcome in PROBE_OUTCOMES:
             self._canary_answers.labels(canary_outcome)
         for cause in UNJUDGED_CAUSES:
             self._unjudged.labels(cause)
@@ -477,9 +477,9 @@ class Metrics:
 
     # -- the shuffle canary ----------------------------------------------------------------
 
-    def canary(self, outcome: CanaryOutcome, *, trace_id: str | None = None) -> None:
+    def canary(self, outcome: ProbeOutcome, *, trace_id: str | None = None) -> None:
         """Count one answer picked for the canary that was not scored (or, internally, was)."""
-        if outcome not in CANARY_OUTCOMES:
+        if outcome not in PROBE_OUTCOMES:
             raise ValueError(f"unknown canary outcome {outcome!r}")
         exemplar = (
             {"trace_id": trace_id} if trace_id and len(trace_id) <= _MAX_TRACE_ID_CHARS else None
@@ -494,7 +494,7 @@ class Metrics:
         counts = [0.0] * 4
         counts[ORIG_CORRECT], counts[ORIG_CITED] = original
         counts[SHUF_CORRECT], counts[SHUF_CITED] = shuffled
-        self._canary_window.add(CANARY_KEY, counts)
+        self._canary_window.add(PROBE_KEY, counts)
         self.canary("scored", trace_id=trace_id)
 
     def canary_totals(self) -> tuple[float, float, float, float]:
@@ -505,7 +505,7 @@ class Metrics:
         return 0.0, 0.0, 0.0, 0.0
 
     def _canary_value(self) -> float | None:
-        return canary_sensitivity(*self.canary_totals())
+        return probe_sensitivity(*self.canary_totals())
 
     # -- the consumer ----------------------------------------------------------------------
 

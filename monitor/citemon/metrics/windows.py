@@ -22,9 +22,9 @@ if TYPE_CHECKING:
 
 # Indices into a bucket's counts.
 CITED, CORRECT, JUDGED, FAITHFUL, IDS = range(5)
-# ... and into a canary bucket's (one label set: the canary measures the judge, not a service).
+# ... and into the shuffle probe bucket's (one label set: the probe measures the judge).
 ORIG_CORRECT, ORIG_CITED, SHUF_CORRECT, SHUF_CITED = range(4)
-CANARY_KEY: Final = ("canary",)
+PROBE_KEY: Final = ("canary",)  # the shuffle probe's window key
 
 
 class Window:
@@ -182,8 +182,8 @@ class WindowCollector:
 class OptionalGauge:
     """A label-less gauge that is *absent* until first set.
 
-    For values where a default of 0 would lie: a canary sensitivity of 0 means "the judge
-    cannot tell passages apart", which is not what "the canary has not run yet" means.
+    For values where a default of 0 would lie: a probe sensitivity of 0 means "the judge
+    cannot tell passages apart", which is not what "the probe has not run yet" means.
     ``compute``, when given, is asked at scrape time and wins over a set value unless it
     returns ``None``.
     """

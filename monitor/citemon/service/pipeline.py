@@ -91,7 +91,8 @@ from typing import Any, Final
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.errors import KafkaConnectionError, KafkaError, ProducerFenced
 
-from citemon.checks.shuffle_probe import canary_selected, shuffled_check
+from citemon.checks.shuffle_probe import probe_selected as canary_selected
+from citemon.checks.shuffle_probe import shuffled_check
 from citemon.core.errors import DecodeError, JudgeError, KafkaUnavailable, MonitorFailed
 from citemon.core.probe import cited_counts
 from citemon.core.records import AnswerRecord, AnswerScore

@@ -90,10 +90,7 @@ class ResultsReader:
             cluster = await consumer._client.fetch_all_metadata()
         except KafkaConnectionError as exc:
             await consumer.stop()
-            raise KafkaUnavailable(
-                f"cannot connect to Kafka at {s.bootstrap_servers} (unreachable, or TLS/SASL "
-                f"rejected the client): {exc}"
-            ) from exc
+            raise KafkaUnavailable.connecting(s.bootstrap_servers, exc) from exc
         except BaseException:
             await consumer.stop()
             raise

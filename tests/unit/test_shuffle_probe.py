@@ -1,5 +1,6 @@
-"""The production self-checks: canary selection, the check-only shuffled accuracy, the canary and
-corrected-accuracy windows, and the pipeline keeping the canary away from the real answer."""
+"""The production self-checks: shuffle probe selection, the check-only shuffled accuracy, the
+probe and corrected-accuracy windows, and the pipeline keeping the probe away from the real
+answer."""
 
 from __future__ import annotations
 
@@ -12,14 +13,14 @@ import pytest
 from aiokafka import TopicPartition
 from prometheus_client import CollectorRegistry
 
-from citemon.checks.selftest import CanaryResult, run_canary
+from citemon.checks.selftest import ShuffleResult, run_shuffle_selftest
 from citemon.checks.shuffle import rotate_citations
-from citemon.checks.shuffle_probe import _digest, canary_selected, shuffled_check
+from citemon.checks.shuffle_probe import _digest, probe_selected, shuffled_check
 from citemon.cli import build_parser
 from citemon.commands.run import serve
 from citemon.core.calibration import Calibration, corrected_accuracy
 from citemon.core.errors import ConfigError, JudgeHTTPError
-from citemon.core.probe import CitedCounts, canary_sensitivity, cited_counts
+from citemon.core.probe import CitedCounts, cited_counts, probe_sensitivity
 from citemon.core.records import AnswerRecord, Verdict
 from citemon.demo.data import sample_records, specimen
 from citemon.engine.scoring import Scorer, ScoringOptions, Summary
@@ -50,32 +51,32 @@ def trace_ids(n: int, seed: int = 3) -> list[str]:
 
 
 def test_sensitivity_is_the_relative_accuracy_drop() -> None:
-    assert canary_sensitivity(8, 10, 2, 10) == pytest.approx(0.75)  # (0.8 − 0.2) / 0.8
-    assert canary_sensitivity(9, 10, 9, 10) == 0.0  # blind: shuffling changed nothing
-    assert canary_sensitivity(5, 10, 0, 8) == 1.0  # every shuffled citation failed
-    assert canary_sensitivity(4, 10, 6, 10) == pytest.approx(-0.5)  # worse than blind: shown
-    assert canary_sensitivity(0, 10, 0, 10) is None  # a drop from nothing means nothing
-    assert canary_sensitivity(3, 0, 1, 5) is None
-    assert canary_sensitivity(3, 5, 0, 0) is None
+    assert probe_sensitivity(8, 10, 2, 10) == pytest.approx(0.75)  # (0.8 − 0.2) / 0.8
+    assert probe_sensitivity(9, 10, 9, 10) == 0.0  # blind: shuffling changed nothing
+    assert probe_sensitivity(5, 10, 0, 8) == 1.0  # every shuffled citation failed
+    assert probe_sensitivity(4, 10, 6, 10) == pytest.approx(-0.5)  # worse than blind: shown
+    assert probe_sensitivity(0, 10, 0, 10) is None  # a drop from nothing means nothing
+    assert probe_sensitivity(3, 0, 1, 5) is None
+    assert probe_sensitivity(3, 5, 0, 0) is None
 
 
 def test_selection_is_deterministic_at_its_rate_and_independent_of_sampling() -> None:
     ids = trace_ids(40_000)
-    picked = [t for t in ids if canary_selected(t, 0.1)]
+    picked = [t for t in ids if probe_selected(t, 0.1)]
     assert 0.095 < len(picked) / len(ids) < 0.105
-    assert picked == [t for t in ids if canary_selected(t, 0.1)]  # same IDs every time
-    assert set(picked) <= {t for t in ids if canary_selected(t, 0.2)}  # nested like a sampler
+    assert picked == [t for t in ids if probe_selected(t, 0.1)]  # same IDs every time
+    assert set(picked) <= {t for t in ids if probe_selected(t, 0.2)}  # nested like a sampler
     # Among the traces the sampler keeps at 0.5 (low 64 bits), the canary still takes ~10 %.
     bound = ratio_bound(0.5)
     kept = [t for t in ids if trace_id_sampled(t, bound)]
-    share = sum(canary_selected(t, 0.1) for t in kept) / len(kept)
+    share = sum(probe_selected(t, 0.1) for t in kept) / len(kept)
     assert 0.093 < share < 0.107
     # Even where the sampler's bits are all alike (a low-64-bit band), the hash spreads.
     band = [f"{i:016x}" + "0" * 16 for i in range(10_000)]
-    assert 0.09 < sum(canary_selected(t, 0.1) for t in band) / len(band) < 0.11
-    assert not any(canary_selected(t, 0.0) for t in ids[:100])
-    assert all(canary_selected(t, 1.0) for t in ids[:100])
-    assert not canary_selected(None, 1.0) and not canary_selected("", 1.0)
+    assert 0.09 < sum(probe_selected(t, 0.1) for t in band) / len(band) < 0.11
+    assert not any(probe_selected(t, 0.0) for t in ids[:100])
+    assert all(probe_selected(t, 1.0) for t in ids[:100])
+    assert not probe_selected(None, 1.0) and not probe_selected("", 1.0)
 
 
 async def test_check_only_counts_equal_full_scoring_of_the_rotated_claims() -> None:
@@ -149,7 +150,7 @@ async def test_shuffled_check_on_the_specimen() -> None:
 
 
 async def test_windowed_sensitivity_is_canary_result_sensitivity_of_the_same_answers() -> None:
-    """Pooled over answers, the gauge is ``CanaryResult.sensitivity`` of the same rotations."""
+    """Pooled over answers, the gauge is ``ShuffleResult.sensitivity`` of the same rotations."""
     records = sample_records()
     truth: dict[str, set[str]] = {}
     for r in records:
@@ -175,24 +176,24 @@ async def test_windowed_sensitivity_is_canary_result_sensitivity_of_the_same_ans
         moved = rotate_citations(claims, random.Random(_digest(tid)))
         assert moved is not None
         shuffled.add(await scorer.score(record, moved))
-    offline = CanaryResult(original=original, shuffled=shuffled)
+    offline = ShuffleResult(original=original, shuffled=shuffled)
     assert offline.sensitivity is not None and offline.sensitivity > 0.8
-    exact = canary_sensitivity(
+    exact = probe_sensitivity(
         original.verdicts["correct"],
         original.cited_claims,
         shuffled.verdicts["correct"],
         shuffled.cited_claims,
     )
     assert value(reg, "citemon_judge_canary_sensitivity") == exact
-    # CanaryResult works from the summary's accuracies, rounded to 4 places.
+    # ShuffleResult works from the summary's accuracies, rounded to 4 places.
     assert exact == pytest.approx(offline.sensitivity, abs=1e-3)
     assert value(reg, "citemon_judge_canary_answers_total", outcome="scored") == original.answers
     assert original.answers >= 10
     # The offline self-test (its own seed) agrees the judge reads the passages.
-    assert (await run_canary(scorer, records)).passed()
+    assert (await run_shuffle_selftest(scorer, records)).passed()
 
 
-def test_canary_window_slides_and_falls_back_to_a_set_value() -> None:
+def test_probe_window_slides_and_falls_back_to_a_set_value() -> None:
     clock = FakeClock()
     reg = CollectorRegistry()
     m = Metrics(reg, window_s=900, canary_window_s=3600, window_buckets=15, clock=clock)
@@ -386,7 +387,7 @@ async def test_the_pipeline_canary_counts_only_the_canary() -> None:
     reg = CollectorRegistry()
     metrics = Metrics(reg)
     ids = trace_ids(400, seed=11)
-    picked = [t for t in ids if canary_selected(t, 0.25)]
+    picked = [t for t in ids if probe_selected(t, 0.25)]
     pipeline = Pipeline(Settings(canary_rate=0.25), Scorer(OracleJudge(truth)), metrics)
     await _score_and_commit(pipeline, ids)
     await asyncio.gather(*pipeline._canaries)
