@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from citemon.checks.shuffle_probe import canary_selected
+from citemon.checks.shuffle_probe import probe_selected
 from citemon.cli import main
 from citemon.core.records import Passage
 from citemon.demo.data import sample_records, specimen
@@ -30,7 +30,7 @@ def test_review_choice_is_independent_of_sampling_and_the_canary() -> None:
     ids = _trace_ids(20_000)
     review = {t for t in ids if review_selected(t, 0.1)}
     sampled = {t for t in ids if trace_id_sampled(t, ratio_bound(0.5))}
-    canary = {t for t in ids if canary_selected(t, 0.1)}
+    canary = {t for t in ids if probe_selected(t, 0.1)}
     assert 1900 < len(review) < 2100
     # Independent hashes: a tenth of the sampled half, a tenth of the canary's tenth.
     assert 900 < len(review & sampled) < 1100
