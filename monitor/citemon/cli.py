@@ -33,6 +33,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "citemon.commands.inspect",
         "Show the claims behind an alert: failing verdicts from the results topic, worst first.",
     ),
+    "review": (
+        "citemon.commands.review",
+        "Measure citemon on your own traffic: pull a review set for people to label.",
+    ),
     "run": (
         "citemon.commands.run",
         "Run the online monitor: score answer spans from Kafka and serve Prometheus metrics.",
