@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install llama tools kafka-up kafka-down collector collector-for-tests demo demo-collector test unit lint docs bench clean
+.PHONY: install llama tools browser kafka-up kafka-down collector collector-for-tests demo demo-collector test unit lint docs bench clean
 
 install: $(STAMP)
 
@@ -42,6 +42,12 @@ tools:
 	@# Debian starts the packaged service; we run our own on other ports, so stop theirs.
 	@-systemctl stop prometheus prometheus-node-exporter >/dev/null 2>&1 || true
 
+# Debian's Chromium, for the review page's real-browser test: Playwright drives /usr/bin/chromium
+# (`playwright install` downloads a browser build of its own, which cannot happen here).
+browser:
+	@command -v chromium >/dev/null || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
 kafka-up:
 	@deploy/kafka.sh up
 
@@ -66,7 +72,7 @@ demo: install kafka-up
 demo-collector: install kafka-up collector
 	$(BIN)/citemon demo --via-collector
 
-test: install llama tools kafka-up collector-for-tests docs
+test: install llama tools browser kafka-up collector-for-tests docs
 	$(BIN)/ruff check monitor instrumentation tests bench scripts deploy
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -m "not slow"

@@ -1,0 +1,40 @@
+"""Blind review of citemon's verdicts by people: serve a review page, Label Studio out and in, κ.
+
+Subcommands (DESIGN.md, "Measuring the instrument on production traffic"):
+  serve      a local review page: one task per cited claim, labels appended as they are given
+  export     a review set as Label Studio tasks and labelling config
+  import     a Label Studio JSON export as labels
+  agreement  Cohen's kappa and the confusion table of two reviewers on one set
+"""
+
+from __future__ import annotations
+
+import argparse
+from types import ModuleType
+
+from citemon.commands import _review_serve
+
+__all__ = ["SUBCOMMANDS", "add_arguments", "main"]
+
+SUBCOMMANDS: dict[str, ModuleType] = {
+    "serve": _review_serve,
+}
+"""Subcommand name → module with ``add_arguments(parser)`` and ``main(args) -> int``."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="review_command", required=True, metavar="SUBCOMMAND")
+    for name, module in SUBCOMMANDS.items():
+        doc = (module.__doc__ or "").strip()
+        command = sub.add_parser(
+            name,
+            help=doc.splitlines()[0] if doc else None,
+            description=doc,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        module.add_arguments(command)
+        command.set_defaults(review_handler=module.main)
+
+
+def main(args: argparse.Namespace) -> int:
+    return int(args.review_handler(args))
