@@ -10,7 +10,7 @@ import pytest
 from sklearn.metrics import cohen_kappa_score
 
 from citemon.cli import main
-from citemon.errors import InputError
+from citemon.core.errors import InputError
 from citemon.review.agreement import agreement, cohen_kappa
 from citemon.review.model import LABELS, Label, LabelName, append_label, read_labels
 

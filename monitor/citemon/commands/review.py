@@ -12,12 +12,14 @@ from __future__ import annotations
 import argparse
 from types import ModuleType
 
-from citemon.commands import _review_agreement, _review_serve
+from citemon.commands import _review_agreement, _review_export, _review_import, _review_serve
 
 __all__ = ["SUBCOMMANDS", "add_arguments", "main"]
 
 SUBCOMMANDS: dict[str, ModuleType] = {
     "serve": _review_serve,
+    "export": _review_export,
+    "import": _review_import,
     "agreement": _review_agreement,
 }
 """Subcommand name → module with ``add_arguments(parser)`` and ``main(args) -> int``."""

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-from citemon.errors import InputError
+from citemon.core.errors import InputError
 from citemon.review.model import LABELS, Label, LabelName
 
 __all__ = ["Agreement", "agreement", "cohen_kappa", "render_agreement"]
