@@ -22,6 +22,7 @@ import hashlib
 import json
 import logging
 import re
+import sys
 import threading
 from collections.abc import Mapping
 from http import HTTPStatus
@@ -200,12 +201,15 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(self.rfile.read(length))
             if not isinstance(body, dict):
                 raise InputError("expected a JSON object")
-            self._json(HTTPStatus.OK, handler(body))
+            reply = handler(body)
         except (ValueError, InputError) as exc:  # JSONDecodeError is a ValueError
             self._json(HTTPStatus.BAD_REQUEST, {"error": str(exc)})
+            return
         except OSError as exc:
             log.error("could not append the label: %s", exc)
             self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": "could not write the label"})
+            return
+        self._json(HTTPStatus.OK, reply)
 
 
 class ReviewServer(ThreadingHTTPServer):
@@ -225,6 +229,13 @@ class ReviewServer(ThreadingHTTPServer):
         if host in ("0.0.0.0", "::", ""):
             self.hosts = None  # every address: the Host a reviewer uses cannot be known here
             log.warning("the review page listens on every interface (--host %s)", host or "''")
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A reviewer who closes the tab mid-reply is not an error worth a traceback."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            log.debug("client %s went away", client_address)
+            return
+        super().handle_error(request, client_address)
 
     @property
     def url(self) -> str:
