@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from citemon.core.records import VerdictName
 from citemon.core.errors import InputError
+from citemon.core.records import VerdictName
 from citemon.review.model import (
     CheckerCause,
     Label,
