@@ -9,7 +9,6 @@ installs it).
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,10 +18,10 @@ from typing import Any
 import pytest
 
 from citemon.review.model import read_labels
-from tests.conftest import REPO, need_server
+from tests.conftest import REPO
+from tests.integration.browser_support import chromium_browser
 from tests.review_sets import HOSTILE, write_review_set
 
-CHROMIUM = "/usr/bin/chromium"
 WAIT_MS = 15_000
 
 A, B, C, D = "a" * 32, "b" * 32, "c" * 32, "d" * 32
@@ -30,18 +29,8 @@ A, B, C, D = "a" * 32, "b" * 32, "c" * 32, "d" * 32
 
 @pytest.fixture(scope="module")
 def chromium() -> Iterator[Any]:
-    if shutil.which(CHROMIUM) is None:
-        need_server("Chromium", f"{CHROMIUM} is missing (make browser installs Debian's)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError as exc:
-        need_server("Playwright", f"cannot import it ({exc}); make install")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=["--no-sandbox"]
-        )
+    with chromium_browser() as browser:
         yield browser
-        browser.close()
 
 
 @pytest.fixture

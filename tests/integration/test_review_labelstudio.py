@@ -1,10 +1,13 @@
 """The Label Studio round trip against a real Label Studio server (SQLite, loopback).
 
-`citemon review export` → a project made with the exported config → the tasks imported →
-annotated through the API the way its labelling page posts an annotation → its JSON and JSON_MIN
-exports → `citemon review import`: the labels file holds each annotated claim once, with the
-label and checker cause given, citemon's verdict, and nothing for the skipped task. One server
-for the module; a missing Label Studio fails under CI=true (``make label-studio`` installs it).
+`citemon review export` → a project made with the exported config → the tasks imported → the
+first task annotated by a person in Label Studio's own labelling page (Debian's Chromium driven
+by Playwright: log in, open the task, press 1, see citemon's verdict appear only then, Submit),
+the others through the API with the body that page posts → its JSON and JSON_MIN exports →
+`citemon review import`: the labels file holds each annotated claim once, with the label and
+checker cause given, citemon's verdict, and nothing for the skipped task. One server for the
+module; a missing Label Studio or browser fails under CI=true (``make label-studio``,
+``make browser``).
 """
 
 from __future__ import annotations
@@ -12,13 +15,20 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from citemon.cli import main
 from citemon.review.model import read_labels
-from tests.integration.labelstudio_support import LabelStudio, label_studio_server
-from tests.review_sets import review_records, write_review_set
+from tests.integration.browser_support import chromium_browser
+from tests.integration.labelstudio_support import (
+    PASSWORD,
+    USER,
+    LabelStudio,
+    label_studio_server,
+)
+from tests.review_sets import HOSTILE, review_records, write_review_set
 
 A, B, C, D = "a" * 32, "b" * 32, "c" * 32, "d" * 32
 
@@ -46,8 +56,47 @@ def label_studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabelStud
 
 
 @pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    with chromium_browser() as browser:
+        yield browser
+
+
+def _annotate_in_the_web_page(
+    chromium: Any, label_studio: LabelStudio, project: int, task_id: int
+) -> dict[str, Any]:
+    """A person labels ``task_id`` in Label Studio's labelling page; the annotation it posted."""
+    page = chromium.new_page(viewport={"width": 1300, "height": 1000})
+    page.set_default_timeout(60_000)
+    try:
+        page.goto(f"{label_studio.url}/user/login/")
+        page.fill("input[name=email]", USER)
+        page.fill("input[name=password]", PASSWORD)
+        page.click("button[type=submit]")
+        page.wait_for_url(lambda url: "/user/login" not in url)
+        page.goto(f"{label_studio.url}/projects/{project}/data?task={task_id}")
+        page.get_by_text("Do the cited passages support the claim?").wait_for()
+        # the hostile passage is shown as text (in the page and the data table); nothing ran
+        page.get_by_text(HOSTILE, exact=True).first.wait_for()  # an element whose text is it
+        assert page.locator("img[onerror], script:has-text('__pwned')").count() == 0
+        assert page.evaluate("window.__pwned") is None
+        verdict = page.get_by_text("citemon's verdict (shown after your label)")
+        assert not verdict.is_visible()  # blind until a label is chosen
+        page.keyboard.press("1")  # the hotkey of "entailed"
+        verdict.wait_for()
+        with page.expect_response(
+            lambda r: "/annotations" in r.url and r.request.method == "POST"
+        ) as posted:
+            page.get_by_role("button", name="Submit").click()
+        assert posted.value.status == 201
+        annotation: dict[str, Any] = posted.value.json()
+        return annotation
+    finally:
+        page.close()
+
+
+@pytest.fixture(scope="module")
 def annotated(
-    label_studio: LabelStudio, tmp_path_factory: pytest.TempPathFactory
+    label_studio: LabelStudio, chromium: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[int, dict[tuple[str, int], str]]:
     """A project made from citemon's export, annotated; its ID and each annotation's time."""
     work = tmp_path_factory.mktemp("export")
@@ -71,7 +120,11 @@ def annotated(
     assert len(task_ids) == 8
 
     times: dict[tuple[str, int], str] = {}
-    for task_id, key, answer in zip(task_ids, KEYS, ANSWERS, strict=True):
+    assert ANSWERS[0] == ("entailed", None)
+    by_hand = _annotate_in_the_web_page(chromium, label_studio, project, task_ids[0])
+    assert by_hand["result"][0]["value"] == {"choices": ["entailed"]}
+    times[KEYS[0]] = by_hand["updated_at"]
+    for task_id, key, answer in zip(task_ids[1:], KEYS[1:], ANSWERS[1:], strict=True):
         task = api.get(f"/api/tasks/{task_id}").json()
         assert (task["data"]["trace_id"], task["data"]["claim"]) == key
         result = []
