@@ -152,7 +152,7 @@ def test_the_state_is_blind_and_a_label_is_on_disk_before_the_answer(
     key = {"trace_id": "a" * 32, "claim": 1}
     status, shown = _call(server, "/api/reveal", key | {"label": "entailed"})
     assert (status, shown["verdict"], shown["disagrees"]) == (200, "unsupported", True)
-    assert not labels.exists()  # revealing writes nothing
+    assert labels.read_text() == ""  # revealing writes nothing
 
     status, saved = _call(server, "/api/label", key | {"label": "entailed", "checker": "strict"})
     assert (status, saved["labelled"], saved["total"]) == (200, 1, 8)
@@ -196,7 +196,7 @@ def test_a_bad_label_is_refused_and_writes_nothing(
     status, reply = _call(server, "/api/label", body)
     assert status == 400
     assert error in str(reply["error"])
-    assert not labels.exists()
+    assert labels.read_text() == ""
 
 
 def test_foreign_hosts_and_non_json_posts_are_refused(served: tuple[ReviewServer, Path]) -> None:
@@ -206,7 +206,7 @@ def test_foreign_hosts_and_non_json_posts_are_refused(served: tuple[ReviewServer
     body = {"trace_id": "a" * 32, "claim": 0, "label": "entailed", "checker": None}
     status, _ = _call(server, "/api/label", body, headers={"Content-Type": "text/plain"})
     assert status == 415
-    assert not labels.exists()
+    assert labels.read_text() == ""
 
 
 def test_the_page_is_sent_with_a_policy_that_allows_only_its_own_script(
@@ -219,3 +219,9 @@ def test_the_page_is_sent_with_a_policy_that_allows_only_its_own_script(
     assert "<script>" in html and "innerHTML" not in html
     assert policy.startswith("default-src 'none'; script-src 'sha256-")
     assert "unsafe-inline" not in policy
+
+
+def test_a_labels_file_that_cannot_be_written_is_refused_at_start(tmp_path: Path) -> None:
+    review_set = load_review_set(write_review_set(tmp_path / "set.jsonl"))
+    with pytest.raises(InputError, match="cannot write the labels file"):
+        ReviewPage(review_set, tmp_path / "missing-dir" / "labels.jsonl", "ann")

@@ -81,7 +81,14 @@ class ReviewPage:
         self.reviewer = reviewer
         self._lock = threading.Lock()
         self._labelled: set[TaskKey] = set()
-        if labels.exists():
+        try:  # fail now, not at the first label, if the labels file cannot be written
+            with labels.open("a", encoding="utf-8"):
+                pass
+        except OSError as exc:
+            raise InputError(
+                f"cannot write the labels file {labels}: {exc.strerror or exc}"
+            ) from exc
+        if labels.stat().st_size:
             self._labelled = {
                 label.key
                 for label in read_labels(labels)
