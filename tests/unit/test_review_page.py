@@ -14,10 +14,10 @@ import pytest
 
 from citemon.cli import main
 from citemon.core.errors import InputError
-from citemon.review.model import read_labels
+from citemon.review.model import read_labels, read_review_records
 from citemon.review.page import ReviewPage, ReviewServer
 from citemon.review.tasks import disagrees, load_review_set, marked_segments, shared_words
-from tests.review_sets import HOSTILE, write_review_set
+from tests.review_sets import HOSTILE, review_records, write_review_set
 
 
 def test_the_words_a_claim_shares_are_marked_and_the_text_is_kept_exactly() -> None:
@@ -78,6 +78,11 @@ def test_one_task_per_cited_claim_in_file_order(tmp_path: Path) -> None:
         ("The client gives up after 30 seconds and logs the error [d-8].", True),
         (" Retries are safe.", False),
     )
+
+
+def test_the_example_set_is_the_test_set() -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "review" / "set.jsonl"
+    assert read_review_records(example) == review_records()
 
 
 def test_a_file_that_is_not_a_review_set_is_a_clear_error(tmp_path: Path) -> None:
