@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install llama tools kafka-up kafka-down collector collector-for-tests demo demo-collector test unit lint docs bench clean
+.PHONY: install llama tools browser label-studio kafka-up kafka-down collector collector-for-tests demo demo-collector test unit lint docs bench clean
 
 install: $(STAMP)
 
@@ -42,6 +42,25 @@ tools:
 	@# Debian starts the packaged service; we run our own on other ports, so stop theirs.
 	@-systemctl stop prometheus prometheus-node-exporter >/dev/null 2>&1 || true
 
+# Debian's Chromium, for the review page's real-browser test: Playwright drives /usr/bin/chromium
+# (`playwright install` downloads a browser build of its own, which cannot happen here).
+browser:
+	@command -v chromium >/dev/null || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+# A real Label Studio server for the export/import round trip test, in a venv of its own (about
+# 1 GB; its pins clash with ours), cached under ~/.cache/citemon like the llama.cpp wheel.
+LABEL_STUDIO_VERSION := 1.23.2
+LABEL_STUDIO_VENV ?= $(HOME)/.cache/citemon/label-studio-$(LABEL_STUDIO_VERSION)
+
+label-studio: $(LABEL_STUDIO_VENV)/.installed
+
+$(LABEL_STUDIO_VENV)/.installed:
+	rm -rf $(LABEL_STUDIO_VENV)
+	$(PYTHON) -m venv $(LABEL_STUDIO_VENV)
+	$(LABEL_STUDIO_VENV)/bin/pip install -q "label-studio==$(LABEL_STUDIO_VERSION)"
+	@touch $@
+
 kafka-up:
 	@deploy/kafka.sh up
 
@@ -66,7 +85,7 @@ demo: install kafka-up
 demo-collector: install kafka-up collector
 	$(BIN)/citemon demo --via-collector
 
-test: install llama tools kafka-up collector-for-tests docs
+test: install llama tools browser label-studio kafka-up collector-for-tests docs
 	$(BIN)/ruff check monitor instrumentation tests bench scripts deploy
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q -m "not slow"

@@ -25,7 +25,8 @@ def need_server(what: str, why: str) -> None:
 #: ``CITEMON_*`` variables that configure the test harness, not citemon: the local brokers
 #: (``deploy/kafka.sh``'s documented variables and the bootstrap address the integration tests
 #: read), the Collector build (``deploy/collector.sh``) and the ports/timings of the tests that
-#: start their own broker. :func:`_clean_citemon_env` keeps these and clears every other
+#: start their own broker, and where the Label Studio venv is (``CITEMON_TEST_LABEL_STUDIO``).
+#: :func:`_clean_citemon_env` keeps these and clears every other
 #: ``CITEMON_*`` variable, so a developer's own settings (``CITEMON_JUDGE``, ``CITEMON_TOPIC``…)
 #: never leak into a test; a test that wants one sets it with ``monkeypatch.setenv``.
 HARNESS_ENV: frozenset[str] = frozenset(
@@ -47,6 +48,7 @@ HARNESS_ENV: frozenset[str] = frozenset(
         "CITEMON_TEST_RESTART_KAFKA_PORT",
         "CITEMON_TEST_SHIM_KAFKA_PORT",
         "CITEMON_TEST_BROKER_DOWN_S",
+        "CITEMON_TEST_LABEL_STUDIO",
     }
 )
 

@@ -35,7 +35,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "review": (
         "citemon.commands.review",
-        "Measure citemon on your own traffic: pull a review set for people to label.",
+        "Measure citemon on your own traffic: review sets, a blind review page, Label Studio, "
+        "agreement.",
     ),
     "run": (
         "citemon.commands.run",

@@ -1,7 +1,11 @@
-"""Measure citemon on your own traffic: pull a review set for people to label.
+"""Measure citemon on your own traffic: review sets, a blind review page, Label Studio, agreement.
 
 Subcommands (DESIGN.md, "Measuring the instrument on production traffic"):
   pull       a review set (default 50 answers, by seed) from the review topic or files
+  serve      a local review page: one task per cited claim, labels appended as they are given
+  export     a review set as Label Studio tasks and labelling config
+  import     a Label Studio JSON export as labels
+  agreement  Cohen's kappa and the confusion table of two reviewers on one set
 """
 
 from __future__ import annotations
@@ -9,12 +13,22 @@ from __future__ import annotations
 import argparse
 from types import ModuleType
 
-from citemon.commands import _review_pull
+from citemon.commands import (
+    _review_agreement,
+    _review_export,
+    _review_import,
+    _review_pull,
+    _review_serve,
+)
 
 __all__ = ["SUBCOMMANDS", "add_arguments", "main"]
 
 SUBCOMMANDS: dict[str, ModuleType] = {
     "pull": _review_pull,
+    "serve": _review_serve,
+    "export": _review_export,
+    "import": _review_import,
+    "agreement": _review_agreement,
 }
 """Subcommand name → module with ``add_arguments(parser)`` and ``main(args) -> int``."""
 
