@@ -45,6 +45,7 @@ from citemon.commands._files import render_table
 from citemon.core.errors import ConfigError
 from citemon.core.stats import two_proportion_z, wilson
 from citemon.demo.data import sample_records
+from citemon.demo.live_table import LiveTable, open_table
 from citemon.engine.scoring import Scorer, summarize
 from citemon.judges import add_judge_arguments, judge_options, load_judge
 from citemon.service.settings import Settings
@@ -309,6 +310,7 @@ async def _live(args: argparse.Namespace) -> int:
     keep_workdir = False
     service: FakeRAGService | None = None
     traffic: asyncio.Task[None] | None = None
+    table: LiveTable | None = None
     try:
         path = f"Kafka {args.bootstrap_servers}"
         exporter_factory: Callable[[], SpanExporter] | None = None
@@ -344,6 +346,7 @@ async def _live(args: argparse.Namespace) -> int:
             )
         )
         start = time.monotonic()
+        table = open_table()
         while not stop.is_set() and time.monotonic() - start < duration:
             if monitor.done():
                 monitor.result()  # raises why the monitor stopped
@@ -357,12 +360,13 @@ async def _live(args: argparse.Namespace) -> int:
                 await asyncio.wait_for(stop.wait(), args.interval)
             elapsed = time.monotonic() - start
             sent = sum(service.answered.values())
-            print(f"t={elapsed:4.0f}s  answers sent {sent}", flush=True)
-            print(render_versions(registry) + "\n", flush=True)
+            table.show(f"t={elapsed:4.0f}s  answers sent {sent}\n" + render_versions(registry))
     except CollectorError:
         keep_workdir = True  # the error names the Collector's log there
         raise
     finally:
+        if table is not None:
+            table.close()  # the last table stays on the screen
         stop_traffic.set()
         if traffic is not None:
             with contextlib.suppress(Exception):
