@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import shutil
 import signal
 import tempfile
@@ -67,8 +66,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--explain", action="store_true", help="(--offline) reasons per claim")
     parser.add_argument(
         "--bootstrap-servers",
-        default=os.environ.get("CITEMON_BOOTSTRAP_SERVERS", "127.0.0.1:9092"),
-        help="Kafka brokers (default 127.0.0.1:9092, what make kafka-up starts)",
+        default=Settings.environment().get("bootstrap_servers", "127.0.0.1:9092"),
+        help="Kafka brokers (default 127.0.0.1:9092, what make kafka-up starts) "
+        f"[env {Settings.env_var('bootstrap_servers')}]",
     )
     parser.add_argument("--duration", type=float, default=45.0, help="seconds (default 45)")
     parser.add_argument(

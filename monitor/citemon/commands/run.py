@@ -49,7 +49,7 @@ log = logging.getLogger("citemon.run")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_settings_arguments(parser)
-    add_scoring_arguments(parser.add_argument_group("scoring"))  # type: ignore[arg-type]
+    add_scoring_arguments(parser)
     add_judge_arguments(parser)
 
 
