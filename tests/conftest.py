@@ -61,9 +61,30 @@ def _clean_citemon_env(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name)
 
 
+def need_shared_data(path: Path = SHARED_DATA, *, in_ci: bool = IN_CI) -> Path:
+    """``path`` if it is a folder; else fail under ``CI=true`` (the project's CI has the data,
+    so a test that cannot read it there proves nothing) and skip with the reason elsewhere."""
+    if path.is_dir():
+        return path
+    message = f"labelled data not found at {path} (the project's CI has it in ../shared/data)"
+    if in_ci:
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """``../shared/data`` (labelled data for calibration); skipped where it is absent."""
-    if not SHARED_DATA.is_dir():
-        pytest.skip(f"labelled data not found at {SHARED_DATA} (only the project's CI has it)")
-    return SHARED_DATA
+    """``../shared/data`` (labelled data for calibration): see :func:`need_shared_data`."""
+    return need_shared_data()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A ``shared_data`` test must read the data through the fixture, so the CI rule (fail, not
+    skip, when the data is missing) applies to it."""
+    for item in items:
+        if item.get_closest_marker("shared_data") and "shared_data" not in getattr(
+            item, "fixturenames", ()
+        ):
+            raise pytest.UsageError(
+                f"{item.nodeid} is marked shared_data but does not use the shared_data fixture"
+            )

@@ -3,82 +3,83 @@
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
-from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import IO
+from typing import IO, ClassVar, Literal
+
+from pydantic import Field
 
 from citemon.core.errors import ConfigError, InputError
+from citemon.core.settings import Flag, FlagSettings, whole_at_least_0
 from citemon.core.text import DEFAULT_MARKER_PATTERN, CitationSyntax
 from citemon.engine.scoring import DEFAULT_MAX_JUDGE_CALLS_PER_ANSWER, ScoringOptions
 
-__all__ = ["add_scoring_arguments", "open_input", "scoring_options"]
+__all__ = ["ScoringSettings", "add_scoring_arguments", "open_input", "scoring_options"]
+
+
+class ScoringSettings(FlagSettings):
+    """How claims are checked (``score`` and ``run``). Field ``x`` ⇔ env ``CITEMON_X``."""
+
+    FLAGS: ClassVar[tuple[Flag, ...]] = (
+        Flag(
+            "--policy",
+            "policy",
+            "any_of: the union of cited passages must entail (default); "
+            "single: exactly one cited passage, which entails",
+            choices=("any_of", "single"),
+        ),
+        Flag(
+            "--decompose",
+            "decompose",
+            "a sentence is a claim (default), or the judge splits sentences",
+            choices=("sentence", "llm"),
+        ),
+        Flag(
+            "--marker-pattern",
+            "marker_pattern",
+            "regex for citation markers; group 1 holds the IDs",
+        ),
+        Flag(
+            "--overlap-tokens",
+            "overlap_tokens",
+            "shared run of tokens that flags a chunk-overlap misattribution (default 12)",
+            int,
+        ),
+        Flag(
+            "--max-judge-calls-per-answer",
+            "max_judge_calls_per_answer",
+            "judge calls per answer past which the misattribution search is cut, least "
+            f"likely passages first (default {DEFAULT_MAX_JUDGE_CALLS_PER_ANSWER}; 0: no bound)",
+            whole_at_least_0,
+        ),
+    )
+
+    policy: Literal["any_of", "single"] = "any_of"
+    """``CITEMON_POLICY``."""
+    decompose: Literal["sentence", "llm"] = "sentence"
+    """``CITEMON_DECOMPOSE``."""
+    marker_pattern: str = DEFAULT_MARKER_PATTERN
+    """``CITEMON_MARKER_PATTERN``."""
+    overlap_tokens: int = 12
+    """``CITEMON_OVERLAP_TOKENS`` (checked by :func:`scoring_options`: at least 1)."""
+    max_judge_calls_per_answer: int = Field(DEFAULT_MAX_JUDGE_CALLS_PER_ANSWER, ge=0)
+    """``CITEMON_MAX_JUDGE_CALLS_PER_ANSWER``."""
 
 
 def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
     """How claims are checked: ``--policy``, ``--decompose``, ``--marker-pattern``, …"""
-    parser.add_argument(
-        "--policy",
-        choices=("any_of", "single"),
-        default="any_of",
-        help="any_of: the union of cited passages must entail (default); "
-        "single: exactly one cited passage, which entails",
-    )
-    parser.add_argument(
-        "--decompose",
-        choices=("sentence", "llm"),
-        default="sentence",
-        help="a sentence is a claim (default), or the judge splits sentences",
-    )
-    parser.add_argument(
-        "--marker-pattern",
-        default=DEFAULT_MARKER_PATTERN,
-        help="regex for citation markers; group 1 holds the IDs",
-    )
-    parser.add_argument(
-        "--overlap-tokens",
-        type=int,
-        default=12,
-        help="shared run of tokens that flags a chunk-overlap misattribution",
-    )
-    parser.add_argument(
-        "--max-judge-calls-per-answer",
-        type=_whole("CITEMON_MAX_JUDGE_CALLS_PER_ANSWER"),
-        default=os.environ.get(
-            "CITEMON_MAX_JUDGE_CALLS_PER_ANSWER", str(DEFAULT_MAX_JUDGE_CALLS_PER_ANSWER)
-        ),
-        help="judge calls per answer past which the misattribution search is cut, least "
-        f"likely passages first (default {DEFAULT_MAX_JUDGE_CALLS_PER_ANSWER}; 0: no bound) "
-        "[env CITEMON_MAX_JUDGE_CALLS_PER_ANSWER]",
-    )
-
-
-def _whole(env_var: str) -> Callable[[str], int]:
-    """An argparse ``type``: a whole number >= 0, whose error names the env var too."""
-
-    def convert(value: str) -> int:
-        try:
-            number = int(value)
-        except ValueError:
-            number = -1
-        if number < 0:
-            raise argparse.ArgumentTypeError(
-                f"{value!r} is not a whole number >= 0 (from the flag or {env_var})"
-            )
-        return number
-
-    return convert
+    ScoringSettings.add_arguments(parser, title="scoring")
 
 
 def scoring_options(args: argparse.Namespace) -> ScoringOptions:
     """The scoring flags, checked now: a bad ``--marker-pattern`` would otherwise surface as a
     traceback on the first answer, and ``--overlap-tokens`` below 1 flags every pair."""
-    if args.overlap_tokens < 1:
-        raise ConfigError(f"--overlap-tokens must be at least 1, not {args.overlap_tokens}")
-    syntax = CitationSyntax(args.marker_pattern)
+    given = ScoringSettings.from_args(args)
+    if given.overlap_tokens < 1:
+        raise ConfigError(f"--overlap-tokens must be at least 1, not {given.overlap_tokens}")
+    syntax = CitationSyntax(given.marker_pattern)
     try:
         groups = syntax.regex.groups
         syntax.leading  # noqa: B018 - compiled here so that it fails here
@@ -87,11 +88,11 @@ def scoring_options(args: argparse.Namespace) -> ScoringOptions:
     if groups < 1:
         raise ConfigError("--marker-pattern needs a capturing group: group 1 holds the IDs")
     return ScoringOptions(
-        policy=args.policy,
-        decompose=args.decompose,
-        overlap_tokens=args.overlap_tokens,
+        policy=given.policy,
+        decompose=given.decompose,
+        overlap_tokens=given.overlap_tokens,
         syntax=syntax,
-        max_judge_calls_per_answer=args.max_judge_calls_per_answer,
+        max_judge_calls_per_answer=given.max_judge_calls_per_answer,
     )
 
 

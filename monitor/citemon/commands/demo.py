@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import shutil
 import signal
 import tempfile
@@ -53,6 +52,7 @@ from citemon.commands._files import render_table
 from citemon.core.errors import ConfigError
 from citemon.core.stats import two_proportion_z, wilson
 from citemon.demo.data import sample_records
+from citemon.demo.live_table import LiveTable, open_table
 from citemon.engine.scoring import Scorer, summarize
 from citemon.judges import add_judge_arguments, judge_options, load_judge
 from citemon.review.model import ReviewRecord
@@ -77,8 +77,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--explain", action="store_true", help="(--offline) reasons per claim")
     parser.add_argument(
         "--bootstrap-servers",
-        default=os.environ.get("CITEMON_BOOTSTRAP_SERVERS", "127.0.0.1:9092"),
-        help="Kafka brokers (default 127.0.0.1:9092, what make kafka-up starts)",
+        default=Settings.environment().get("bootstrap_servers", "127.0.0.1:9092"),
+        help="Kafka brokers (default 127.0.0.1:9092, what make kafka-up starts) "
+        f"[env {Settings.env_var('bootstrap_servers')}]",
     )
     parser.add_argument("--duration", type=float, default=45.0, help="seconds (default 45)")
     parser.add_argument(
@@ -345,6 +346,7 @@ async def _live(args: argparse.Namespace) -> int:
     keep_workdir = False
     service: FakeRAGService | None = None
     traffic: asyncio.Task[None] | None = None
+    table: LiveTable | None = None
     try:
         path = f"Kafka {args.bootstrap_servers}"
         exporter_factory: Callable[[], SpanExporter] | None = None
@@ -381,6 +383,7 @@ async def _live(args: argparse.Namespace) -> int:
             )
         )
         start = time.monotonic()
+        table = open_table()
         while not stop.is_set() and time.monotonic() - start < duration:
             if monitor.done():
                 monitor.result()  # raises why the monitor stopped
@@ -394,12 +397,13 @@ async def _live(args: argparse.Namespace) -> int:
                 await asyncio.wait_for(stop.wait(), args.interval)
             elapsed = time.monotonic() - start
             sent = sum(service.answered.values())
-            print(f"t={elapsed:4.0f}s  answers sent {sent}", flush=True)
-            print(render_versions(registry) + "\n", flush=True)
+            table.show(f"t={elapsed:4.0f}s  answers sent {sent}\n" + render_versions(registry))
     except CollectorError:
         keep_workdir = True  # the error names the Collector's log there
         raise
     finally:
+        if table is not None:
+            table.close()  # the last table stays on the screen
         stop_traffic.set()
         if traffic is not None:
             with contextlib.suppress(Exception):

@@ -40,6 +40,7 @@ from citemon.metrics import Metrics, MetricsServer
 from citemon.service.gate import GateObserver, JudgeGate
 from citemon.service.pipeline import Pipeline, PipelineStats
 from citemon.service.settings import Settings, add_settings_arguments, settings_from_args
+from citemon.service.startup_noise import quiet_startup
 
 if TYPE_CHECKING:
     from opentelemetry.sdk._logs.export import LogRecordExporter
@@ -53,7 +54,7 @@ log = logging.getLogger("citemon.run")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_settings_arguments(parser)
-    add_scoring_arguments(parser.add_argument_group("scoring"))  # type: ignore[arg-type]
+    add_scoring_arguments(parser)
     add_judge_arguments(parser)
 
 
@@ -132,6 +133,8 @@ async def serve(
             gc.freeze()
             pipeline.supervise(server.task)
             stack.callback(pipeline.stop_supervising)  # before the server closes
+            # aiokafka's "coordinator not available (yet)" while the group forms: debug level.
+            stack.enter_context(quiet_startup(lambda: pipeline.ready))
             if on_ready is not None:
                 on_ready(pipeline, server)
             return await pipeline.run(stop)

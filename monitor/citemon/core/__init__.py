@@ -4,7 +4,8 @@ Records and verdicts (:mod:`~citemon.core.records`), the judge protocols
 (:mod:`~citemon.core.judge`), the errors (:mod:`~citemon.core.errors`), interval maths
 (:mod:`~citemon.core.stats`), the calibration file and its correction
 (:mod:`~citemon.core.calibration`), text utilities (:mod:`~citemon.core.text`), the label values
-(:mod:`~citemon.core.labels`) and the shuffle probe's counts (:mod:`~citemon.core.probe`).
+(:mod:`~citemon.core.labels`), the shuffle probe's counts (:mod:`~citemon.core.probe`) and the
+settings mechanism (:mod:`~citemon.core.settings`).
 
 Imports nothing of citemon above it (``tests/unit/test_layers.py`` keeps it so).
 """

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from citemon.core.errors import ConfigError
 from citemon.core.judge import Judge, JudgeObserver
 from citemon.core.records import Verdict
-from citemon.judges.settings import JudgeEnvironment
+from citemon.judges.settings import JudgeSettings
 
 __all__ = [
     "Judge",
@@ -59,107 +59,10 @@ class JudgeOptions:
     format: str = "json"
 
 
-_DEFAULTS = JudgeOptions()
-
-
-def _number(kind: type[int] | type[float], env_var: str) -> Callable[[str], int | float]:
-    """An argparse ``type`` whose error names the env var too: argparse also converts a string
-    default, so a bad ``CITEMON_JUDGE_*`` value is a usage error (exit 2), not a traceback."""
-
-    def convert(value: str) -> int | float:
-        try:
-            return kind(value)
-        except ValueError:
-            what = "a whole number" if kind is int else "a number"
-            raise argparse.ArgumentTypeError(
-                f"{value!r} is not {what} (from the flag or {env_var})"
-            ) from None
-
-    return convert
-
-
 def add_judge_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ``--judge*`` flags shared by ``score``, ``run``, ``selftest`` and ``calibrate``."""
-    env = JudgeEnvironment().get  # the CITEMON_JUDGE* variables (judges/settings.py)
-    group = parser.add_argument_group("judge")
-    group.add_argument(
-        "--judge",
-        default=env("CITEMON_JUDGE", "lexical"),
-        help="lexical (default), learned, http, classifier, or package.module:factory",
-    )
-    group.add_argument(
-        "--judge-base-url",
-        default=env("CITEMON_JUDGE_BASE_URL", _DEFAULTS.base_url),
-        help="OpenAI-compatible base URL of the http judge",
-    )
-    group.add_argument("--judge-model", default=env("CITEMON_JUDGE_MODEL", _DEFAULTS.model))
-    group.add_argument(
-        "--judge-concurrency",
-        type=_number(int, "CITEMON_JUDGE_CONCURRENCY"),
-        default=env("CITEMON_JUDGE_CONCURRENCY", str(_DEFAULTS.concurrency)),
-        help="hard cap on judge requests in flight (default 8)",
-    )
-    group.add_argument(
-        "--judge-timeout",
-        type=_number(float, "CITEMON_JUDGE_TIMEOUT"),
-        default=env("CITEMON_JUDGE_TIMEOUT", str(_DEFAULTS.timeout_s)),
-        help="seconds per judge request (default 30)",
-    )
-    group.add_argument(
-        "--judge-retries",
-        type=_number(int, "CITEMON_JUDGE_RETRIES"),
-        default=env("CITEMON_JUDGE_RETRIES", str(_DEFAULTS.retries)),
-        help="retries after a failed judge request (default 3)",
-    )
-    group.add_argument(
-        "--judge-protocol",
-        choices=("v1", "v2"),
-        default=env("CITEMON_JUDGE_PROTOCOL", _DEFAULTS.protocol),
-        help="http judge wire contract: v1 (one claim per request, default) or v2 (batched)",
-    )
-    group.add_argument(
-        "--judge-label",
-        default=env("CITEMON_JUDGE_LABEL", _DEFAULTS.label),
-        help="classifier: the model's entailment label, case-insensitive (default entailment)",
-    )
-    group.add_argument(
-        "--judge-threshold",
-        type=_optional(_number(float, "CITEMON_JUDGE_THRESHOLD")),
-        default=env("CITEMON_JUDGE_THRESHOLD", ""),
-        help="entailed iff P(entailed) >= this (default: the --calibration file's, else 0.5)",
-    )
-    group.add_argument(
-        "--judge-batch-pairs",
-        type=_number(int, "CITEMON_JUDGE_BATCH_PAIRS"),
-        default=env("CITEMON_JUDGE_BATCH_PAIRS", str(_DEFAULTS.batch_pairs)),
-        help="classifier: most (passage, claim) pairs per request (default 32, TEI's cap)",
-    )
-    group.add_argument(
-        "--judge-window-words",
-        type=_number(int, "CITEMON_JUDGE_WINDOW_WORDS"),
-        default=env("CITEMON_JUDGE_WINDOW_WORDS", str(_DEFAULTS.window_words)),
-        help="classifier: longer passages are scored in chunks of this many words (default 300)",
-    )
-    group.add_argument(
-        "--judge-overlap-words",
-        type=_number(int, "CITEMON_JUDGE_OVERLAP_WORDS"),
-        default=env("CITEMON_JUDGE_OVERLAP_WORDS", str(_DEFAULTS.overlap_words)),
-        help="classifier: words shared by consecutive chunks (default 50)",
-    )
-    group.add_argument(
-        "--judge-format",
-        choices=("json", "minicheck"),
-        default=env("CITEMON_JUDGE_FORMAT", _DEFAULTS.format),
-        help="http judge prompt and reply: json (citemon's, structured outputs; default) or "
-        "minicheck (MiniCheck's Document/Claim prompt, a Yes/No reply; protocol v1 only)",
-    )
-
-
-def _optional(convert: Callable[[str], int | float]) -> Callable[[str], int | float | None]:
-    def optional(value: str) -> int | float | None:
-        return None if not value.strip() else convert(value)
-
-    return optional
+    """The ``--judge*`` flags shared by ``score``, ``run``, ``selftest`` and ``calibrate``
+    (:data:`~citemon.judges.settings.JUDGE_FLAGS`, each defaulting to its variable)."""
+    JudgeSettings.add_arguments(parser, title="judge")
 
 
 def judge_options(
@@ -167,20 +70,21 @@ def judge_options(
 ) -> JudgeOptions:
     """The judge flags; ``calibrated_threshold`` (a calibration file's) applies unless
     ``--judge-threshold`` was given."""
-    threshold = args.judge_threshold if args.judge_threshold is not None else calibrated_threshold
+    given = JudgeSettings.from_args(args)
+    threshold = given.threshold if given.threshold is not None else calibrated_threshold
     return JudgeOptions(
-        base_url=args.judge_base_url,
-        model=args.judge_model,
-        concurrency=args.judge_concurrency,
-        timeout_s=args.judge_timeout,
-        retries=args.judge_retries,
-        protocol=args.judge_protocol,
-        label=args.judge_label,
+        base_url=given.base_url,
+        model=given.model,
+        concurrency=given.concurrency,
+        timeout_s=given.timeout,
+        retries=given.retries,
+        protocol=given.protocol,
+        label=given.label,
         threshold=threshold,
-        batch_pairs=args.judge_batch_pairs,
-        window_words=args.judge_window_words,
-        overlap_words=args.judge_overlap_words,
-        format=args.judge_format,
+        batch_pairs=given.batch_pairs,
+        window_words=given.window_words,
+        overlap_words=given.overlap_words,
+        format=given.format,
     )
 
 

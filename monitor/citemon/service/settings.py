@@ -1,33 +1,33 @@
 """The settings of ``citemon run``: one model, read from ``CITEMON_*`` env vars and CLI flags.
 
-Precedence, highest first: a CLI flag, the ``CITEMON_<FIELD>`` environment variable, the default.
-Every limit carries its unit in its name. Secrets are :class:`~pydantic.SecretStr`: their
-``repr``/``str`` is ``'**********'``, :meth:`Settings.describe` (what the service logs at
-start-up) leaves them out, and the plaintext is only ever handed to the Kafka client in
-:meth:`Settings.kafka_options`.
+Precedence, highest first: a CLI flag, the ``CITEMON_<FIELD>`` environment variable, the default
+(the mechanism: :mod:`citemon.core.settings`). Every limit carries its unit in its name. Secrets
+are :class:`~pydantic.SecretStr`: their ``repr``/``str`` is ``'**********'``,
+:meth:`Settings.describe` (what the service logs at start-up) leaves them out, and the plaintext
+is only ever handed to the Kafka client in :meth:`Settings.kafka_options`.
 
 The judge's flags and env vars (``--judge``, ``CITEMON_JUDGE_*``) are shared with ``citemon
-score`` and live in :mod:`citemon.judges`; the scoring flags (``--policy``,
-``--marker-pattern``, ``--overlap-tokens``) are shared too, from :mod:`citemon.commands._options`.
+score`` and live in :mod:`citemon.judges.settings`; the scoring flags (``--policy``,
+``--marker-pattern``, ``--overlap-tokens``…) are shared too, from :mod:`citemon.commands._options`.
 """
 
 from __future__ import annotations
 
 import argparse
-import re
 from collections.abc import Collection
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, ClassVar, Final, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from citemon.core.errors import ConfigError
+from citemon.core.settings import ENV_PREFIX, Flag, FlagSettings, parse_duration_s
 from citemon.engine.excerpts import MAX_EXCERPT_CHARS
 from citemon.review.sample import DEFAULT_REVIEW_PASSAGE_CHARS, DEFAULT_REVIEW_TOPIC
 
 __all__ = [
     "ENV_PREFIX",
+    "SERVICE_FLAGS",
     "SecurityProtocol",
     "Settings",
     "add_settings_arguments",
@@ -35,31 +35,123 @@ __all__ = [
     "settings_from_args",
 ]
 
-ENV_PREFIX: Final = "CITEMON_"
-
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_UNIT_S: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+# (flag, field, type, help): the rows of SERVICE_FLAGS.
+_ROWS: Final[tuple[tuple[str, str, Any, str], ...]] = (
+    ("--bootstrap-servers", "bootstrap_servers", str, "Kafka brokers (default 127.0.0.1:9092)"),
+    ("--topic", "topic", str, "topic of OTLP span batches (default otlp_spans)"),
+    ("--group", "group", str, "consumer group (default citemon)"),
+    ("--dlq-topic", "dlq_topic", str, "dead-letter topic (default otlp_spans.dlq)"),
+    ("--results-topic", "results_topic", str, "per-answer JSON results, exactly once (off)"),
+    (
+        "--results-excerpt-chars",
+        "results_excerpt_chars",
+        int,
+        "characters of each cited/supporting passage in a result's excerpts; 0 = none (240)",
+    ),
+    (
+        "--review-rate",
+        "review_rate",
+        float,
+        "share of scored answers sampled for human review to --review-topic, exactly once, "
+        "e.g. 0.01 (default 0 = off)",
+    ),
+    ("--review-topic", "review_topic", str, "topic of review records (default citemon.review)"),
+    (
+        "--review-passage-chars",
+        "review_passage_chars",
+        int,
+        "characters of each cited/supporting passage in a review record, 1..4000 (4000)",
+    ),
+    (
+        "--transactional-id",
+        "transactional_id",
+        str,
+        "prefix of the per-partition results producer IDs, the same on every replica "
+        "(default citemon-<group>)",
+    ),
+    ("--security-protocol", "security_protocol", str, "PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"),
+    ("--sasl-mechanism", "sasl_mechanism", str, "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
+    ("--kafka-username", "kafka_username", str, "SASL user (password: CITEMON_KAFKA_PASSWORD)"),
+    ("--kafka-password-file", "kafka_password_file", Path, "file holding the SASL password"),
+    ("--ssl-cafile", "ssl_cafile", Path, "CA bundle to verify the brokers"),
+    ("--ssl-certfile", "ssl_certfile", Path, "client certificate (mutual TLS)"),
+    ("--ssl-keyfile", "ssl_keyfile", Path, "client key (mutual TLS)"),
+    ("--sample-rate", "sample_rate", float, "fraction of traces scored, by trace ID (default 1)"),
+    (
+        "--budget-per-minute",
+        "budget_per_minute",
+        float,
+        "answers scored per (service, version) per minute; 0 = unlimited (default 600)",
+    ),
+    (
+        "--max-inflight-answers",
+        "max_inflight_answers",
+        int,
+        "answers being scored at once; partitions pause when full (default 64)",
+    ),
+    (
+        "--cpu-workers",
+        "cpu_workers",
+        int,
+        "threads for CPU-bound scoring, off the event loop (default 2)",
+    ),
+    (
+        "--max-answer-attempts",
+        "max_answer_attempts",
+        int,
+        "scoring attempts per answer before judge failures are recorded unjudged (default 5)",
+    ),
+    ("--metrics-port", "metrics_port", int, "port of /metrics, /healthz, /readyz (default 9464)"),
+    ("--metrics-host", "metrics_host", str, "address to serve metrics on (default 0.0.0.0)"),
+    ("--drain-timeout", "drain_timeout_s", float, "seconds to finish work on SIGTERM (default 30)"),
+    ("--commit-interval", "commit_interval_s", float, "seconds between commits (default 0.5)"),
+    ("--window", "window", str, "window of the ratio gauges, e.g. 15m (default 15m)"),
+    (
+        "--calibration",
+        "calibration",
+        Path,
+        "judge calibration file (citemon calibrate --output): export corrected accuracy",
+    ),
+    (
+        "--canary-rate",
+        "canary_rate",
+        float,
+        "share of scored answers re-checked with shuffled citations, e.g. 0.02 (default 0 = off)",
+    ),
+    ("--canary-window", "canary_window", str, "window of the canary sensitivity (default 1h)"),
+    (
+        "--evaluation-events",
+        "evaluation_events",
+        bool,
+        "send gen_ai.evaluation.result events per scored answer over OTLP "
+        "(OTEL_EXPORTER_OTLP_* variables; needs citemon[events]) (off)",
+    ),
+    (
+        "--evaluation-events-max-queue",
+        "evaluation_events_max_queue",
+        int,
+        "evaluation events waiting for export at most; more are dropped and counted (2048)",
+    ),
+)
 
 
-def parse_duration_s(value: str | float | int) -> float:
-    """``"15m"``, ``"900s"``, ``"250ms"``, ``"1h"`` or a bare number of seconds → seconds."""
-    if isinstance(value, int | float):
-        return float(value)
-    found = _DURATION.match(value)
-    if not found:
-        raise ValueError(f"not a duration: {value!r} (use e.g. 900, 900s, 15m, 1h)")
-    return float(found.group(1)) * _UNIT_S[found.group(2)]
+SERVICE_FLAGS: Final = tuple(
+    Flag(flag, field, text, kind, metavar=flag[2:].upper().replace("-", "_"))
+    for flag, field, kind, text in _ROWS
+)
+"""The ``citemon run`` flags: each sets the :class:`Settings` field of its name."""
 
 
-class Settings(BaseSettings):
-    """Everything ``citemon run`` needs besides the judge. Field ``x`` ⇔ env ``CITEMON_X``."""
+class Settings(FlagSettings):
+    """Everything ``citemon run`` needs besides the judge. Field ``x`` ⇔ env ``CITEMON_X``;
+    the flags are :data:`SERVICE_FLAGS`."""
 
-    model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX, extra="ignore", validate_default=True, frozen=True
-    )
+    FLAGS: ClassVar[tuple[Flag, ...]] = SERVICE_FLAGS
+    DEST_PREFIX: ClassVar[str | None] = "settings_"
 
     # -- Kafka -------------------------------------------------------------------------------
     bootstrap_servers: str = "127.0.0.1:9092"
@@ -72,7 +164,7 @@ class Settings(BaseSettings):
     (the text the shim recorded, after its redaction hook); 0 = no excerpts."""
     review_rate: float = Field(default=0.0, ge=0.0, le=1.0)
     """Share of scored answers written to ``review_topic`` for people to label (a hash of the
-    trace ID, independent of ``sample_rate`` and the canary: :mod:`citemon.review.sample`);
+    trace ID, independent of ``sample_rate`` and the shuffle probe: :mod:`citemon.review.sample`);
     0 = off. Any rate > 0 makes delivery transactional, like a results topic."""
     review_topic: str = DEFAULT_REVIEW_TOPIC
     review_passage_chars: int = Field(
@@ -253,108 +345,6 @@ def _encrypted_key() -> str:
     )
 
 
-# -- CLI -------------------------------------------------------------------------------------
-
-# (flag, field, type, help). Defaults are None so that an absent flag leaves env and default be.
-_FLAGS: Final[tuple[tuple[str, str, Any, str], ...]] = (
-    ("--bootstrap-servers", "bootstrap_servers", str, "Kafka brokers (default 127.0.0.1:9092)"),
-    ("--topic", "topic", str, "topic of OTLP span batches (default otlp_spans)"),
-    ("--group", "group", str, "consumer group (default citemon)"),
-    ("--dlq-topic", "dlq_topic", str, "dead-letter topic (default otlp_spans.dlq)"),
-    ("--results-topic", "results_topic", str, "per-answer JSON results, exactly once (off)"),
-    (
-        "--results-excerpt-chars",
-        "results_excerpt_chars",
-        int,
-        "characters of each cited/supporting passage in a result's excerpts; 0 = none (240)",
-    ),
-    (
-        "--review-rate",
-        "review_rate",
-        float,
-        "share of scored answers sampled for human review to --review-topic, exactly once, "
-        "e.g. 0.01 (default 0 = off)",
-    ),
-    ("--review-topic", "review_topic", str, "topic of review records (default citemon.review)"),
-    (
-        "--review-passage-chars",
-        "review_passage_chars",
-        int,
-        "characters of each cited/supporting passage in a review record, 1..4000 (4000)",
-    ),
-    (
-        "--transactional-id",
-        "transactional_id",
-        str,
-        "prefix of the per-partition results producer IDs, the same on every replica "
-        "(default citemon-<group>)",
-    ),
-    ("--security-protocol", "security_protocol", str, "PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"),
-    ("--sasl-mechanism", "sasl_mechanism", str, "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
-    ("--kafka-username", "kafka_username", str, "SASL user (password: CITEMON_KAFKA_PASSWORD)"),
-    ("--kafka-password-file", "kafka_password_file", Path, "file holding the SASL password"),
-    ("--ssl-cafile", "ssl_cafile", Path, "CA bundle to verify the brokers"),
-    ("--ssl-certfile", "ssl_certfile", Path, "client certificate (mutual TLS)"),
-    ("--ssl-keyfile", "ssl_keyfile", Path, "client key (mutual TLS)"),
-    ("--sample-rate", "sample_rate", float, "fraction of traces scored, by trace ID (default 1)"),
-    (
-        "--budget-per-minute",
-        "budget_per_minute",
-        float,
-        "answers scored per (service, version) per minute; 0 = unlimited (default 600)",
-    ),
-    (
-        "--max-inflight-answers",
-        "max_inflight_answers",
-        int,
-        "answers being scored at once; partitions pause when full (default 64)",
-    ),
-    (
-        "--cpu-workers",
-        "cpu_workers",
-        int,
-        "threads for CPU-bound scoring, off the event loop (default 2)",
-    ),
-    (
-        "--max-answer-attempts",
-        "max_answer_attempts",
-        int,
-        "scoring attempts per answer before judge failures are recorded unjudged (default 5)",
-    ),
-    ("--metrics-port", "metrics_port", int, "port of /metrics, /healthz, /readyz (default 9464)"),
-    ("--metrics-host", "metrics_host", str, "address to serve metrics on (default 0.0.0.0)"),
-    ("--drain-timeout", "drain_timeout_s", float, "seconds to finish work on SIGTERM (default 30)"),
-    ("--commit-interval", "commit_interval_s", float, "seconds between commits (default 0.5)"),
-    ("--window", "window", str, "window of the ratio gauges, e.g. 15m (default 15m)"),
-    (
-        "--calibration",
-        "calibration",
-        Path,
-        "judge calibration file (citemon calibrate --output): export corrected accuracy",
-    ),
-    (
-        "--canary-rate",
-        "canary_rate",
-        float,
-        "share of scored answers re-checked with shuffled citations, e.g. 0.02 (default 0 = off)",
-    ),
-    ("--canary-window", "canary_window", str, "window of the canary sensitivity (default 1h)"),
-    (
-        "--evaluation-events",
-        "evaluation_events",
-        bool,
-        "send gen_ai.evaluation.result events per scored answer over OTLP "
-        "(OTEL_EXPORTER_OTLP_* variables; needs citemon[events]) (off)",
-    ),
-    (
-        "--evaluation-events-max-queue",
-        "evaluation_events_max_queue",
-        int,
-        "evaluation events waiting for export at most; more are dropped and counted (2048)",
-    ),
-)
-
-
 def add_settings_arguments(
     parser: argparse.ArgumentParser,
     only: Collection[str] | None = None,
@@ -362,46 +352,13 @@ def add_settings_arguments(
 ) -> None:
     """The ``citemon run`` flags (or those of the fields in ``only``); each overrides its
     ``CITEMON_*`` env var."""
-    group = parser.add_argument_group(title)
-    for flag, field, kind, text in _FLAGS:
-        if only is not None and field not in only:
-            continue
-        if kind is bool:  # a switch: given means on; absent leaves env and default be
-            group.add_argument(
-                flag,
-                dest=f"settings_{field}",
-                action="store_const",
-                const=True,
-                default=None,
-                help=f"{text} [env {ENV_PREFIX}{field.upper()}]",
-            )
-            continue
-        group.add_argument(
-            flag,
-            dest=f"settings_{field}",
-            metavar=flag[2:].upper().replace("-", "_"),
-            type=kind,
-            default=None,
-            help=f"{text} [env {ENV_PREFIX}{field.upper()}]",
-        )
+    Settings.add_arguments(parser, title=title, only=only)
 
 
 def settings_from_args(args: argparse.Namespace, **overrides: Any) -> Settings:
-    """Build :class:`Settings` from env vars, then the flags that were given, then ``overrides``.
+    """Build :class:`Settings` from the flags (each defaulting to its env var), the env vars of
+    the fields without a flag, then ``overrides``.
 
     Raises :class:`ConfigError` naming the bad field (and never echoing a secret value).
     """
-    given = {
-        field: getattr(args, f"settings_{field}")
-        for _, field, _, _ in _FLAGS
-        if getattr(args, f"settings_{field}", None) is not None
-    }
-    given.update(overrides)
-    try:
-        return Settings(**given)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}"
-            for e in exc.errors(include_input=False)
-        )
-        raise ConfigError(f"invalid settings: {problems}") from None
+    return Settings.from_args(args, **overrides)

@@ -1,0 +1,95 @@
+"""The one settings mechanism (citemon.core.settings): every flag of every model has its
+``CITEMON_*`` variable, the flag wins, a bad variable is the usage error a bad flag is."""
+
+from __future__ import annotations
+
+import pytest
+
+from citemon.cli import build_parser, main
+from citemon.commands._options import ScoringSettings, scoring_options
+from citemon.core.settings import FlagSettings
+from citemon.judges.settings import JudgeSettings
+from citemon.service.settings import Settings
+
+MODELS: tuple[type[FlagSettings], ...] = (Settings, JudgeSettings, ScoringSettings)
+
+
+def test_every_variable_is_citemons_and_names_one_field() -> None:
+    variables = [v for model in MODELS for v in model.env_vars().values()]
+    assert all(v.startswith("CITEMON_") and v == v.upper() for v in variables)
+    assert len(variables) == len(set(variables))
+    assert ScoringSettings.env_vars() == {
+        "policy": "CITEMON_POLICY",
+        "decompose": "CITEMON_DECOMPOSE",
+        "marker_pattern": "CITEMON_MARKER_PATTERN",
+        "overlap_tokens": "CITEMON_OVERLAP_TOKENS",
+        "max_judge_calls_per_answer": "CITEMON_MAX_JUDGE_CALLS_PER_ANSWER",
+    }
+
+
+def test_run_help_names_the_variable_of_every_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps help lines
+    for model in MODELS:
+        for row in model.FLAGS:
+            assert f"[env {model.env_var(row.field)}]" in text, row.flag
+    assert len(Settings.FLAGS) + len(JudgeSettings.FLAGS) + len(ScoringSettings.FLAGS) == 45
+
+
+def test_flag_then_variable_then_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    parse = build_parser().parse_args
+    assert scoring_options(parse(["score", "-"])).policy == "any_of"
+    monkeypatch.setenv("CITEMON_POLICY", "single")
+    monkeypatch.setenv("CITEMON_OVERLAP_TOKENS", "7")
+    options = scoring_options(build_parser().parse_args(["score", "-"]))
+    assert (options.policy, options.overlap_tokens) == ("single", 7)
+    options = scoring_options(build_parser().parse_args(["score", "-", "--policy", "any_of"]))
+    assert (options.policy, options.overlap_tokens) == ("any_of", 7)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("CITEMON_SAMPLE_RATE", "half", "--sample-rate: 'half' is not a number "
+         "(from the flag or CITEMON_SAMPLE_RATE)"),
+        ("CITEMON_METRICS_PORT", "9464.5", "--metrics-port: '9464.5' is not a whole number "
+         "(from the flag or CITEMON_METRICS_PORT)"),
+        ("CITEMON_OVERLAP_TOKENS", "many", "--overlap-tokens: 'many' is not a whole number "
+         "(from the flag or CITEMON_OVERLAP_TOKENS)"),
+        ("CITEMON_MAX_JUDGE_CALLS_PER_ANSWER", "-1", "'-1' is not a whole number >= 0 "
+         "(from the flag or CITEMON_MAX_JUDGE_CALLS_PER_ANSWER)"),
+    ],
+)  # fmt: skip
+def test_a_bad_variable_is_a_usage_error_naming_it(
+    variable: str,
+    value: str,
+    message: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(SystemExit) as exited:
+        main(["run", "--metrics-port", "0"] if variable != "CITEMON_METRICS_PORT" else ["run"])
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_value_the_model_refuses_is_a_config_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("CITEMON_POLICY", "most")
+    assert main(["score", "-"]) == 2
+    err = capsys.readouterr().err
+    assert "invalid settings: policy: Input should be 'any_of' or 'single'" in err
+    assert "Traceback" not in err
+
+
+def test_the_judge_api_key_is_a_variable_never_shown(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CITEMON_JUDGE_API_KEY", "sk-never-shown")
+    settings = JudgeSettings.from_args(build_parser().parse_args(["score", "-"]))
+    assert settings.api_key is not None
+    assert settings.api_key.get_secret_value() == "sk-never-shown"
+    for text in (repr(settings), str(settings), settings.model_dump_json()):
+        assert "sk-never-shown" not in text
+    assert not any(row.field == "api_key" for row in JudgeSettings.FLAGS)  # never a flag
