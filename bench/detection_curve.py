@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-__all__ = ["first_pages", "false_pages", "run"]
+__all__ = ["false_pages", "first_pages", "run"]
 
 REPO = Path(__file__).resolve().parent.parent
 RULES = {
