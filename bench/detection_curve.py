@@ -27,13 +27,14 @@ below), so its false-page rate cannot have changed.
 from __future__ import annotations
 
 import argparse
+import itertools
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,7 +72,8 @@ def _claims_per_scrape(rate: float, step_s: int, samples: int) -> np.ndarray:
     """Cited claims per scrape realising ``rate`` exactly on average (floor/ceil mixed)."""
     mean = rate * step_s
     edges = np.floor(mean * np.arange(samples + 1))
-    return np.diff(edges).astype(np.int64)
+    out: np.ndarray = np.diff(edges).astype(np.int64)
+    return out
 
 
 def _series(
@@ -91,7 +93,7 @@ def _series(
     return {"series": f"citemon_claims_total{{{labels}}}", "values": " ".join(out)}
 
 
-def _promtool(test: dict[str, object], workdir: Path, name: str) -> str:
+def _promtool(test: Mapping[str, object], workdir: Path, name: str) -> str:
     path = workdir / f"{name}.yml"
     path.write_text(yaml.safe_dump(test, sort_keys=False, width=1 << 30))
     promtool = shutil.which("promtool")
@@ -119,42 +121,43 @@ def _parse_got(out: str) -> list[tuple[dict[str, str], float]]:
 class Cell:
     rate: float
     drop: float
+    seed: int
 
     @property
     def service(self) -> str:
-        return f"r{self.rate:g}-d{self.drop:g}".replace(".", "_")
+        return f"r{self.rate:g}-d{self.drop:g}-s{self.seed}".replace(".", "_")
 
 
-def first_pages(rules: Path, workdir: Path, tag: str) -> dict[tuple[str, str], float]:
-    """(service, path) -> minutes from the deploy to the first firing, for every cell."""
+def first_pages(rules: Path, workdir: Path, tag: str, seeds: int) -> dict[tuple[str, str], float]:
+    """(service, path) -> minutes from the deploy to the first firing, for every cell and seed
+    (each seed is one more service in the same promtool run)."""
     step = 15
     deploy = HISTORY_MIN * 60 // step
     samples = (HISTORY_MIN + AFTER_MIN) * 60 // step + 1
-    rng = np.random.default_rng(SEED)
     series = []
-    for rate in RATES:
-        for drop in DROPS:
-            cell = Cell(rate, drop)
-            n = _claims_per_scrape(rate, step, samples)
-            p = np.where(np.arange(samples) <= deploy, BASE, BASE - drop)
-            good = rng.binomial(n, p)
-            n[0] = good[0] = 0
-            for version, serving in (("v1", range(0, deploy + 1)), ("v2", range(deploy, samples))):
-                live = set(serving)
-                ok: list[int | None] = []
-                bad: list[int | None] = []
-                for i in range(samples):
-                    if i not in live:
-                        ok.append(None)
-                        bad.append(None)
-                    elif version == "v2" and i == deploy:
-                        ok.append(0)  # v2's series are born at the deploy, at 0
-                        bad.append(0)
-                    else:
-                        ok.append(int(good[i]))
-                        bad.append(int(n[i] - good[i]))
-                series.append(_series(cell.service, version, "correct", ok))
-                series.append(_series(cell.service, version, "misattributed", bad))
+    for seed, rate, drop in itertools.product(range(seeds), RATES, DROPS):
+        rng = np.random.default_rng([SEED, seed, int(rate * 10), int(drop * 100)])
+        cell = Cell(rate, drop, seed)
+        n = _claims_per_scrape(rate, step, samples)
+        p = np.where(np.arange(samples) <= deploy, BASE, BASE - drop)
+        good = rng.binomial(n, p)
+        n[0] = good[0] = 0
+        for version, serving in (("v1", range(0, deploy + 1)), ("v2", range(deploy, samples))):
+            live = set(serving)
+            ok: list[int | None] = []
+            bad: list[int | None] = []
+            for i in range(samples):
+                if i not in live:
+                    ok.append(None)
+                    bad.append(None)
+                elif version == "v2" and i == deploy:
+                    ok.append(0)  # v2's series are born at the deploy, at 0
+                    bad.append(0)
+                else:
+                    ok.append(int(good[i]))
+                    bad.append(int(n[i] - good[i]))
+            series.append(_series(cell.service, version, "correct", ok))
+            series.append(_series(cell.service, version, "misattributed", bad))
     end_min = HISTORY_MIN + AFTER_MIN
     probe = (
         f'(min_over_time(timestamp(ALERTS{{alertname="{ALERT}",alertstate="firing"}})'
@@ -217,17 +220,20 @@ def false_pages(rules: Path, workdir: Path, tag: str, days: int) -> dict[str, tu
 
 def _fast_path(rules: Path) -> str:
     doc = yaml.safe_load(rules.read_text())
-    return next(
-        r["expr"]
-        for g in doc["groups"]
-        for r in g["rules"]
-        if r.get("alert") == ALERT and r["labels"]["path"] == "fast"
+    return str(
+        next(
+            r["expr"]
+            for g in doc["groups"]
+            for r in g["rules"]
+            if r.get("alert") == ALERT and r["labels"]["path"] == "fast"
+        )
     )
 
 
 def run(argv: Sequence[str] = ()) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench detection_curve")
     parser.add_argument("--days", type=int, default=30, help="simulated stable days per rate")
+    parser.add_argument("--seeds", type=int, default=3, help="noise draws per detection cell")
     args = parser.parse_args(list(argv))
     with tempfile.TemporaryDirectory(prefix="citemon-curve-") as tmp:
         work = Path(tmp)
@@ -238,31 +244,39 @@ def run(argv: Sequence[str] = ()) -> None:
         t0 = time.perf_counter()
         with ThreadPoolExecutor(max_workers=2) as pool:  # one promtool per rules file
             detected = dict(zip(rules, pool.map(
-                lambda kv: first_pages(kv[1], work, kv[0].replace(" ", "").replace("#", "")),
+                lambda kv: first_pages(
+                    kv[1], work, kv[0].replace(" ", "").replace("#", ""), args.seeds
+                ),
                 rules.items(),
             ), strict=True))  # fmt: skip
         t_detect = time.perf_counter() - t0
         print(
             f"Minutes from the deploy to the first CitationAccuracyDrop page (0.90 baseline; "
-            f"{HISTORY_MIN} min of history, {AFTER_MIN} min watched, 15 s scrapes, "
-            f"binomial noise, seed {SEED}); promtool, {t_detect:.0f} s for both files:"
+            f"{HISTORY_MIN} min of history, {AFTER_MIN} min watched, 15 s scrapes, binomial "
+            f"noise, {args.seeds} seeds, each cell's draws listed; '-' = no page in "
+            f"{AFTER_MIN} min); promtool, {t_detect:.0f} s for both files:"
         )
         print()
-        print("| drop | cited claims/s | before #19 (path) | after #19 (path) |")
+        print("| drop | cited claims/s | before #19 | after #19 |")
         print("|---|---|---|---|")
         for drop in DROPS:
             for rate in RATES:
-                cell = Cell(rate, drop)
                 shown = []
                 for tag in rules:
-                    hits = {p: m for (s, p), m in detected[tag].items() if s == cell.service}
-                    if not hits:
-                        shown.append("no page")
-                    else:
-                        path = min(hits, key=lambda k: hits[k])
-                        shown.append(f"{hits[path]:.2f} ({path})")
+                    draws = []
+                    for seed in range(args.seeds):
+                        service = Cell(rate, drop, seed).service
+                        hits = {p: m for (s, p), m in detected[tag].items() if s == service}
+                        if not hits:
+                            draws.append("-")
+                        else:
+                            path = min(hits, key=lambda k: hits[k])
+                            draws.append(f"{hits[path]:.2f} {path}")
+                    shown.append(" / ".join(draws))
                 label = f"{drop:.2f} (0.90 → {BASE - drop:.2f})"
                 print(f"| {label} | {rate:g} | {shown[0]} | {shown[1]} |")
+        if args.days <= 0:
+            return
         t0 = time.perf_counter()
         with ThreadPoolExecutor(max_workers=2) as pool:
             stable = dict(zip(rules, pool.map(
