@@ -12,8 +12,8 @@ from typing import Any
 
 import yaml
 
-from citemon.engine.stats import msprt_p_value, two_proportion_variance
-from citemon.quality.compare import MIXTURE_SD
+from citemon.core.stats import msprt_p_value, two_proportion_variance
+from citemon.rollout.compare import MIXTURE_SD
 from tests.rollout_gates import (
     ARGO,
     FLAGGER,
