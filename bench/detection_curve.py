@@ -19,9 +19,10 @@ False pages: per rate, ``--days`` (30) days of one stable version at p = 0.90 wi
 noise, scraped and evaluated every 60 s; every minute any ``CitationAccuracyDrop`` fires is
 counted, and the number of separate pages. 60 s, not the shipped 15 s: promtool's work grows
 with the square of the samples per day (each evaluation reads the 1-day window), and 30 days at
-15 s take hours on two cores. At 60 s the fast path's 1-minute window is empty, so only the slow
-path is exercised there; the fast path's rule is the same text before and after #19 (checked
-below), so its false-page rate cannot have changed.
+15 s take hours on two cores. promtool's samples sit exactly on the minute and Prometheus 2's
+ranges include both ends, so the 1-minute window still holds two samples and both paths are
+exercised (a real Prometheus with scrape jitter would leave that window empty at times); the
+fast path's rule is, besides, the same text before and after #19 (checked below).
 """
 
 from __future__ import annotations
