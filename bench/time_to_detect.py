@@ -53,7 +53,7 @@ WARMUP_S = 180.0
 #: Scrape and rule evaluation interval.
 INTERVAL = "15s"
 TARGET_S = 180.0
-#: Give up on the alert after this long (the slow path alone would fire after ~10 minutes).
+#: Give up on the alert after this long (the slow path alone would fire after ~5-6 minutes).
 DETECT_TIMEOUT_S = 420.0
 
 _V2_ANSWERS = re.compile(r'^citemon_answers_total\{[^}]*version="v2"[^}]*\} ([0-9.e+]+)', re.M)

@@ -126,6 +126,18 @@ def inputs() -> str:
         wrong[at(minute)] = 1
     parts.append(claims("quiet", "v1", "misattributed", wrong))
     parts.append(claims("quiet", "v1", "correct", [None if w is None else 0 for w in wrong]))
+    # tenth: three cited claims a second (45 a scrape); v1 0.90, v2 0.80 (36 of 45) from 60 m.
+    for verdict, v1, bad in (("correct", (41, 40), 36), ("misattributed", (4, 5), 9)):
+        parts.append(claims("tenth", "v1", verdict, pattern(v1, 0, 60)))
+        parts.append(claims("tenth", "v2", verdict, pattern((bad,), 60.25, END_MIN)))
+    # noisy3: 45 claims a scrape, each correct with p = 0.90 (seeded binomial noise).
+    noisy3 = [sum(rng.random() < 0.9 for _ in range(45)) for _ in range(SAMPLES)]
+    parts.append(claims("noisy3", "v1", "correct", [0, *noisy3[1:]]))
+    parts.append(claims("noisy3", "v1", "misattributed", [0, *(45 - n for n in noisy3[1:])]))
+    # dip: 30 cited claims a second (450 a scrape); v1 0.90, v2 0.87 from 60 m: certain, small.
+    for verdict, v1, v2 in (("correct", (405,), (392, 391)), ("misattributed", (45,), (58, 59))):
+        parts.append(claims("dip", "v1", verdict, pattern(v1, 0, 60)))
+        parts.append(claims("dip", "v2", verdict, pattern(v2, 60.25, END_MIN)))
     # gamer: accuracy 0.90 throughout; IDs per claim 1.2 (18 per 15 claims), v2 from 60 m
     # cites 3.4 (51 per 15). broad: v2 cites 2.2 (33 per 15): a moderate climb.
     for service, v2_ids, v2 in (("gamer", 51, "v2'rc1"), ("broad", 33, "v2")):
@@ -153,6 +165,11 @@ HEADER = """\
 #   blip      0.90 throughout but for one minute (60-61 m) with every cited claim wrong.
 #   noisy     each claim correct with p = 0.85, seeded binomial noise, for 90 minutes.
 #   quiet     five cited claims, all wrong, between 60 m and 62 m: far below every guard.
+#   tenth     three cited claims a second (45 a scrape): v1 0.90 -> v2 0.80 at 60 m (the share
+#             of wrong citations doubles): the slow path's evidence pages within 10 minutes.
+#   noisy3    three cited claims a second, each correct with p = 0.90 (seeded noise): nothing.
+#   dip       30 cited claims a second: v1 0.90 -> v2 0.87 at 60 m, a certain but small dip
+#             (z over 10 in 15 minutes): under the 0.05 minimum effect, never pages.
 #   gamer     IDs per claim 1.2 -> 3.4 at 60 m (version v2'rc1: the inspect line quotes it).
 #   broad     IDs per claim 1.2 -> 2.2 at 60 m: a moderate climb, the slow path's.
 rule_files:
@@ -193,9 +210,10 @@ def accuracy_alert(service: str, version: str, path: str, pct: str) -> str:
         summary = f"Citation accuracy of {service} {version} (prod) fell to {pct}"
         description = (
             f"Over the last 15 minutes only {pct} of cited claims of {service} version "
-            f"{version} in prod are supported by the passage they cite (floor 50%, or 15 "
-            "points below the service's 1-day level). Check the verdict mix: misattributed "
-            "means the right passage was retrieved but the wrong one cited."
+            f"{version} in prod are supported by the passage they cite (floor 50%, or at "
+            "least 5 points below the service's 1-day level and at least 5 standard errors "
+            "out: see the drop and z panels). Check the verdict mix: misattributed means the "
+            "right passage was retrieved but the wrong one cited."
         )
     return f"""\
           - exp_labels: {{severity: critical, {where(service, version)}, path: {path}}}
@@ -296,25 +314,60 @@ def expectations() -> str:
             "3.4 IDs per claim pages fast; broad's 2.2 waits for the slow path.",
         ),
         check(
-            "67m", ACC, [], "Rolled back at 66 m: resolved a minute later (the 1-minute window)."
-        ),
-        check(
-            "70m45s",
-            ACC,
-            [accuracy_alert("moderate", "v2", "slow", "66.67%")],
-            "Severe's slow path, pending since 60m30s, would fire now but v2 no longer serves.",
-        ),
-        check(
             "65m",
             ACC,
             [accuracy_alert("severe", "v2", "fast", "33.33%")],
             "Still severe alone: moderate (0.67) is no fast-path drop, the blip is long gone.",
         ),
         check(
+            "66m15s",
+            ACC,
+            [
+                accuracy_alert("moderate", "v2", "slow", "66.67%"),
+                accuracy_alert("severe", "v2", "fast", "33.33%"),
+                accuracy_alert("severe", "v2", "slow", "33.33%"),
+            ],
+            "The slow path's evidence (z >= 5 for 5 minutes) pages severe at 5m30s, moderate "
+            "at 5m45s; tenth (0.90 -> 0.80 at 3 claims/s) is still pending...",
+        ),
+        check(
+            "66m30s",
+            ACC,
+            [
+                accuracy_alert("moderate", "v2", "slow", "66.67%"),
+                accuracy_alert("severe", "v2", "fast", "33.33%"),
+                accuracy_alert("severe", "v2", "slow", "33.33%"),
+                accuracy_alert("tenth", "v2", "slow", "80%"),
+            ],
+            "...and pages 6m30s after its deploy (the target: within 10 minutes).",
+        ),
+        check(
+            "67m",
+            ACC,
+            [
+                accuracy_alert("moderate", "v2", "slow", "66.67%"),
+                accuracy_alert("severe", "v2", "slow", "33.33%"),
+                accuracy_alert("tenth", "v2", "slow", "80%"),
+            ],
+            "Rolled back at 66 m: the fast path resolved a minute later (the 1-minute window).",
+        ),
+        check(
+            "68m",
+            ACC,
+            [
+                accuracy_alert("moderate", "v2", "slow", "66.67%"),
+                accuracy_alert("tenth", "v2", "slow", "80%"),
+            ],
+            "The slow path resolves severe when v2 stops serving (no claim for 2 minutes).",
+        ),
+        check(
             "75m",
             ACC,
-            [accuracy_alert("moderate", "v2", "slow", "66.67%")],
-            "The slow path pages the moderate drop (15-minute window, `for: 10m`).",
+            [
+                accuracy_alert("moderate", "v2", "slow", "66.67%"),
+                accuracy_alert("tenth", "v2", "slow", "80%"),
+            ],
+            "Both moderate drops keep paging; the certain 0.03 dip at 30 claims/s does not.",
         ),
         check(
             "75m",
@@ -326,8 +379,18 @@ def expectations() -> str:
             ],
             "Both paths for gamer; the slow path alone for broad.",
         ),
-        check("84m", ACC, [], "Moderate fixed in place at 80 m: the 5-minute window resolves it."),
-        check("90m", ACC, [], "Noise (p = 0.85, 15 claims a scrape) never paged."),
+        check(
+            "84m",
+            ACC,
+            [accuracy_alert("tenth", "v2", "slow", "80%")],
+            "Moderate fixed in place at 80 m: the 5-minute window resolves it.",
+        ),
+        check(
+            "90m",
+            ACC,
+            [accuracy_alert("tenth", "v2", "slow", "80%")],
+            "Noise (p = 0.85 at 1 claim/s, p = 0.90 at 3 claims/s) and the dip never paged.",
+        ),
     ]
     return "".join(parts)
 

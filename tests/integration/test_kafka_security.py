@@ -164,7 +164,7 @@ async def test_cli_over_sasl_scram_with_password_file_scores_every_answer_exactl
     port = free_port()
     log_path = tmp_path / "run.log"
     flags = _sasl_flags(kafka_sasl, topic, port, password_file)
-    flags += ["--results-topic", results, "--transactional-id", f"tx.{topic}"]
+    flags += ["--results-topic", results]
     proc = _citemon(flags, log_path)
     metrics = ""
     try:

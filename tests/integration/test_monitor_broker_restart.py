@@ -227,7 +227,6 @@ def _flags(bootstrap: str, topic: str, port: int, *extra: str) -> list[str]:
     return [
         "--bootstrap-servers", bootstrap, "--topic", topic, "--group", f"g.{topic}",
         "--dlq-topic", f"{topic}.dlq", "--results-topic", f"{topic}.scores",
-        "--transactional-id", f"tx.{topic}",
         "--metrics-port", str(port), "--metrics-host", "127.0.0.1",
         "--commit-interval", "0.2", "--budget-per-minute", "0",
         "--judge", "tests.integration.slow_judge:factory", "--max-inflight-answers", "8",

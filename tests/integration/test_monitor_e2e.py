@@ -38,9 +38,7 @@ async def test_every_answer_scored_once_with_exact_verdicts_and_results(
     results = await kafka_topic(partitions=1)
     sent = await asyncio.to_thread(publish, kafka_bootstrap, topic, PLAN, seed=1)
     expected = await expected_verdicts(sent)
-    settings, args = settings_for(
-        kafka_bootstrap, topic, results_topic=results, transactional_id=f"tx.{topic}"
-    )
+    settings, args = settings_for(kafka_bootstrap, topic, results_topic=results)
     async with run_monitor(settings, args) as mon:
         await wait_for(
             lambda: metric_sum(mon.registry, "citemon_answers_total") >= N, 30, "all answers"

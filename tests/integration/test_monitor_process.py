@@ -81,8 +81,6 @@ async def test_kill_9_at_random_points_loses_nothing_and_results_are_exactly_onc
         port,
         "--results-topic",
         results,
-        "--transactional-id",
-        f"tx.{topic}",
     )
     last_counts: list[float] = []
     for _ in range(kills):

@@ -69,7 +69,6 @@ async def test_lexical_canary_and_corrected_accuracy(
         kafka_bootstrap,
         topic,
         results_topic=results,
-        transactional_id=f"tx.{topic}",
         calibration=calib_path,
         canary_rate=0.5,
     )

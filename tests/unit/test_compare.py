@@ -2,15 +2,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from citemon.cli import main
+from citemon.core.stats import msprt_p_value
 from citemon.demo.data import FAULTS, QUESTIONS, answer
 from citemon.engine.scoring import Scorer
 from citemon.judges.lexical import LexicalJudge
-from citemon.rollout.compare import VersionCounts, compare
+from citemon.rollout.compare import TestKind, VersionCounts, compare
 
 
 def _scores_file(tmp_path: Path, rounds: int = 3) -> Path:
@@ -77,3 +80,79 @@ def test_prometheus_counts_with_fewer_ids_than_cited_claims() -> None:
     ids = next(t for t in result.tests if t.name == "ids_per_claim")
     assert ids.candidate == pytest.approx(293 / 294)
     assert ids.direction(0.05, 0.02) == 0  # one ID per claim in both: no IDs regression
+
+
+def _false_fail_rate(test: TestKind, runs: int = 2000, seed: int = 19) -> float:
+    """A healthy canary (p = 0.90 like its stable version) gated every minute: 30 cited claims a
+    minute to the canary, 300 to the stable version, looked at from minute 2 to minute 11 (the
+    rollout templates' ten looks), failed at the first look that says "regressed"."""
+    rng = np.random.default_rng(seed)
+    fails = 0
+    for _ in range(runs):
+        stable, canary = VersionCounts(), VersionCounts()
+        for minute in range(1, 12):
+            for counts, n in ((stable, 300), (canary, 30)):
+                correct = int(rng.binomial(n, 0.9))
+                counts.correct += correct
+                counts.cited += n
+                counts.cited_ids += n
+            if minute < 2:
+                continue
+            if compare({"s": stable, "c": canary}, "s", "c", test=test).outcome == "regressed":
+                fails += 1
+                break
+    return fails / runs
+
+
+def test_ten_looks_at_a_healthy_canary_fail_it_at_most_alpha_with_the_sequential_test() -> None:
+    """The reason for the sequential test: the one-look z-test, looked at ten times, fails a
+    healthy canary about twice as often as its alpha (0.05) says; the mixture SPRT stays under.
+    (Seeded: 2000 simulated canaries; the figures are in docs/alerts-and-gates.md.)"""
+    fixed = _false_fail_rate("fixed")
+    sequential = _false_fail_rate("sequential")
+    assert fixed > 0.05, fixed
+    assert sequential <= 0.05, sequential
+    assert fixed > 5 * sequential, (fixed, sequential)  # seeded: 0.109 and 0.010
+
+
+def test_sequential_test_still_fails_a_real_regression_at_the_first_look() -> None:
+    # Two minutes of a canary with the first-passage bug (0.333) against a stable 0.972.
+    counts = {"v1": VersionCounts(correct=583, cited=600, cited_ids=600),
+              "v2": VersionCounts(correct=20, cited=60, cited_ids=60)}  # fmt: skip
+    result = compare(counts, "v1", "v2")
+    assert result.test == "sequential" and result.outcome == "regressed"
+    accuracy = result.tests[0]
+    assert accuracy.sequential_p_value is not None and accuracy.sequential_p_value < 1e-6
+    assert accuracy.p_value == accuracy.sequential_p_value
+    # Fixed-sample figures are reported beside it, and the always-valid p is the larger.
+    assert accuracy.fixed_p_value is not None and accuracy.z is not None
+    assert accuracy.fixed_p_value < accuracy.sequential_p_value
+    assert accuracy.z == pytest.approx(-16.78, abs=0.01)
+
+
+def test_msprt_p_value_matches_its_formula() -> None:
+    # V = 0.0015, tau = 0.1, delta = -0.06
+    log_l = 0.5 * math.log(0.0015 / 0.0115) + 0.01 * 0.0036 / (2 * 0.0015 * 0.0115)
+    assert msprt_p_value(-0.06, 0.0015, 0.1) == pytest.approx(math.exp(-log_l))
+    assert msprt_p_value(0.0, 0.0015, 0.1) == 1.0  # no difference: no evidence at all
+    assert msprt_p_value(0.5, 0.0, 0.1) is None
+
+
+def test_json_keeps_its_fields_and_adds_the_sequential_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _scores_file(tmp_path, rounds=1)
+    main(["compare", "--scores", str(path), "--baseline", "v1", "--candidate", "v2",
+          "--format", "json"])  # fmt: skip
+    out = json.loads(capsys.readouterr().out)
+    assert {"baseline", "candidate", "outcome", "counts", "tests", "test"} == set(out)
+    assert out["test"] == "sequential"
+    accuracy = out["tests"][0]
+    assert {"metric", "baseline", "candidate", "baseline_ci95", "candidate_ci95", "delta",
+            "p_value", "z", "fixed_p_value", "sequential_p_value"} == set(accuracy)  # fmt: skip
+    assert accuracy["p_value"] == accuracy["sequential_p_value"]
+    main(["compare", "--scores", str(path), "--baseline", "v1", "--candidate", "v2",
+          "--format", "json", "--test", "fixed"])  # fmt: skip
+    fixed = json.loads(capsys.readouterr().out)
+    assert fixed["test"] == "fixed"
+    assert fixed["tests"][0]["p_value"] == fixed["tests"][0]["fixed_p_value"]

@@ -183,7 +183,8 @@ def test_every_alert_exists_is_guarded_annotated_and_tested() -> None:
 
 def test_accuracy_and_ids_alerts_have_a_fast_and_a_slow_path() -> None:
     """The multi-window design: a fast path (5 m + 1 m windows, higher guard, `for: 1m`) for
-    large drops and the 15-minute slow path (confirmed by 5 m, `for: 10m`) for moderate ones."""
+    large drops and the 15-minute slow path (confirmed by 5 m) for moderate ones: for
+    accuracy on the evidence (drop >= 0.05 at z >= 5, `for: 5m`), for IDs on ratios (`for: 10m`)."""
     paths: dict[str, dict[str, dict[str, Any]]] = {}
     for rule in alert_rules():
         if rule["alert"] in QUALITY_ALERTS:
@@ -195,12 +196,24 @@ def test_accuracy_and_ids_alerts_have_a_fast_and_a_slow_path() -> None:
     }
     for name in ("CitationAccuracyDrop", "CitationIdsPerClaimClimbing"):
         fast, slow = paths[name]["fast"], paths[name]["slow"]
-        assert (fast["for"], slow["for"]) == ("1m", "10m"), name
+        want = "5m" if name == "CitationAccuracyDrop" else "10m"
+        assert (fast["for"], slow["for"]) == ("1m", want), name
         assert fast["labels"]["severity"] == slow["labels"]["severity"], name
         assert set(re.findall(r"ratio(\d+m)\b", fast["expr"])) == {"5m", "1m"}, name
         assert set(re.findall(r"ratio(\d+m)\b", slow["expr"])) == {"15m", "5m"}, name
     accuracy_fast = paths["CitationAccuracyDrop"]["fast"]["expr"]
     assert accuracy_fast.count("citemon_service:citation_accuracy:ratio1d - 0.3)") == 2
+    accuracy_slow = " ".join(paths["CitationAccuracyDrop"]["slow"]["expr"].split())
+    for term in ("citemon:citation_accuracy_drop:ratio15m >= 0.05",
+                 "citemon:citation_accuracy_drop:z15m >= 5",
+                 "citemon:citation_accuracy_drop:ratio5m >= 0.05",
+                 "citemon:citation_accuracy_drop:z5m >= 3",
+                 "citemon:citation_accuracy:ratio15m < 0.5",
+                 "citemon:cited_claims:increase15m >= 30",
+                 "(increase(citemon_claims_total[2m])) > 0"):  # fmt: skip
+        assert term in accuracy_slow, term
+    # The value an annotation shows is the accuracy, not the drop or z.
+    assert accuracy_slow.startswith("citemon:citation_accuracy:ratio15m and on")
 
 
 # The line agreed with `citemon inspect` (README, grafana/runbooks.md): labels single-quoted for a

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import logging
 from pathlib import Path
 
@@ -9,7 +10,12 @@ import pytest
 
 from citemon.cli import build_parser
 from citemon.core.errors import ConfigError
-from citemon.service.settings import Settings, parse_duration_s, settings_from_args
+from citemon.service.settings import (
+    Settings,
+    add_settings_arguments,
+    parse_duration_s,
+    settings_from_args,
+)
 
 SECRET = "s3cr3t-Pa55word"
 
@@ -128,3 +134,30 @@ def test_password_file_and_tls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         s.kafka_options()
     with pytest.raises(ConfigError, match="together"):
         settings_from_args(_args("--ssl-certfile", str(tmp_path / "c.pem")))
+
+
+def test_a_transactional_id_other_than_the_groups_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The prefix comes from the group alone: a per-pod value, by flag or by env, is refused
+    with the reason (a frozen replica would count its answers twice); the derived value itself
+    (a config that spelled it out) still starts."""
+    parser = argparse.ArgumentParser()
+    add_settings_arguments(parser)
+    args = parser.parse_args(["--group", "rag", "--transactional-id", "citemon-pod-7"])
+    with pytest.raises(ConfigError) as err:
+        settings_from_args(args)
+    message = str(err.value)
+    assert "'citemon-pod-7' is refused" in message
+    assert "consumer group 'rag'" in message and "counted twice" in message
+    assert "('citemon-rag')" in message
+    monkeypatch.setenv("CITEMON_TRANSACTIONAL_ID", "pod-8")
+    with pytest.raises(ConfigError, match="'pod-8' is refused"):
+        settings_from_args(parser.parse_args(["--group", "rag"]))
+    monkeypatch.setenv("CITEMON_TRANSACTIONAL_ID", "citemon-rag")
+    spelled = settings_from_args(parser.parse_args(["--group", "rag"]))
+    assert spelled.transactional_id_for("otlp_spans", 2) == "citemon-rag-otlp_spans-2"
+    monkeypatch.setenv("CITEMON_TRANSACTIONAL_ID", "")
+    assert settings_from_args(parser.parse_args(["--group", "rag"])).transactional_id_prefix == (
+        "citemon-rag"
+    )

@@ -3,7 +3,9 @@
 Reads counts from Prometheus (--prometheus URL, over --window) or from a file of per-answer
 scores (--scores FILE: `citemon.scores` JSON lines or `citemon score --format json` output).
 Exit status: 0 no evidence of a regression (or improved), 1 regressed, 3 not enough data,
-2 error.
+2 error. The p-values are always-valid (mixture SPRT, ``--test sequential``, the default): a
+pipeline may run the gate every minute and stop at the first "regressed" without failing a
+healthy candidate more often than ``--alpha``. ``--test fixed`` decides on the one-look z-test.
 """
 
 from __future__ import annotations
@@ -42,6 +44,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=30,
         help="cited claims each version needs before concluding (30)",
+    )
+    parser.add_argument(
+        "--test",
+        choices=("sequential", "fixed"),
+        default="sequential",
+        help="sequential: always-valid p-values, safe to look at repeatedly (default); "
+        "fixed: the one-look two-proportion z-test",
     )
     parser.add_argument("--format", choices=("table", "json"), default="table")  # fmt: skip
 
@@ -85,6 +94,7 @@ def main(args: argparse.Namespace) -> int:
     result = compare(
         counts, args.baseline, args.candidate,
         alpha=args.alpha, min_effect=args.min_effect, min_claims=args.min_claims,
+        test=args.test,
     )  # fmt: skip
     if args.format == "json":
         print(json.dumps(result.as_dict(), indent=1))
@@ -102,5 +112,11 @@ def main(args: argparse.Namespace) -> int:
         p = "n/a" if t.p_value is None else "<1e-6" if t.p_value < 1e-6 else f"{t.p_value:.3g}"
         print(f"{t.name:<18} {cell(t.baseline, t.baseline_ci95):>22} "
               f"{cell(t.candidate, t.candidate_ci95):>22} {_fmt(t.delta):>7} {p:>7}")  # fmt: skip
+    kind = (
+        "always-valid (mixture SPRT): safe to look at repeatedly"
+        if args.test == "sequential"
+        else "fixed-sample z-test: valid for one look only"
+    )
+    print(f"p: {kind}")
     print(f"verdict: {result.outcome}")
     return EXIT[result.outcome]

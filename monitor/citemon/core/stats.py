@@ -9,9 +9,11 @@ __all__ = [
     "BOOTSTRAP_DRAWS",
     "BOOTSTRAP_SEED",
     "jeffreys_draw",
+    "msprt_p_value",
     "normal_cdf",
     "percentile_interval",
     "ratio",
+    "two_proportion_variance",
     "two_proportion_z",
     "wilson",
 ]
@@ -72,3 +74,35 @@ def percentile_interval(values: list[float]) -> tuple[float, float]:
 def jeffreys_draw(rng: random.Random, successes: int, n: int) -> float:
     """One draw of a proportion from its Jeffreys posterior, Beta(s + ½, n − s + ½)."""
     return rng.betavariate(successes + 0.5, n - successes + 0.5)
+
+
+def msprt_p_value(delta: float, variance: float, tau: float) -> float | None:
+    """Always-valid p-value of "no difference" for an estimate ``delta`` with ``variance``.
+
+    The mixture sequential probability ratio test (Robbins 1970; Johari, Koomen, Pekelis and
+    Walsh, "Always valid inference", 2017, as used for A/B tests): the likelihood ratio of the
+    normal approximation, mixed over effects drawn from N(0, ``tau``^2),
+
+        Lambda = sqrt(V / (V + tau^2)) * exp(tau^2 delta^2 / (2 V (V + tau^2))),
+
+    is a martingale under the null, so by Ville's inequality P(Lambda ever >= 1/alpha) <= alpha
+    however often it is looked at while the sample grows. The p-value is ``min(1, 1/Lambda)``
+    at this look (the running minimum over looks is the always-valid one: a gate that stops at
+    the first look with p < alpha takes it implicitly). ``tau`` is the scale of the effects it
+    is most sensitive to. ``None`` when the variance is 0 (nothing varies: nothing to test).
+    """
+    if variance <= 0:
+        return None
+    t2 = tau * tau
+    log_lambda = 0.5 * math.log(variance / (variance + t2)) + t2 * delta * delta / (
+        2 * variance * (variance + t2)
+    )
+    return 1.0 if log_lambda <= 0 else math.exp(-log_lambda)
+
+
+def two_proportion_variance(s1: int, n1: int, s2: int, n2: int) -> float | None:
+    """Pooled variance of p2 - p1 under "no difference"; ``None`` without claims."""
+    if n1 <= 0 or n2 <= 0:
+        return None
+    pooled = (s1 + s2) / (n1 + n2)
+    return pooled * (1 - pooled) * (1 / n1 + 1 / n2)

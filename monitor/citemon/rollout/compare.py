@@ -1,10 +1,18 @@
 """Deploy comparison: did the candidate version cite worse than the baseline?
 
 Counts per version come from the Prometheus HTTP API (the counters, summed across replicas) or
-from a file of per-answer scores. Accuracy and coverage are compared with a pooled
-two-proportion z-test and shown with Wilson intervals. IDs per claim is compared on its excess
-over one (a cited claim carries at least one ID): excess IDs are treated as Poisson counts over
-the cited claims, and the log rate ratio is tested with a normal approximation.
+from a file of per-answer scores. Accuracy and coverage are compared as a difference of two
+proportions (pooled variance) and shown with Wilson intervals. IDs per claim is compared on its
+excess over one (a cited claim carries at least one ID): excess IDs are treated as Poisson
+counts over the cited claims, and the log rate ratio is tested with a normal approximation.
+
+The decision's p-value is, by default, the mixture SPRT's always-valid one
+(:func:`~citemon.core.stats.msprt_p_value`): a gate that runs ``compare`` every minute while
+the candidate collects claims, and fails at the first look below ``alpha``, fails a healthy
+candidate with probability at most ``alpha``. The fixed-sample p-value of the z-test is still
+reported (``fixed_p_value``); ``test="fixed"`` decides on it, which is only valid for a
+single look (looked at ten times it fails a healthy candidate about twice as often as
+``alpha`` says: tests/unit/test_compare.py measures it).
 """
 
 from __future__ import annotations
@@ -20,10 +28,18 @@ import httpx
 
 from citemon.core.errors import InputError
 from citemon.core.records import CITED_VERDICTS, AnswerScore
-from citemon.core.stats import normal_cdf, two_proportion_z, wilson
+from citemon.core.stats import (
+    msprt_p_value,
+    normal_cdf,
+    two_proportion_variance,
+    two_proportion_z,
+    wilson,
+)
 
 __all__ = [
+    "MIXTURE_SD",
     "Comparison",
+    "TestKind",
     "VersionCounts",
     "compare",
     "counts_from_prometheus",
@@ -31,6 +47,15 @@ __all__ = [
 ]
 
 Outcome = Literal["regressed", "no evidence", "improved", "not enough data"]
+TestKind = Literal["sequential", "fixed"]
+
+#: The mixture's standard deviation per metric, on the scale the metric is tested on: drops of
+#: about 0.1 in a proportion, a rate ratio of about e^0.5 = 1.65 in excess IDs.
+MIXTURE_SD: dict[str, float] = {
+    "citation_accuracy": 0.1,
+    "citation_coverage": 0.1,
+    "ids_per_claim": 0.5,
+}
 
 
 @dataclass(slots=True)
@@ -66,7 +91,16 @@ class Test:
     baseline_ci95: tuple[float, float] | None = None
     candidate_ci95: tuple[float, float] | None = None
     p_value: float | None = None
+    """The p-value the decision uses: always-valid (sequential) or fixed-sample."""
     worse_when: Literal["lower", "higher"] = "lower"
+    z: float | None = None
+    fixed_p_value: float | None = None
+    """The two-sided p-value of the one-look z-test (valid for a single look only)."""
+    sequential_p_value: float | None = None
+    """The mixture SPRT's always-valid p-value (valid however often it is looked at)."""
+
+    def decide_on(self, test: TestKind) -> None:
+        self.p_value = self.sequential_p_value if test == "sequential" else self.fixed_p_value
 
     @property
     def delta(self) -> float | None:
@@ -92,12 +126,14 @@ class Comparison:
     counts: dict[str, VersionCounts]
     tests: list[Test] = field(default_factory=list)
     outcome: Outcome = "no evidence"
+    test: TestKind = "sequential"
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "baseline": self.baseline,
             "candidate": self.candidate,
             "outcome": self.outcome,
+            "test": self.test,
             "counts": {
                 v: {"correct": c.correct, "cited": c.cited, "uncited": c.uncited,
                     "cited_ids": c.cited_ids}
@@ -106,7 +142,9 @@ class Comparison:
             "tests": [
                 {"metric": t.name, "baseline": _r(t.baseline), "candidate": _r(t.candidate),
                  "baseline_ci95": _ri(t.baseline_ci95), "candidate_ci95": _ri(t.candidate_ci95),
-                 "delta": _r(t.delta), "p_value": _r(t.p_value)}
+                 "delta": _r(t.delta), "p_value": _r(t.p_value), "z": _r(t.z),
+                 "fixed_p_value": _r(t.fixed_p_value),
+                 "sequential_p_value": _r(t.sequential_p_value)}
                 for t in self.tests
             ],
         }  # fmt: skip
@@ -122,14 +160,18 @@ def _ri(x: tuple[float, float] | None) -> list[float] | None:
 
 def _proportion_test(name: str, s1: int, n1: int, s2: int, n2: int) -> Test:
     z = two_proportion_z(s1, n1, s2, n2)
-    return Test(
+    variance = two_proportion_variance(s1, n1, s2, n2)
+    test = Test(
         name=name,
         baseline=s1 / n1 if n1 else None,
         candidate=s2 / n2 if n2 else None,
         baseline_ci95=wilson(s1, n1),
         candidate_ci95=wilson(s2, n2),
-        p_value=None if z is None else z[1],
     )
+    if z is not None and variance is not None and test.delta is not None:
+        test.z, test.fixed_p_value = z
+        test.sequential_p_value = msprt_p_value(test.delta, variance, MIXTURE_SD[name])
+    return test
 
 
 def _ids_test(b: VersionCounts, c: VersionCounts) -> Test:
@@ -145,8 +187,11 @@ def _ids_test(b: VersionCounts, c: VersionCounts) -> Test:
         # its own, so a window of single-ID claims can read back one ID short.
         e1 = max(b.cited_ids - b.cited, 0) + 0.5
         e2 = max(c.cited_ids - c.cited, 0) + 0.5
-        z = (math.log(e2 / c.cited) - math.log(e1 / b.cited)) / math.sqrt(1 / e1 + 1 / e2)
-        test.p_value = 2 * (1 - normal_cdf(abs(z)))
+        log_ratio = math.log(e2 / c.cited) - math.log(e1 / b.cited)
+        variance = 1 / e1 + 1 / e2
+        test.z = log_ratio / math.sqrt(variance)
+        test.fixed_p_value = 2 * (1 - normal_cdf(abs(test.z)))
+        test.sequential_p_value = msprt_p_value(log_ratio, variance, MIXTURE_SD[test.name])
     return test
 
 
@@ -158,19 +203,24 @@ def compare(
     alpha: float = 0.05,
     min_effect: float = 0.02,
     min_claims: int = 30,
+    test: TestKind = "sequential",
 ) -> Comparison:
     """Compare ``candidate`` against ``baseline``; regressed if any metric is significantly worse.
 
     ``min_effect`` ignores significant but negligible differences (in absolute units of each
     metric); ``min_claims`` cited claims per version are needed before anything is concluded.
+    ``test`` chooses the p-value the decision uses: ``sequential`` (always valid, for gates
+    that look repeatedly) or ``fixed`` (the one-look z-test).
     """
     b, c = counts.get(baseline, VersionCounts()), counts.get(candidate, VersionCounts())
-    result = Comparison(baseline, candidate, {baseline: b, candidate: c})
+    result = Comparison(baseline, candidate, {baseline: b, candidate: c}, test=test)
     result.tests = [
         _proportion_test("citation_accuracy", b.correct, b.cited, c.correct, c.cited),
         _proportion_test("citation_coverage", b.cited, b.judged, c.cited, c.judged),
         _ids_test(b, c),
     ]
+    for t in result.tests:
+        t.decide_on(test)
     if min(b.cited, c.cited) < min_claims:
         result.outcome = "not enough data"
         return result
