@@ -24,8 +24,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from citemon.core.errors import DecodeError
 from citemon.core.records import AnswerRecord
 from citemon.otlp.assembly import TraceAssembler
+from citemon.otlp.decoding import decode_otlp, decode_otlp_json, decode_otlp_proto
 from citemon.otlp.files import is_otlp_json_line, iter_otlp_json_lines
-from citemon.otlp.wire import decode_otlp, decode_otlp_json, decode_otlp_proto
 from citemon_instrumentation import record_answer
 
 RESOURCE = Resource.create(

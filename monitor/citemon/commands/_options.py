@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import IO
 
 from citemon.core.errors import ConfigError, InputError
-from citemon.engine.claims import DEFAULT_MARKER_PATTERN, CitationSyntax
+from citemon.engine.claims import DEFAULT_MARKER_PATTERN, DEFAULT_PASSAGE_ID_KEYS, CitationSyntax
 from citemon.engine.scoring import DEFAULT_MAX_JUDGE_CALLS_PER_ANSWER, ScoringOptions
 
 __all__ = ["add_scoring_arguments", "open_input", "scoring_options"]
@@ -39,6 +39,14 @@ def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
         help="regex for citation markers; group 1 holds the IDs",
     )
     parser.add_argument(
+        "--passage-id-keys",
+        type=_keys,
+        default=os.environ.get("CITEMON_PASSAGE_ID_KEYS", ",".join(DEFAULT_PASSAGE_ID_KEYS)),
+        help="metadata keys holding the ID a citation names when no document has it as its ID, "
+        f"comma-separated (default {','.join(DEFAULT_PASSAGE_ID_KEYS)}; empty: none) "
+        "[env CITEMON_PASSAGE_ID_KEYS]",
+    )
+    parser.add_argument(
         "--overlap-tokens",
         type=int,
         default=12,
@@ -54,6 +62,11 @@ def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
         f"likely passages first (default {DEFAULT_MAX_JUDGE_CALLS_PER_ANSWER}; 0: no bound) "
         "[env CITEMON_MAX_JUDGE_CALLS_PER_ANSWER]",
     )
+
+
+def _keys(value: str) -> tuple[str, ...]:
+    """``--passage-id-keys``: comma-separated metadata keys, blanks dropped."""
+    return tuple(k.strip() for k in value.split(",") if k.strip())
 
 
 def _whole(env_var: str) -> Callable[[str], int]:
@@ -78,7 +91,10 @@ def scoring_options(args: argparse.Namespace) -> ScoringOptions:
     traceback on the first answer, and ``--overlap-tokens`` below 1 flags every pair."""
     if args.overlap_tokens < 1:
         raise ConfigError(f"--overlap-tokens must be at least 1, not {args.overlap_tokens}")
-    syntax = CitationSyntax(args.marker_pattern)
+    keys = args.passage_id_keys
+    syntax = CitationSyntax(
+        args.marker_pattern, passage_id_keys=_keys(keys) if isinstance(keys, str) else keys
+    )
     try:
         groups = syntax.regex.groups
         syntax.leading  # noqa: B018 - compiled here so that it fails here

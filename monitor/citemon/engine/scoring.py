@@ -194,10 +194,18 @@ class Scorer:
             claims = await self.claims(record)
         passages = record.passage_map()
         calls = _Calls()
+        # A claim whose cited passages all came without text (an ID and a score only) has
+        # nothing to be judged against: unjudged, never "wrong", and no judge call.
+        textless = [
+            bool(c.resolved_ids) and not any(passages.get(p) for p in c.resolved_ids)
+            for c in claims
+        ]
+        judged = [c for c, blind in zip(claims, textless, strict=True) if not blind]
         if isinstance(self.judge, BatchJudge):
-            results = await self._batch(self.judge, claims, passages, calls)
+            judged_results = await self._batch(self.judge, judged, passages, calls)
         else:
-            results = await self._per_claim(claims, passages, calls)
+            judged_results = await self._per_claim(judged, passages, calls)
+        results = _merge_textless(claims, textless, judged_results)
         for result in results:
             _truncation(result, record)
         score = AnswerScore(
@@ -240,7 +248,13 @@ class Scorer:
     ) -> list[ClaimResult]:
         """Steps 1, 2 and 4 of every claim, then the support searches within the bound."""
         results = [
-            ClaimResult(sentence=c.sentence, text=c.text, cited_ids=c.cited_ids, verdict="uncited")
+            ClaimResult(
+                sentence=c.sentence,
+                text=c.text,
+                cited_ids=c.cited_ids,
+                resolved_ids=c.resolved_ids,
+                verdict="uncited",
+            )
             for c in claims
         ]
 
@@ -305,7 +319,7 @@ class Scorer:
         index: int,
     ) -> _Search | None:
         """Steps 1, 2 and 4; a claim that needs step 3 comes back as a :class:`_Search`."""
-        cited = [c for c in claim.cited_ids if c in passages]
+        cited = [c for c in claim.resolved_ids if c in passages]
         if claim.cited and self._citable(claim, cited):
             shown = {c: passages[c] for c in cited}
             check = await self._verdict(claim.text, shown, calls)
@@ -365,10 +379,16 @@ class Scorer:
     ) -> list[ClaimResult]:
         """Every claim of one answer in one call per cited-passage set plus one support search."""
         results = [
-            ClaimResult(sentence=c.sentence, text=c.text, cited_ids=c.cited_ids, verdict="uncited")
+            ClaimResult(
+                sentence=c.sentence,
+                text=c.text,
+                cited_ids=c.cited_ids,
+                resolved_ids=c.resolved_ids,
+                verdict="uncited",
+            )
             for c in claims
         ]
-        valid = [[c for c in claim.cited_ids if c in passages] for claim in claims]
+        valid = [[c for c in claim.resolved_ids if c in passages] for claim in claims]
         sets, still_open = self.cited_sets(claims, passages)  # still_open: the support search's
 
         async def check(key: tuple[str, ...], members: list[int]) -> list[CitedOutcome]:
@@ -424,13 +444,13 @@ class Scorer:
 
     def _citable(self, claim: Claim, cited: list[str]) -> bool:
         if self.options.policy == "single":
-            return len(claim.cited_ids) == 1 and len(cited) == 1
+            return len(claim.cited_ids) == 1 and bool(cited)
         return bool(cited)
 
     def citable(self, claim: Claim, passages: Mapping[str, str]) -> list[str] | None:
         """The claim's retrieved cited IDs when the policy lets step 1 check them, else ``None``
         (the claim is cited and cannot be correct: no retrieved ID, or ``single`` with several)."""
-        cited = [c for c in claim.cited_ids if c in passages]
+        cited = [c for c in claim.resolved_ids if c in passages]
         return cited if self._citable(claim, cited) else None
 
     def cited_sets(
@@ -490,7 +510,36 @@ def _unjudged(
     result.unjudged_cause = cause
 
 
+def _merge_textless(
+    claims: Sequence[Claim], textless: Sequence[bool], judged: Sequence[ClaimResult]
+) -> list[ClaimResult]:
+    """The judged claims' results with ``unjudged`` (``no_passage_text``) ones in between."""
+    rest = iter(judged)
+    out: list[ClaimResult] = []
+    for claim, blind in zip(claims, textless, strict=True):
+        if not blind:
+            out.append(next(rest))
+            continue
+        result = ClaimResult(
+            sentence=claim.sentence,
+            text=claim.text,
+            cited_ids=claim.cited_ids,
+            resolved_ids=claim.resolved_ids,
+            verdict="uncited",
+        )
+        _unjudged(
+            result,
+            claim,
+            f"no text for the cited passages: {', '.join(claim.resolved_ids)}",
+            cause="no_passage_text",
+        )
+        out.append(result)
+    return out
+
+
 def _truncation(result: ClaimResult, record: AnswerRecord) -> None:
+    if result.unjudged_cause == "no_passage_text":
+        return
     if not record.truncated or result.unjudged_cause == "judge_failure":
         # A judge failure stays one: it is retried, and it is evidence about the judge that
         # the truncation must not turn into a clean score.

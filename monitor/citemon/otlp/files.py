@@ -12,12 +12,12 @@ from pathlib import Path
 from citemon.core.errors import DecodeError
 from citemon.core.records import AnswerRecord
 from citemon.otlp.assembly import TraceAssembler
+from citemon.otlp.decoding import decode_otlp_json
 from citemon.otlp.spans import (
     DEFAULT_MAX_ANSWER_BYTES,
     DEFAULT_MAX_CONTEXT_BYTES,
     DEFAULT_MAX_PASSAGES,
 )
-from citemon.otlp.wire import decode_otlp_json
 
 __all__ = ["is_otlp_json_line", "iter_otlp_json_lines"]
 

@@ -39,14 +39,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from citemon.core.errors import DecodeError
 from citemon.core.records import AnswerRecord, Passage
+from citemon.core.errors import DecodeError
 
 __all__ = [
     "DEFAULT_MAX_ANSWER_BYTES",
     "DEFAULT_MAX_CONTEXT_BYTES",
     "DEFAULT_MAX_PASSAGES",
+    "MAX_SEEN_NAMES",
     "DecodedBatch",
+    "Limits",
+    "RawSpan",
     "ResourceInfo",
     "TraceSpan",
 ]
@@ -60,6 +63,17 @@ DEFAULT_MAX_CONTEXT_BYTES: Final = 2_000_000
 Every judge reads them all (an LLM judge's context is far smaller; the lexical judge takes about
 1.7 s per MB, blocking its event loop), so one hostile span must not carry 50 MB of them."""
 _SPAN_OVERHEAD_BYTES: Final = 200
+MAX_SEEN_NAMES: Final = 32
+"""Span names kept per trace in :attr:`DecodedBatch.seen`."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Limits:
+    """What one answer may hold (each excess is a :class:`~citemon.core.errors.DecodeError`)."""
+
+    max_passages: int = DEFAULT_MAX_PASSAGES
+    max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES
+    max_context_bytes: int = DEFAULT_MAX_CONTEXT_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +103,9 @@ class TraceSpan:
     start_ns: int
     end_ns: int
     resource: ResourceInfo
+    name: str = ""
+    dialect: str = ""
+    """The dialect that read this part (:mod:`citemon.otlp.dialects`); ``""`` for a bare root."""
     question: str | None = None
     answer: str | None = None
     documents: list[Passage] | None = None
@@ -100,6 +117,22 @@ class TraceSpan:
     def is_root(self) -> bool:
         return not self.parent_span_id
 
+    @classmethod
+    def of(cls, raw: RawSpan, *, kind: str = "", dialect: str = "") -> TraceSpan:
+        """A part carrying nothing yet (a dialect sets ``documents``/``answer``)."""
+        return cls(
+            trace_id=raw.trace_id,
+            span_id=raw.span_id,
+            parent_span_id=raw.parent_span_id,
+            kind=kind,
+            start_ns=raw.start_ns,
+            end_ns=raw.end_ns,
+            resource=raw.resource,
+            name=raw.name,
+            dialect=dialect,
+            truncated=raw.dropped_attributes > 0,
+        )
+
 
 @dataclass(slots=True)
 class DecodedBatch:
@@ -110,10 +143,16 @@ class DecodedBatch:
     errors: list[DecodeError] = field(default_factory=list)
     span_count: int = 0
     skipped: int = 0
+    seen: dict[str, list[str]] = field(default_factory=dict)
+    """Trace ID → names of the spans of it this payload held (for explaining a trace that
+    gives no answer; at most :data:`MAX_SEEN_NAMES` per trace)."""
 
 
 @dataclass(slots=True)
 class RawSpan:
+    """One span as it came off the wire: IDs (hex), name, times, status, attributes."""
+
+    resource: ResourceInfo
     trace_id: str
     span_id: str
     parent_span_id: str
