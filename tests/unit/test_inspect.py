@@ -208,6 +208,7 @@ def test_json_line_carries_ids_excerpts_reason_and_trace_link(
         "claim": "claim 0 (misattributed)",
         "sentence": 0,
         "cited_ids": ["p-1"],
+        "resolved_ids": [],  # a record written before citemon kept them
         "supported_by": ["p-2"],
         "overlap": False,
         "irrelevant_ids": [],
