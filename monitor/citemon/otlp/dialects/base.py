@@ -32,4 +32,10 @@ class Dialect(Protocol):
         """Short and stable: it appears in explanations (``citemon score --explain-input``)."""
         ...
 
+    @property
+    def looks_for(self) -> tuple[str, str]:
+        """Where this dialect looks for (the passages, the answer), in a few words: what
+        ``citemon score`` tells a user whose trace gave no answer."""
+        ...
+
     def read_span(self, raw: RawSpan, limits: Limits) -> AnswerRecord | TraceSpan | None: ...

@@ -31,6 +31,10 @@ class GenAI:
     """GenAI semantic-convention spans (``gen_ai.operation.name`` or ``gen_ai.output.messages``)."""
 
     name: Final = "genai"
+    looks_for: Final = (
+        "gen_ai.retrieval.documents on a gen_ai.operation.name=retrieval span",
+        "gen_ai.output.messages (text parts)",
+    )
 
     def read_span(self, raw: RawSpan, limits: Limits) -> AnswerRecord | TraceSpan | None:
         attrs = raw.attrs

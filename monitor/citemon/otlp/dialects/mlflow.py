@@ -36,6 +36,10 @@ class MLflow:
     """MLflow tracing spans (any span with ``mlflow.spanType``)."""
 
     name: Final = "mlflow"
+    looks_for: Final = (
+        "mlflow.spanOutputs of a span with mlflow.spanType RETRIEVER",
+        "the root span's mlflow.spanOutputs",
+    )
 
     def read_span(self, raw: RawSpan, limits: Limits) -> AnswerRecord | TraceSpan | None:
         attrs = raw.attrs

@@ -151,6 +151,10 @@ class OpenInference:
     """The citemon shim's ``rag.answer`` span and OpenInference traces."""
 
     name: Final = "openinference"
+    looks_for: Final = (
+        "retrieval.documents.{i}.document.* on a RETRIEVER or answer span",
+        "output.value of a CHAIN/AGENT span (text), or an LLM span's llm.output_messages",
+    )
 
     def read_span(self, raw: RawSpan, limits: Limits) -> AnswerRecord | TraceSpan | None:
         attrs = raw.attrs

@@ -37,6 +37,10 @@ class OpenLLMetry:
     """Traceloop's OpenLLMetry spans (any span with a ``traceloop.*`` attribute)."""
 
     name: Final = "openllmetry"
+    looks_for: Final = (
+        "a retriever task's traceloop.entity.output (documents or nodes)",
+        "the workflow's traceloop.entity.output, or gen_ai.output.messages",
+    )
 
     def read_span(self, raw: RawSpan, limits: Limits) -> AnswerRecord | TraceSpan | None:
         attrs = raw.attrs
