@@ -280,6 +280,9 @@ class Pipeline:
             "dropped_incomplete": a.dropped_incomplete,
             "evicted": a.evicted,
             "superseded": a.superseded,
+            "unrecognized": a.unrecognized,
+            "no_passages": a.no_passages,
+            "no_answer": a.no_answer,
         }
 
     # -- supervision ---------------------------------------------------------------------------
