@@ -201,9 +201,11 @@ async def test_every_dialect_through_kafka(
     async with run_monitor(settings, args) as mon:
         r = mon.registry
         await wait_for(
-            lambda: metric_sum(r, "citemon_answers_total") == len(SPECIMEN_CASES) + 1
-            and metric_sum(r, "citemon_traces_total", outcome="no_answer") == 1
-            and metric_sum(r, "citemon_traces_total", outcome="unrecognized") == 1,
+            lambda: (
+                metric_sum(r, "citemon_answers_total") == len(SPECIMEN_CASES) + 1
+                and metric_sum(r, "citemon_traces_total", outcome="no_answer") == 1
+                and metric_sum(r, "citemon_traces_total", outcome="unrecognized") == 1
+            ),
             60,
             "every trace scored or counted",
         )
