@@ -120,6 +120,14 @@ class AnswerRecord(BaseModel):
     def origin(self) -> dict[str, str]:
         return self._origin
 
+    def __eq__(self, other: object) -> bool:
+        # Equal by their data: where a record came from (``origin``) is not part of it.
+        if not isinstance(other, AnswerRecord):
+            return NotImplemented
+        return type(self) is type(other) and self.__dict__ == other.__dict__
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as pydantic models are
+
     def passage_map(self) -> dict[str, str]:
         """Passage ID → text, in retrieval order (the first passage wins on duplicate IDs)."""
         out: dict[str, str] = {}

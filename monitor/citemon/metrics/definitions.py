@@ -97,7 +97,8 @@ TRACE_OUTCOMES: Final = (
     "no_answer",
 )
 """Values of ``citemon_traces_total{outcome}``: what the trace assembler did with multi-span
-traces (any dialect), and the traces that gave no answer (DESIGN.md, "Trace dialects"). ``completed``: the root arrived with documents and an answer;
+traces (any dialect), and the traces that gave no answer (DESIGN.md, "Trace dialects").
+``completed``: the root arrived with documents and an answer;
 ``settled``: scored without its root when its window ended (or memory ran short);
 ``dropped_incomplete``: settled without documents or an answer, not scored; ``evicted``: settled
 or dropped *early* to keep the assembler within its caps (also counted in one of those two);

@@ -11,11 +11,13 @@ from collections.abc import Iterable, Sequence
 from citemon.core.records import AnswerRecord
 from citemon.core.errors import DecodeError
 from citemon.otlp.dialects import DIALECTS, Dialect
+from citemon.otlp.dialects.base import SpanReading
 from citemon.otlp.spans import (
     DEFAULT_MAX_ANSWER_BYTES,
     DEFAULT_MAX_CONTEXT_BYTES,
     DEFAULT_MAX_PASSAGES,
     MAX_SEEN_NAMES,
+    NOT_AN_ANSWER,
     DecodedBatch,
     Limits,
     RawSpan,
@@ -50,12 +52,12 @@ def read_spans(
         except DecodeError as exc:
             batch.errors.append(exc)
             continue
-        if out is None:
+        if out is None or out is NOT_AN_ANSWER:
             batch.skipped += 1
         elif isinstance(out, AnswerRecord):
             batch.records.append(out)
             answered.add(raw.trace_id)
-        else:
+        elif isinstance(out, TraceSpan):
             batch.spans.append(out)
     if answered:
         # A trace with a self-contained answer is scored once: tell the assembler to let go of
@@ -86,9 +88,7 @@ def read_spans(
     return batch
 
 
-def _read(
-    raw: RawSpan, limits: Limits, dialects: Sequence[Dialect]
-) -> AnswerRecord | TraceSpan | None:
+def _read(raw: RawSpan, limits: Limits, dialects: Sequence[Dialect]) -> SpanReading:
     for dialect in dialects:
         out = dialect.read_span(raw, limits)
         if out is not None:

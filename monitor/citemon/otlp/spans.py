@@ -47,8 +47,10 @@ __all__ = [
     "DEFAULT_MAX_CONTEXT_BYTES",
     "DEFAULT_MAX_PASSAGES",
     "MAX_SEEN_NAMES",
+    "NOT_AN_ANSWER",
     "DecodedBatch",
     "Limits",
+    "NotAnAnswer",
     "RawSpan",
     "ResourceInfo",
     "TraceSpan",
@@ -65,6 +67,18 @@ Every judge reads them all (an LLM judge's context is far smaller; the lexical j
 _SPAN_OVERHEAD_BYTES: Final = 200
 MAX_SEEN_NAMES: Final = 32
 """Span names kept per trace in :attr:`DecodedBatch.seen`."""
+
+
+class NotAnAnswer:
+    """The type of :data:`NOT_AN_ANSWER` (one instance)."""
+
+    def __repr__(self) -> str:
+        return "NOT_AN_ANSWER"
+
+
+NOT_AN_ANSWER: Final = NotAnAnswer()
+"""What a dialect returns for a span that is its answer span but holds nothing to score (the
+handler failed before answering): skipped, and not taken for a trace's bare root either."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

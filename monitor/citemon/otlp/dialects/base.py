@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import Protocol
 
 from citemon.core.records import AnswerRecord
-from citemon.otlp.spans import Limits, RawSpan, TraceSpan
+from citemon.otlp.spans import NOT_AN_ANSWER, Limits, NotAnAnswer, RawSpan, TraceSpan
 
-__all__ = ["Dialect"]
+__all__ = ["NOT_AN_ANSWER", "Dialect", "SpanReading"]
+
+SpanReading = AnswerRecord | TraceSpan | NotAnAnswer | None
+"""What a dialect makes of one span (:meth:`Dialect.read_span`)."""
 
 
 class Dialect(Protocol):
@@ -18,7 +21,8 @@ class Dialect(Protocol):
     self-contained (the citemon shim's ``rag.answer``); a :class:`~citemon.otlp.spans.TraceSpan`
     carrying ``documents`` (the retrieved passages) and/or ``answer`` (a candidate for the
     final answer), which the trace assembler joins with the trace's other parts; or ``None``
-    when the span holds nothing this dialect reads. A span that is this dialect's but
+    when the span holds nothing this dialect reads (:data:`NOT_AN_ANSWER` when it is the
+    dialect's answer span with nothing to score: skipped). A span that is this dialect's but
     malformed or over the :class:`~citemon.otlp.spans.Limits` raises
     :class:`~citemon.core.errors.DecodeError`.
 
@@ -38,4 +42,4 @@ class Dialect(Protocol):
         ``citemon score`` tells a user whose trace gave no answer."""
         ...
 
-    def read_span(self, raw: RawSpan, limits: Limits) -> AnswerRecord | TraceSpan | None: ...
+    def read_span(self, raw: RawSpan, limits: Limits) -> SpanReading: ...

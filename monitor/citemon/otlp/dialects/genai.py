@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from citemon.core.records import AnswerRecord
+from citemon.otlp.dialects.base import SpanReading
 from citemon.otlp.dialects.values import (
     check_text,
     json_value,
@@ -36,7 +36,7 @@ class GenAI:
         "gen_ai.output.messages (text parts)",
     )
 
-    def read_span(self, raw: RawSpan, limits: Limits) -> AnswerRecord | TraceSpan | None:
+    def read_span(self, raw: RawSpan, limits: Limits) -> SpanReading:
         attrs = raw.attrs
         operation = attrs.get(_OPERATION)
         if operation is None and _OUTPUT_MESSAGES not in attrs:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from citemon.core.records import AnswerRecord
+from citemon.otlp.dialects.base import SpanReading
 from citemon.otlp.dialects.values import check_text, passages_from_items, text_from_json
 from citemon.otlp.spans import Limits, RawSpan, TraceSpan
 
@@ -41,7 +41,7 @@ class MLflow:
         "the root span's mlflow.spanOutputs",
     )
 
-    def read_span(self, raw: RawSpan, limits: Limits) -> AnswerRecord | TraceSpan | None:
+    def read_span(self, raw: RawSpan, limits: Limits) -> SpanReading:
         attrs = raw.attrs
         span_type = _decoded(attrs.get(_TYPE))
         if not isinstance(span_type, str):

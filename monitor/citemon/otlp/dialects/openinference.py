@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from citemon.core.records import AnswerRecord, Passage
 from citemon.core.errors import DecodeError
+from citemon.otlp.dialects.base import SpanReading
 from citemon.otlp.dialects.values import (
     ID_KEYS,
     check_context,
@@ -22,7 +23,7 @@ from citemon.otlp.dialects.values import (
     make_passage,
     text_from_json,
 )
-from citemon.otlp.spans import Limits, RawSpan, TraceSpan
+from citemon.otlp.spans import NOT_AN_ANSWER, Limits, RawSpan, TraceSpan
 from citemon_instrumentation import attributes as A
 
 __all__ = ["OpenInference"]
@@ -156,7 +157,7 @@ class OpenInference:
         "output.value of a CHAIN/AGENT span (text), or an LLM span's llm.output_messages",
     )
 
-    def read_span(self, raw: RawSpan, limits: Limits) -> AnswerRecord | TraceSpan | None:
+    def read_span(self, raw: RawSpan, limits: Limits) -> SpanReading:
         attrs = raw.attrs
         kind_v = attrs.get(A.SPAN_KIND)
         kind = kind_v.upper() if isinstance(kind_v, str) else ""
@@ -167,7 +168,7 @@ class OpenInference:
             has_docs and kind != "RETRIEVER" and A.OUTPUT_VALUE in attrs
         )
         if is_answer:
-            return _record(raw, limits)
+            return _record(raw, limits) or NOT_AN_ANSWER
         part = TraceSpan.of(raw, kind=kind, dialect=self.name)
         if kind == "RETRIEVER" and has_docs:
             docs, missing = _documents(attrs, limits.max_passages)

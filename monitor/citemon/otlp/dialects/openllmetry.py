@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from citemon.core.records import AnswerRecord
+from citemon.otlp.dialects.base import SpanReading
 from citemon.otlp.dialects.values import (
     check_text,
     json_value,
@@ -42,7 +42,7 @@ class OpenLLMetry:
         "the workflow's traceloop.entity.output, or gen_ai.output.messages",
     )
 
-    def read_span(self, raw: RawSpan, limits: Limits) -> AnswerRecord | TraceSpan | None:
+    def read_span(self, raw: RawSpan, limits: Limits) -> SpanReading:
         attrs = raw.attrs
         if not any(k.startswith("traceloop.") for k in attrs):
             return None
