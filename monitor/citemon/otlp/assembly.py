@@ -23,7 +23,7 @@ __all__ = [
     "describe",
 ]
 DEFAULT_WINDOW_S: Final = 30.0
-"""How long the assembler waits for the rest of an OpenInference trace, in seconds."""
+"""How long the assembler waits for the rest of a trace, in seconds."""
 DEFAULT_MAX_TRACES: Final = 10_000
 """Incomplete traces the assembler holds at once."""
 DEFAULT_MAX_BYTES: Final = 64 * 1024 * 1024
@@ -45,7 +45,7 @@ class Unanswered:
     parts: list[TraceSpan]
 
 
-# -- assembly of OpenInference traces -----------------------------------------------------------
+# -- assembly of traces -------------------------------------------------------------------------
 
 
 @dataclass(slots=True)
@@ -57,9 +57,9 @@ class _Pending:
 
 
 class TraceAssembler:
-    """Joins OpenInference trace parts (documents on a ``RETRIEVER`` span, the answer on an
-    ``LLM``/``CHAIN`` span) into records, holding at most ``max_traces`` traces and about
-    ``max_bytes`` of text, each for at most ``window_s`` seconds.
+    """Joins trace parts, whichever dialect read them (documents on a retriever span, answer
+    candidates on chain, chat or workflow spans) into records, holding at most ``max_traces``
+    traces and about ``max_bytes`` of text, each for at most ``window_s`` seconds.
 
     A trace is complete when its root span has arrived and it holds documents and an answer
     (spans end, and are exported, children first; a root that comes first waits for the rest).
@@ -67,6 +67,8 @@ class TraceAssembler:
     ends or memory runs short: scored if it has documents and an answer, otherwise dropped and
     counted. The answer is taken from the outermost answer-bearing span that ends
     after retrieval (the chain's final output, not a question-rewriting step before it).
+    Documents that several retriever spans report alike (a retriever nested in another) are
+    taken once.
 
     Counters: ``completed``, ``settled``, ``dropped_incomplete``, ``evicted`` (settled or dropped
     early for the caps), ``superseded`` (the trace had a self-contained ``rag.answer`` span);

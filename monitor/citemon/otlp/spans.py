@@ -1,17 +1,20 @@
 """OTLP spans → ``AnswerRecord``s (DESIGN.md, "Spans" and "Kafka"): the span types and limits.
 
-The work is in four modules: :mod:`~citemon.otlp.wire` decodes OTLP protobuf and JSON,
-:mod:`~citemon.otlp.mapping` turns one span into one answer, :mod:`~citemon.otlp.assembly`
-joins multi-span traces, :mod:`~citemon.otlp.files` reads OTLP JSON-lines files.
+The way in runs one way: :mod:`~citemon.otlp.wire` parses OTLP protobuf and JSON into
+:class:`RawSpan`; :mod:`~citemon.otlp.decoding` offers each span to the trace dialects
+(:mod:`~citemon.otlp.dialects`: the shim and OpenInference, OpenLLMetry, MLflow, the GenAI
+conventions), which reduce it to what it holds of an answer; :mod:`~citemon.otlp.assembly`
+joins a trace's parts into an answer record; :mod:`~citemon.otlp.files` reads OTLP JSON-lines
+files through the same steps.
 
 Two span shapes become answers:
 
 * **self-contained** — the shim's ``rag.answer`` span (or any non-retriever span carrying both
   ``retrieval.documents.*`` and ``output.value``): one span, one record, decoded on the spot;
-* **OpenInference traces** — documents on a ``RETRIEVER`` span, the answer on an ``LLM`` or
-  ``CHAIN`` span of the same trace, possibly in different Kafka messages. The decoder reduces
-  such spans to :class:`TraceSpan` and a :class:`~citemon.otlp.assembly.TraceAssembler` (bounded in
-  time and memory) joins them.
+* **traces** — documents on a retriever span, the answer on a chain, chat or workflow span of
+  the same trace (where each dialect keeps them: DESIGN.md, "Trace dialects"), possibly in
+  different Kafka messages. The dialects reduce such spans to :class:`TraceSpan` and a
+  :class:`~citemon.otlp.assembly.TraceAssembler` (bounded in time and memory) joins them.
 
 Bad payloads raise :class:`~citemon.core.errors.DecodeError` with a short stable ``reason`` (the DLQ
 header and the ``citemon_dead_letters_total{reason}`` label):
@@ -101,10 +104,10 @@ class ResourceInfo:
 
 @dataclass(slots=True)
 class TraceSpan:
-    """One span of an OpenInference trace, reduced to what :class:`TraceAssembler` needs.
+    """One span of a trace, reduced by a dialect to what :class:`TraceAssembler` needs.
 
-    ``documents`` is set on a ``RETRIEVER`` span (IDs may be ``""``: the assembler then numbers
-    them by position), ``answer`` on an ``LLM``/``CHAIN`` span with text output. A span with
+    ``documents`` is set on a retriever span (IDs may be ``""``: the assembler then numbers
+    them by position), ``answer`` on a span whose output is the answer's text. A span with
     neither is a structural root (``parent_span_id == ""``): it tells the assembler the trace is
     over. ``answered`` marks a trace that already produced a self-contained record, so the
     assembler does not score it twice.
