@@ -4,8 +4,8 @@ claims citing only passages without text are ``unjudged`` (``no_passage_text``).
 
 from __future__ import annotations
 
+from citemon.core.records import AnswerRecord, Passage
 from citemon.engine.claims import CitationSyntax, extract_claims, resolve_marker
-from citemon.engine.records import AnswerRecord, Passage
 from citemon.engine.scoring import Scorer
 from tests.oracles import OracleJudge
 

@@ -3,7 +3,7 @@ asked, kept for an explanation."""
 
 from __future__ import annotations
 
-from citemon.engine.records import Passage
+from citemon.core.records import Passage
 from citemon.otlp.assembly import TraceAssembler
 from citemon.otlp.spans import ResourceInfo, TraceSpan
 

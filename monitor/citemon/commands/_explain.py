@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import textwrap
 
-from citemon.engine.claims import CitationSyntax, resolve_marker, split_sentences
 from citemon.core.records import AnswerRecord
+from citemon.engine.claims import CitationSyntax, resolve_marker, split_sentences
 
 __all__ = ["explain_input"]
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from citemon.core.records import AnswerRecord
 from citemon.core.errors import DecodeError
+from citemon.core.records import AnswerRecord
 from citemon.otlp.dialects import DIALECTS, Dialect
 from citemon.otlp.dialects.base import SpanReading
 from citemon.otlp.spans import (

@@ -42,8 +42,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from citemon.core.records import AnswerRecord, Passage
 from citemon.core.errors import DecodeError
+from citemon.core.records import AnswerRecord, Passage
 
 __all__ = [
     "DEFAULT_MAX_ANSWER_BYTES",

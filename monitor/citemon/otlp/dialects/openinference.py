@@ -13,8 +13,8 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from citemon.core.records import AnswerRecord, Passage
 from citemon.core.errors import DecodeError
+from citemon.core.records import AnswerRecord, Passage
 from citemon.otlp.dialects.base import SpanReading
 from citemon.otlp.dialects.values import (
     ID_KEYS,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from citemon.core.records import Passage
 from citemon.core.errors import DecodeError
+from citemon.core.records import Passage
 from citemon.otlp.spans import Limits
 
 __all__ = [
