@@ -28,7 +28,13 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from citemon.cli import main
 from tests.conftest import REPO
 from tests.integration.conftest import TopicFactory
-from tests.integration.monitor_support import metric_sum, run_monitor, settings_for, wait_for
+from tests.integration.monitor_support import (
+    metric_sum,
+    read_topic,
+    run_monitor,
+    settings_for,
+    wait_for,
+)
 
 JUDGE = "tests.oracles:specimen_text_judge"
 
@@ -186,18 +192,27 @@ async def test_every_dialect_through_kafka(
     """``citemon run`` on the real broker: each trace one message keyed by its trace ID, as the
     Collector's kafka exporter writes them; the no-answer traces counted by outcome."""
     topic = await kafka_topic(partitions=2)
+    results = await kafka_topic(partitions=1)
     cases = [*SPECIMEN_CASES, "genai-typed", "genai-retrieval-only", "plain-http"]
+    trace_ids = {}
     producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
     await producer.start()
     try:
         for case in cases:
             payload = real_traces[case]
             req = ExportTraceServiceRequest.FromString(payload)
-            key = req.resource_spans[0].scope_spans[0].spans[0].trace_id.hex().encode()
-            await producer.send_and_wait(topic, payload, key=key)
+            trace_ids[case] = req.resource_spans[0].scope_spans[0].spans[0].trace_id.hex()
+            await producer.send_and_wait(topic, payload, key=trace_ids[case].encode())
     finally:
         await producer.stop()
-    settings, args = settings_for(kafka_bootstrap, topic, ("--judge", JUDGE), trace_window_s=1.0)
+    settings, args = settings_for(
+        kafka_bootstrap,
+        topic,
+        ("--judge", JUDGE),
+        trace_window_s=1.0,
+        results_topic=results,
+        transactional_id=f"tx.{topic}",
+    )
     async with run_monitor(settings, args) as mon:
         r = mon.registry
         await wait_for(
@@ -217,3 +232,12 @@ async def test_every_dialect_through_kafka(
         assert metric_sum(r, "citemon_faithful_claims_total") == 3 * n
         assert metric_sum(r, "citemon_traces_total", outcome="no_passages") == 0
         assert metric_sum(r, "citemon_dead_letters_total") == 0
+    # The results record keeps the markers as cited and the documents they resolved to.
+    bodies = {
+        b["trace_id"]: b
+        for b in (json.loads(r.value) for r in await read_topic(kafka_bootstrap, results))
+    }
+    assert len(bodies) == len(SPECIMEN_CASES) + 1
+    claims = bodies[trace_ids["openinference-llamaindex"]]["claims"]
+    assert [c["cited_ids"] for c in claims] == [["p-3310"], ["p-3310"], ["p-3312"]]
+    assert all(len(c["resolved_ids"]) == 1 and len(c["resolved_ids"][0]) == 36 for c in claims)
