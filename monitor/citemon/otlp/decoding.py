@@ -90,7 +90,13 @@ def read_spans(
 
 def _read(raw: RawSpan, limits: Limits, dialects: Sequence[Dialect]) -> SpanReading:
     for dialect in dialects:
-        out = dialect.read_span(raw, limits)
+        try:
+            out = dialect.read_span(raw, limits)
+        except (TypeError, ValueError, AttributeError, KeyError, RecursionError) as exc:
+            # A shape no reader foresaw is this span's error, not the monitor's crash.
+            raise DecodeError(
+                "bad_attribute", f"{dialect.name}: span {raw.name!r} is malformed ({exc})"
+            ) from exc
         if out is not None:
             return out
     if not raw.parent_span_id:
