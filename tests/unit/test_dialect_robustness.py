@@ -4,6 +4,7 @@ batch or a :class:`DecodeError`, never another exception (nothing crashes the mo
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -82,9 +83,14 @@ def span(attrs: dict[str, Any], parent: str) -> RawSpan:
 
 @pytest.mark.parametrize("key", KEYS)
 def test_malformed_values_are_decode_errors_or_nothing(key: str) -> None:
+    outcomes: Counter[str] = Counter()
     for setting, value, parent in itertools.product(SETTINGS, VALUES, ("", "c" * 16)):
         attrs = {**setting, key: value}
         try:
             read_spans([span(attrs, parent)], Limits(max_passages=3))
-        except DecodeError:
-            pass
+        except DecodeError as exc:  # anything else fails the test
+            outcomes[exc.reason] += 1
+        else:
+            outcomes["decoded"] += 1
+    assert outcomes["decoded"] > 0
+    assert set(outcomes) <= {"decoded", "bad_attribute", "no_answer_spans", "invalid_utf8"}
