@@ -70,3 +70,16 @@ async def test_claims_citing_only_textless_passages_are_unjudged_without_a_judge
     )
     assert (second.verdict, second.faithful) == ("correct", True)
     assert all(claim != "Kept 90 days." for claim, _ in judge.calls)
+
+
+async def test_precision_weighs_citations_not_chunks() -> None:
+    """A metadata ID naming two chunks is one citation: over-broad only as a whole."""
+    record = AnswerRecord(answer="Kept 90 days on Business. [kb-7][kb-8]", passages=RECORD.passages)
+    judge = OracleJudge({}, joint={"Kept 90 days on Business.": {"u-1", "u-2"}})
+    (claim,) = (await Scorer(judge).score(record)).claims
+    assert (claim.verdict, claim.cited_ids, claim.irrelevant_ids, claim.supported_by) == (
+        "correct",
+        ["kb-7", "kb-8"],
+        ["kb-8"],
+        ["u-1", "u-2"],
+    )

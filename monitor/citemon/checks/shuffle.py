@@ -27,6 +27,7 @@ def shuffle_citations(claims: Sequence[Claim], order: Sequence[int]) -> list[Cla
                 "cited_ids": donor.cited_ids,
                 "dangling_ids": donor.dangling_ids,
                 "resolved_ids": donor.resolved_ids,
+                "resolution": donor.resolution,
             }
         )
     return out

@@ -162,6 +162,9 @@ class Claim(BaseModel):
     cited_ids: list[str] = Field(default_factory=list)
     dangling_ids: list[str] = Field(default_factory=list)
     resolved_ids: list[str] = Field(default_factory=list)
+    resolution: dict[str, list[str]] = Field(default_factory=dict)
+    """Each cited ID → the passages it named (``[]`` when dangling): what citation precision
+    weighs, one citation at a time."""
 
     @property
     def cited(self) -> bool:

@@ -220,6 +220,7 @@ def extract_claims(record: AnswerRecord, syntax: CitationSyntax = CitationSyntax
         cited: list[str] = []
         dangling: list[str] = []
         resolved: list[str] = []
+        resolution: dict[str, list[str]] = {}
         for match in syntax.regex.finditer(sentence):
             for token in _ID_SPLIT.split(match.group(1).strip()):
                 if not token:
@@ -228,6 +229,7 @@ def extract_claims(record: AnswerRecord, syntax: CitationSyntax = CitationSyntax
                 if name in cited:
                     continue
                 cited.append(name)
+                resolution[name] = pids
                 if not pids:
                     dangling.append(name)
                 resolved.extend(p for p in pids if p not in resolved)
@@ -238,6 +240,7 @@ def extract_claims(record: AnswerRecord, syntax: CitationSyntax = CitationSyntax
                 cited_ids=cited,
                 dangling_ids=dangling,
                 resolved_ids=resolved,
+                resolution=resolution,
             )
         )
     return claims

@@ -327,9 +327,10 @@ class Scorer:
             if check.entailed:
                 result.verdict, result.faithful = "correct", True
                 result.supported_by = cited
-                if self.options.precision and len(cited) > 1:
-                    result.irrelevant_ids = await self._irrelevant(claim.text, shown, calls)
-                    result.supported_by = [c for c in cited if c not in result.irrelevant_ids]
+                groups = _groups(claim, passages)
+                if self.options.precision and len(groups) > 1:
+                    result.irrelevant_ids = await self._irrelevant(claim.text, groups, calls)
+                    result.supported_by = _kept(cited, groups, result.irrelevant_ids)
                 return None
         result.faithful = bool(passages) and await self._ask(claim.text, passages, calls)
         if not claim.cited:
@@ -411,9 +412,15 @@ class Scorer:
                     continue
                 result.verdict, result.faithful = "correct", True
                 result.supported_by = valid[i]
-                if self.options.precision and len(set(valid[i])) > 1:
-                    result.irrelevant_ids = cited_out.irrelevant(list(dict.fromkeys(valid[i])))
-                    result.supported_by = [c for c in valid[i] if c not in result.irrelevant_ids]
+                groups = _groups(claims[i], passages)
+                if self.options.precision and len(groups) > 1:
+                    # The judge weighs passages; a citation is irrelevant when every passage
+                    # it named is.
+                    weak = set(cited_out.irrelevant(list(dict.fromkeys(valid[i]))))
+                    result.irrelevant_ids = [
+                        name for name, pids in groups.items() if weak.issuperset(pids)
+                    ]
+                    result.supported_by = _kept(valid[i], groups, result.irrelevant_ids)
         if not still_open:
             return results
         still_open.sort()
@@ -470,16 +477,24 @@ class Scorer:
             sets.setdefault(tuple(p for p in passages if p in valid), []).append(i)
         return sets, rest
 
-    async def _irrelevant(self, claim: str, shown: Mapping[str, str], calls: _Calls) -> list[str]:
-        """ALCE: an ID is irrelevant if it alone fails and the other cited IDs still entail."""
+    async def _irrelevant(
+        self, claim: str, groups: Mapping[str, Mapping[str, str]], calls: _Calls
+    ) -> list[str]:
+        """ALCE: a cited ID is irrelevant if it alone fails and the other cited IDs still
+        entail. A cited ID is the passages it named (several when a metadata ID names chunks)."""
         irrelevant: list[str] = []
-        for pid in shown:
+        for name, alone in groups.items():
             try:
-                if await self._ask(claim, {pid: shown[pid]}, calls):
+                if await self._ask(claim, alone, calls):
                     continue
-                rest = {k: v for k, v in shown.items() if k != pid}
+                rest = {
+                    p: t
+                    for other, shown in groups.items()
+                    if other != name
+                    for p, t in shown.items()
+                }
                 if await self._ask(claim, rest, calls):
-                    irrelevant.append(pid)
+                    irrelevant.append(name)
             except _Unjudged:
                 continue  # precision is a refinement; the claim's verdict stands
         return irrelevant
@@ -508,6 +523,24 @@ def _unjudged(
     result.supported_by = []
     result.reason = reason
     result.unjudged_cause = cause
+
+
+def _groups(claim: Claim, passages: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """Each retrieved cited ID → the passages it named (``Claim.resolution``; a claim made
+    without one counts each resolved passage as its own citation)."""
+    resolution = claim.resolution or {p: [p] for p in claim.resolved_ids}
+    groups = {
+        name: {p: passages[p] for p in pids if p in passages} for name, pids in resolution.items()
+    }
+    return {name: shown for name, shown in groups.items() if shown}
+
+
+def _kept(
+    cited: Sequence[str], groups: Mapping[str, Mapping[str, str]], dropped: list[str]
+) -> list[str]:
+    """The cited passages that some relevant citation named."""
+    keep = {p for name, shown in groups.items() if name not in dropped for p in shown}
+    return [p for p in cited if p in keep]
 
 
 def _merge_textless(
