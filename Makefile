@@ -12,7 +12,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml instrumentation/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e ./instrumentation -e '.[dev]'
+	$(BIN)/pip install -q -e ./instrumentation -e '.[dev,dialects]'
 	@touch $(STAMP)
 
 # llama.cpp's OpenAI-compatible server (llama-cpp-python) and `gguf`, for the tests that drive

@@ -60,3 +60,26 @@ SPECIMEN_TRUTH = {
 def specimen_judge() -> OracleJudge:
     """The judgement DESIGN.md's specimen assumes, for ``--judge tests.oracles:specimen_judge``."""
     return OracleJudge(SPECIMEN_TRUTH)
+
+
+class SpecimenTextJudge:
+    """The specimen's judgement by passage *text*, whatever IDs a framework gave the passages
+    (LlamaIndex UUIDs, Haystack content hashes, positions): entailed iff a shown passage is
+    the one that says the claim."""
+
+    def __init__(self) -> None:
+        from tests.integration.dialect_traces import PASSAGES
+
+        self.truth = {
+            claim: {PASSAGES[pid] for pid in pids} for claim, pids in SPECIMEN_TRUTH.items()
+        }
+        self.calls: list[tuple[str, tuple[str, ...]]] = []
+
+    async def entails(self, claim: str, passages: Mapping[str, str]) -> Verdict:
+        self.calls.append((claim, tuple(passages)))
+        return Verdict(entailed=bool(self.truth.get(claim, set()) & set(passages.values())))
+
+
+def specimen_text_judge() -> SpecimenTextJudge:
+    """For ``--judge tests.oracles:specimen_text_judge``."""
+    return SpecimenTextJudge()

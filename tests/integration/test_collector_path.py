@@ -34,7 +34,7 @@ from citemon.core.errors import DecodeError
 from citemon.core.records import AnswerRecord
 from citemon.demo.data import QUESTIONS, answer
 from citemon.otlp.assembly import TraceAssembler
-from citemon.otlp.wire import decode_otlp_proto
+from citemon.otlp.decoding import decode_otlp_proto
 from citemon.service.batches import CODECS
 from citemon_instrumentation import answer_span, record_answer
 from tests.integration.collector_support import (

@@ -723,12 +723,22 @@ async def test_pipeline_panels(live: Live) -> None:
     _, traces = target(25, "A")
     result = await live.range(substitute(traces["expr"], grafana_vars()))
     assert {s["metric"]["outcome"]: last(s) for s in result} == dict.fromkeys(
-        ("completed", "settled", "dropped_incomplete", "evicted", "superseded"), 0
+        (
+            "completed",
+            "settled",
+            "dropped_incomplete",
+            "evicted",
+            "superseded",
+            "unrecognized",
+            "no_passages",
+            "no_answer",
+        ),
+        0,
     )
     _, causes = target(26, "A")
     result = await live.range(substitute(causes["expr"], grafana_vars()))
     assert {s["metric"]["cause"]: last(s) for s in result} == dict.fromkeys(
-        ("judge_failure", "truncated", "search_cut"), 0
+        ("judge_failure", "truncated", "search_cut", "no_passage_text"), 0
     )
     _, cut = target(26, "B")
     (s,) = await live.range(substitute(cut["expr"], grafana_vars()))

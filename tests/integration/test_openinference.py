@@ -32,7 +32,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from citemon.core.errors import DecodeError
 from citemon.core.records import AnswerRecord
 from citemon.otlp.assembly import TraceAssembler
-from citemon.otlp.wire import decode_otlp_proto
+from citemon.otlp.decoding import decode_otlp_proto
 
 # The instrumentor calls a LangChain API that langchain-core 1.x deprecates; with warnings as
 # errors that would abort its span updates. Its warning, not ours: let it through.

@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from citemon.core.records import AnswerRecord, Passage
 from citemon.otlp.assembly import TraceAssembler
-from citemon.otlp.wire import decode_otlp_proto
+from citemon.otlp.decoding import decode_otlp_proto
 from citemon_instrumentation import KafkaSpanExporter, answer_span, record_answer
 from tests.integration.conftest import TopicFactory
 

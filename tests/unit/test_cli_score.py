@@ -39,6 +39,7 @@ def test_score_json_matches_the_design_contract(
         "sentence": 1,
         "text": "Retention can be extended through a custom term in an Enterprise agreement.",
         "cited_ids": ["p-3310"],
+        "resolved_ids": ["p-3310"],
         "verdict": "misattributed",
         "supported_by": ["p-3312"],
         "faithful": True,

@@ -208,6 +208,7 @@ def test_json_line_carries_ids_excerpts_reason_and_trace_link(
         "claim": "claim 0 (misattributed)",
         "sentence": 0,
         "cited_ids": ["p-1"],
+        "resolved_ids": [],  # a record written before citemon kept them
         "supported_by": ["p-2"],
         "overlap": False,
         "irrelevant_ids": [],
@@ -242,6 +243,26 @@ def test_table_shows_the_passage_that_should_have_been_cited(
         '    should cite p-2: "Retries run for up to 24 hours."',
         "    reason: 24 not in p-1",
         f"    https://t/{7:032x}",
+    ]
+
+
+def test_table_shows_what_a_metadata_id_resolved_to(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A marker that named documents by a metadata ID (LlamaIndex nodes are UUIDs): the
+    citation as the model wrote it, then the documents it named."""
+    c = claim(0, "misattributed", cited_ids=["kb-7"], resolved_ids=["u-1"], supported_by=["u-2"])
+    r = record("a7", 0, [c])
+    r["excerpts"] = {"u-1": "Retries run for 12 hours.", "u-2": "Retries run for up to 24 hours."}
+    path = tmp_path / "one.jsonl"
+    path.write_text(json.dumps(r) + "\n", encoding="utf-8")
+    code, out, _ = run(capsys, "--input", str(path))
+    assert code == 0
+    assert out.splitlines()[1:5] == [
+        '    "claim 0 (misattributed)"',
+        "    cited kb-7",
+        '    resolved to u-1: "Retries run for 12 hours."',
+        '    should cite u-2: "Retries run for up to 24 hours."',
     ]
 
 

@@ -21,7 +21,7 @@ from citemon.engine.scoring import Scorer
 from citemon.judges.lexical import LexicalJudge
 from citemon.metrics import Metrics
 from citemon.otlp.assembly import TraceAssembler
-from citemon.otlp.wire import decode_otlp
+from citemon.otlp.decoding import decode_otlp
 from citemon.service.batches import BadBatch, Scan
 from citemon.service.pipeline import Pipeline
 from citemon.service.settings import Settings

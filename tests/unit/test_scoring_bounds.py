@@ -150,6 +150,7 @@ def test_trace_outcomes_are_exported_from_the_assembler() -> None:
     pipeline = Pipeline(Settings(), Scorer(LexicalJudge()), metrics, assembler=assembler)
     assembler.completed, assembler.settled, assembler.evicted = 3, 2, 1
     assembler.dropped_incomplete, assembler.superseded = 4, 5
+    assembler.unrecognized, assembler.no_passages, assembler.no_answer = 6, 3, 1
     got = {
         o: registry.get_sample_value("citemon_traces_total", {"outcome": o}) for o in TRACE_OUTCOMES
     }
@@ -159,6 +160,9 @@ def test_trace_outcomes_are_exported_from_the_assembler() -> None:
         "dropped_incomplete": 4,
         "evicted": 1,
         "superseded": 5,
+        "unrecognized": 6,
+        "no_passages": 3,
+        "no_answer": 1,
     }
     assert pipeline.assembler is assembler
 

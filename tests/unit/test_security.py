@@ -60,8 +60,8 @@ from citemon.judges.prompts import (
 )
 from citemon.metrics import JudgeMetrics
 from citemon.otlp.assembly import TraceAssembler
+from citemon.otlp.decoding import decode_otlp, decode_otlp_json, decode_otlp_proto
 from citemon.otlp.spans import DEFAULT_MAX_CONTEXT_BYTES
-from citemon.otlp.wire import decode_otlp, decode_otlp_json, decode_otlp_proto
 from citemon.service.settings import Settings, add_settings_arguments, settings_from_args
 from tests.conftest import need_server
 from tests.judge_server import Fault, JudgeServer, RecordedRequest

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from citemon.core.errors import DecodeError
 from citemon.core.records import AnswerRecord, Passage
-from citemon.otlp.wire import decode_otlp_proto
+from citemon.otlp.decoding import decode_otlp_proto
 from citemon_instrumentation import ShimStats, answer_span, record_answer
 
 RESOURCE = Resource.create(

@@ -34,7 +34,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from citemon.core.records import AnswerRecord, Passage
-from citemon.otlp.wire import decode_otlp_proto
+from citemon.otlp.decoding import decode_otlp_proto
 from citemon_instrumentation import ShimStats, answer_span, record_answer
 from tests.conftest import REPO
 

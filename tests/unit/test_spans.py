@@ -24,8 +24,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from citemon.core.errors import DecodeError
 from citemon.core.records import AnswerRecord
 from citemon.otlp.assembly import TraceAssembler
+from citemon.otlp.decoding import decode_otlp, decode_otlp_json, decode_otlp_proto
 from citemon.otlp.files import is_otlp_json_line, iter_otlp_json_lines
-from citemon.otlp.wire import decode_otlp, decode_otlp_json, decode_otlp_proto
 from citemon_instrumentation import record_answer
 
 RESOURCE = Resource.create(
@@ -405,10 +405,11 @@ def test_otlp_json_lines_file(
     assert [(n, type(x).__name__) for n, x in got] == [
         (1, "AnswerRecord"),
         (3, "DecodeError"),
+        (5, "NoAnswer"),  # GET /health: a trace that ended with nothing any dialect reads
         (6, "AnswerRecord"),
     ]
     assert isinstance(got[1][1], DecodeError) and got[1][1].reason == "not_json"
-    assert isinstance(got[2][1], AnswerRecord) and got[2][1].answer == "Kept 90 days [n-1]"
+    assert isinstance(got[3][1], AnswerRecord) and got[3][1].answer == "Kept 90 days [n-1]"
 
 
 def test_uppercase_hex_ids_come_out_lowercase(

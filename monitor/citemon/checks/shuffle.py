@@ -23,7 +23,12 @@ def shuffle_citations(claims: Sequence[Claim], order: Sequence[int]) -> list[Cla
     for slot, source in zip(cited, order, strict=True):
         donor = claims[cited[source]]
         out[slot] = claims[slot].model_copy(
-            update={"cited_ids": donor.cited_ids, "dangling_ids": donor.dangling_ids}
+            update={
+                "cited_ids": donor.cited_ids,
+                "dangling_ids": donor.dangling_ids,
+                "resolved_ids": donor.resolved_ids,
+                "resolution": donor.resolution,
+            }
         )
     return out
 

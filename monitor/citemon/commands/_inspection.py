@@ -143,12 +143,13 @@ class Finding:
     def as_dict(self, trace_url: str | None = None) -> dict[str, Any]:
         """The JSON object of one finding (``--format json`` prints one per line)."""
         c, r = self.claim, self.record
-        ids = [*c.cited_ids, *(i for i in c.supported_by if i not in c.cited_ids)]
+        ids = list(dict.fromkeys([*c.cited_ids, *c.resolved_ids, *c.supported_by]))
         out: dict[str, Any] = {
             "verdict": c.verdict,
             "claim": c.text,
             "sentence": c.sentence,
             "cited_ids": c.cited_ids,
+            "resolved_ids": c.resolved_ids,
             "supported_by": c.supported_by,
             "overlap": c.overlap,
             "irrelevant_ids": c.irrelevant_ids,
@@ -320,6 +321,9 @@ def render_table(finding: Finding, trace_url: str | None = None, *, width: int =
     head += f"  trace {r.trace_id or '-'}"
     lines = [head, textwrap.indent(textwrap.fill(f'"{c.text}"', width - 4), "    ")]
     lines += _evidence("cited", c.cited_ids, finding, width)
+    if c.resolved_ids and c.resolved_ids != [i for i in c.cited_ids if i in c.resolved_ids]:
+        # A marker named passages by a metadata ID: show which documents it resolved to.
+        lines += _evidence("resolved to", c.resolved_ids, finding, width)
     if c.verdict == "misattributed":
         lines += _evidence("should cite", c.supported_by, finding, width)
         if c.overlap:

@@ -13,7 +13,7 @@ from pydantic import Field
 
 from citemon.core.errors import ConfigError, InputError
 from citemon.core.settings import Flag, FlagSettings, whole_at_least_0
-from citemon.core.text import DEFAULT_MARKER_PATTERN, CitationSyntax
+from citemon.core.text import DEFAULT_MARKER_PATTERN, DEFAULT_PASSAGE_ID_KEYS, CitationSyntax
 from citemon.engine.scoring import DEFAULT_MAX_JUDGE_CALLS_PER_ANSWER, ScoringOptions
 
 __all__ = ["ScoringSettings", "add_scoring_arguments", "open_input", "scoring_options"]
@@ -42,6 +42,12 @@ class ScoringSettings(FlagSettings):
             "regex for citation markers; group 1 holds the IDs",
         ),
         Flag(
+            "--passage-id-keys",
+            "passage_id_keys",
+            "metadata keys holding the ID a citation names when no document has it as its ID, "
+            f"comma-separated (default {','.join(DEFAULT_PASSAGE_ID_KEYS)}; empty: none)",
+        ),
+        Flag(
             "--overlap-tokens",
             "overlap_tokens",
             "shared run of tokens that flags a chunk-overlap misattribution (default 12)",
@@ -62,10 +68,17 @@ class ScoringSettings(FlagSettings):
     """``CITEMON_DECOMPOSE``."""
     marker_pattern: str = DEFAULT_MARKER_PATTERN
     """``CITEMON_MARKER_PATTERN``."""
+    passage_id_keys: str = ",".join(DEFAULT_PASSAGE_ID_KEYS)
+    """``CITEMON_PASSAGE_ID_KEYS``: comma-separated; empty means no metadata look-up."""
     overlap_tokens: int = 12
     """``CITEMON_OVERLAP_TOKENS`` (checked by :func:`scoring_options`: at least 1)."""
     max_judge_calls_per_answer: int = Field(DEFAULT_MAX_JUDGE_CALLS_PER_ANSWER, ge=0)
     """``CITEMON_MAX_JUDGE_CALLS_PER_ANSWER``."""
+
+
+def _keys(value: str) -> tuple[str, ...]:
+    """``--passage-id-keys``: comma-separated metadata keys, blanks dropped."""
+    return tuple(k.strip() for k in value.split(",") if k.strip())
 
 
 def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
@@ -79,7 +92,7 @@ def scoring_options(args: argparse.Namespace) -> ScoringOptions:
     given = ScoringSettings.from_args(args)
     if given.overlap_tokens < 1:
         raise ConfigError(f"--overlap-tokens must be at least 1, not {given.overlap_tokens}")
-    syntax = CitationSyntax(given.marker_pattern)
+    syntax = CitationSyntax(given.marker_pattern, passage_id_keys=_keys(given.passage_id_keys))
     try:
         groups = syntax.regex.groups
         syntax.leading  # noqa: B018 - compiled here so that it fails here

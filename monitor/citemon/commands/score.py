@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from itertools import chain
 from typing import IO
 
+from citemon.commands._explain import explain_input
 from citemon.commands._files import Progress, detect_format, read_jsonl, render_json, render_table
 from citemon.commands._options import add_scoring_arguments, open_input, scoring_options
 from citemon.core.calibration import Calibration
@@ -26,7 +27,7 @@ from citemon.core.records import AnswerRecord, AnswerScore
 from citemon.engine.excerpts import MAX_EXCERPT_CHARS
 from citemon.engine.scoring import Scorer, summarize
 from citemon.judges import add_judge_arguments, judge_options, load_judge
-from citemon.otlp.files import iter_otlp_json_lines
+from citemon.otlp.files import NoAnswer, iter_otlp_json_lines
 from citemon.review.sample import (
     DEFAULT_REVIEW_PASSAGE_CHARS,
     review_key,
@@ -42,6 +43,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input-format", choices=("auto", "jsonl", "otlp-json"), default="auto")
     parser.add_argument("--format", choices=("table", "json"), default="table")
     parser.add_argument("--explain", action="store_true", help="show reasons per claim")
+    parser.add_argument(
+        "--explain-input",
+        action="store_true",
+        help="for each answer read from traces, show which span gave the passages and which "
+        "the answer, and what each citation marker resolved to",
+    )
     parser.add_argument("--strict", action="store_true", help="abort on the first bad line")
     parser.add_argument(
         "--calibration",
@@ -75,7 +82,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_judge_arguments(parser)
 
 
-def _records(stream: IO[str], fmt: str) -> Iterator[tuple[int, AnswerRecord | CitemonError]]:
+Item = AnswerRecord | CitemonError | NoAnswer
+
+
+def _records(stream: IO[str], fmt: str) -> Iterator[tuple[int, Item]]:
     first = stream.readline()
     if fmt == "auto":
         fmt = detect_format(first)
@@ -88,15 +98,23 @@ def _records(stream: IO[str], fmt: str) -> Iterator[tuple[int, AnswerRecord | Ci
 
 async def score_stream(
     scorer: Scorer,
-    items: Iterator[tuple[int, AnswerRecord | CitemonError]],
+    items: Iterator[tuple[int, Item]],
     *,
     concurrency: int,
     strict: bool,
     errors: list[CitemonError],
+    unanswered: list[NoAnswer] | None = None,
+    explain: bool = False,
 ) -> AsyncIterator[AnswerScore]:
-    """Score records in input order with at most ``concurrency`` answers in flight."""
+    """Score records in input order with at most ``concurrency`` answers in flight. A trace
+    that gave no answer is explained on stderr (and kept in ``unanswered``)."""
     window: list[asyncio.Task[AnswerScore]] = []
     for number, item in items:
+        if isinstance(item, NoAnswer):
+            print(f"citemon: {item}", file=sys.stderr)
+            if unanswered is not None:
+                unanswered.append(item)
+            continue
         if isinstance(item, CitemonError):
             if strict:
                 raise item
@@ -104,6 +122,8 @@ async def score_stream(
             print(f"citemon: skipped {where}{item}", file=sys.stderr)
             errors.append(item)
             continue
+        if explain:
+            print(explain_input(item, scorer.options.syntax))
         window.append(asyncio.create_task(scorer.score(item)))
         if len(window) >= concurrency:
             yield await window.pop(0)
@@ -151,6 +171,7 @@ async def _run(args: argparse.Namespace) -> int:
     judge = load_judge(args.judge, judge_options(args, calibrated_threshold=calibrated))
     scorer = Scorer(judge, scoring_options(args))
     errors: list[CitemonError] = []
+    unanswered: list[NoAnswer] = []
     scores: list[AnswerScore] = []
     progress = Progress()
     try:
@@ -161,6 +182,8 @@ async def _run(args: argparse.Namespace) -> int:
                 concurrency=max(1, args.concurrency),
                 strict=args.strict,
                 errors=errors,
+                unanswered=unanswered,
+                explain=args.explain_input,
             )
             async for score in stream_scores:
                 scores.append(score)
@@ -201,7 +224,10 @@ async def _run(args: argparse.Namespace) -> int:
     if errors:
         print(f"citemon: {len(errors)} bad input line(s) skipped", file=sys.stderr)
     elif not scores:  # an empty file or pipe is more likely a mistake than a result
-        print(f"citemon: no answers in {args.input}", file=sys.stderr)
+        why = f": {len(unanswered)} trace(s) gave none (see above)" if unanswered else ""
+        print(f"citemon: no answers in {args.input}{why}", file=sys.stderr)
+    if scores and unanswered:
+        print(f"citemon: {len(unanswered)} trace(s) gave no answer (see above)", file=sys.stderr)
     return 1 if errors or no_verdict or not scores else 0
 
 

@@ -53,17 +53,24 @@ CITED_VERDICTS: tuple[VerdictName, ...] = (
 here once; the scorer's summary, the metrics and ``citemon compare`` all count with it.
 """
 
-UnjudgedCause = Literal["judge_failure", "truncated", "search_cut"]
+UnjudgedCause = Literal["judge_failure", "truncated", "search_cut", "no_passage_text"]
 """Why a claim has no verdict (``ClaimResult.unjudged_cause``; DESIGN.md, "Verdicts").
 
 ``judge_failure``: a judge request the verdict depends on failed (the only cause that is
 evidence about the judge, and the only one worth retrying); ``truncated``: the producer marked
 the answer truncated, so a failure may be the truncation's; ``search_cut``: the claim's citation
 failed and its support search was cut by ``max_judge_calls_per_answer`` before any passage was
-found to support it, so neither ``misattributed`` nor ``multi_hop`` can be said.
+found to support it, so neither ``misattributed`` nor ``multi_hop`` can be said;
+``no_passage_text``: every passage the claim cites came with an ID but no text (the GenAI
+conventions' typed documents), so there is nothing to judge it against.
 """
 
-UNJUDGED_CAUSES: tuple[UnjudgedCause, ...] = ("judge_failure", "truncated", "search_cut")
+UNJUDGED_CAUSES: tuple[UnjudgedCause, ...] = (
+    "judge_failure",
+    "truncated",
+    "search_cut",
+    "no_passage_text",
+)
 
 
 class Passage(BaseModel):
@@ -105,6 +112,21 @@ class AnswerRecord(BaseModel):
     span_id: str | None = None
     truncated: bool = False
     labels: list[dict[str, Any]] | None = None
+    _origin: dict[str, str] = PrivateAttr(default_factory=dict)
+    """Where a record read from a trace came from (``passages``, ``answer``: which spans, which
+    dialect), for ``citemon score --explain-input``; never serialised."""
+
+    @property
+    def origin(self) -> dict[str, str]:
+        return self._origin
+
+    def __eq__(self, other: object) -> bool:
+        # Equal by their data: where a record came from (``origin``) is not part of it.
+        if not isinstance(other, AnswerRecord):
+            return NotImplemented
+        return type(self) is type(other) and self.__dict__ == other.__dict__
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as pydantic models are
 
     def passage_map(self) -> dict[str, str]:
         """Passage ID → text, in retrieval order (the first passage wins on duplicate IDs)."""
@@ -127,15 +149,22 @@ class Verdict(BaseModel):
 class Claim(BaseModel):
     """A checkable statement extracted from an answer, with the citations it carries.
 
-    ``cited_ids`` are the resolved IDs in marker order (a numeric marker that is not itself a
-    passage ID is mapped to the passage at that 1-based position); ``dangling_ids`` is the subset
-    of them that names no retrieved passage.
+    ``cited_ids`` are the citations in marker order, one per distinct marker: the passage ID
+    when a document has the marker as its ID or a numeric marker names a position, the marker
+    itself otherwise (a document-level ID found in metadata, or nothing). ``dangling_ids`` is
+    the subset of them that names no retrieved passage. ``resolved_ids`` are the passages the
+    markers name, in marker order (a metadata ID names every chunk that carries it): what the
+    citation check shows the judge.
     """
 
     sentence: int
     text: str
     cited_ids: list[str] = Field(default_factory=list)
     dangling_ids: list[str] = Field(default_factory=list)
+    resolved_ids: list[str] = Field(default_factory=list)
+    resolution: dict[str, list[str]] = Field(default_factory=dict)
+    """Each cited ID → the passages it named (``[]`` when dangling): what citation precision
+    weighs, one citation at a time."""
 
     @property
     def cited(self) -> bool:
@@ -148,6 +177,9 @@ class ClaimResult(BaseModel):
     sentence: int
     text: str
     cited_ids: list[str]
+    resolved_ids: list[str] = Field(default_factory=list)
+    """The retrieved passages the citations named (DESIGN.md, "Which passage a citation
+    names"); equal to the non-dangling ``cited_ids`` unless a marker was a metadata ID."""
     verdict: VerdictName
     supported_by: list[str] = Field(default_factory=list)
     faithful: bool | None = None

@@ -25,6 +25,7 @@ from functools import lru_cache
 
 __all__ = [
     "DEFAULT_MARKER_PATTERN",
+    "DEFAULT_PASSAGE_ID_KEYS",
     "DEFAULT_SYNTAX",
     "MODALS",
     "NEGATIONS",
@@ -55,11 +56,24 @@ _SPACE = re.compile(r"\s+")
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([.,;:!?])")
 
 
+DEFAULT_PASSAGE_ID_KEYS: tuple[str, ...] = (
+    "passage_id",
+    "doc_id",
+    "document_id",
+    "source_id",
+    "ref_doc_id",
+)
+"""``--passage-id-keys``: metadata keys under which a document carries the ID the application
+showed its model (DESIGN.md, "Which passage a citation names")."""
+
+
 @dataclass(frozen=True, slots=True)
 class CitationSyntax:
     """How citation markers look; group 1 of ``pattern`` holds one or more IDs (``,``/``;``)."""
 
     pattern: str = DEFAULT_MARKER_PATTERN
+    passage_id_keys: tuple[str, ...] = DEFAULT_PASSAGE_ID_KEYS
+    """Metadata keys a marker is looked up under when no document has it as its ID."""
 
     @property
     def regex(self) -> re.Pattern[str]:

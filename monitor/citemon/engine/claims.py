@@ -22,7 +22,7 @@ import pysbd
 from citemon.core.records import AnswerRecord, Claim
 from citemon.core.text import DEFAULT_SYNTAX, CitationSyntax, strip_markers
 
-__all__ = ["PYSBD_CHUNK_CHARS", "extract_claims", "split_sentences"]
+__all__ = ["PYSBD_CHUNK_CHARS", "extract_claims", "resolve_marker", "split_sentences"]
 
 PYSBD_CHUNK_CHARS = 2000
 """Longest text handed to pysbd at once; a longer paragraph goes in windows (see the module)."""
@@ -110,13 +110,47 @@ def _continues(previous: str, piece: str) -> bool:
     return bool(_ABBREV_END.search(previous)) and piece[:1].islower()
 
 
-def _resolve(token: str, ids: Sequence[str], known: frozenset[str]) -> str:
-    """A marker token → passage ID: itself if retrieved, else a 1-based position if numeric."""
-    if token in known:
-        return token
-    if token.isdigit() and 1 <= int(token) <= len(ids):
-        return ids[int(token) - 1]
-    return token
+class _Resolver:
+    """Marker → retrieved documents (DESIGN.md, "Which passage a citation names"): (1) the
+    document whose ID equals it; (2) else every document whose metadata holds it under one of
+    ``keys`` (chunks of one source document share such an ID: a citation names them all);
+    (3) else, for a numeric marker, the document at that 1-based position; else nothing."""
+
+    def __init__(self, record: AnswerRecord, keys: Sequence[str]) -> None:
+        self.ids = [p.id for p in record.passages]
+        self.known = frozenset(self.ids)
+        self.by_meta: dict[str, list[str]] = {}
+        for p in record.passages:
+            if not p.metadata:
+                continue
+            for key in keys:
+                value = p.metadata.get(key)
+                if isinstance(value, int) and not isinstance(value, bool):
+                    value = str(value)
+                if isinstance(value, str) and value:
+                    named = self.by_meta.setdefault(value, [])
+                    if p.id not in named:
+                        named.append(p.id)
+
+    def resolve(self, token: str) -> tuple[str, list[str], str]:
+        """``(cited ID, passage IDs, how)``; ``how`` is ``id``, ``metadata``, ``position`` or
+        ``dangling``. The cited ID is the passage ID for (1) and (3), the marker otherwise."""
+        if token in self.known:
+            return token, [token], "id"
+        named = self.by_meta.get(token)
+        if named:
+            return token, named, "metadata"
+        if token.isdigit() and 1 <= int(token) <= len(self.ids):
+            pid = self.ids[int(token) - 1]
+            return pid, [pid], "position"
+        return token, [], "dangling"
+
+
+def resolve_marker(
+    record: AnswerRecord, token: str, syntax: CitationSyntax = DEFAULT_SYNTAX
+) -> tuple[str, list[str], str]:
+    """How one marker token resolves in ``record``: ``(cited ID, passage IDs, how)``."""
+    return _Resolver(record, syntax.passage_id_keys).resolve(token)
 
 
 def extract_claims(record: AnswerRecord, syntax: CitationSyntax = DEFAULT_SYNTAX) -> list[Claim]:
@@ -124,25 +158,36 @@ def extract_claims(record: AnswerRecord, syntax: CitationSyntax = DEFAULT_SYNTAX
 
     Sentences with no letters or digits left once markers are stripped are not claims.
     """
-    ids = [p.id for p in record.passages]
-    known = frozenset(ids)
+    resolver = _Resolver(record, syntax.passage_id_keys)
     claims: list[Claim] = []
     for index, sentence in enumerate(split_sentences(record.answer, syntax)):
         text = strip_markers(sentence, syntax)
         if not any(ch.isalnum() for ch in text):
             continue
         cited: list[str] = []
+        dangling: list[str] = []
+        resolved: list[str] = []
+        resolution: dict[str, list[str]] = {}
         for match in syntax.regex.finditer(sentence):
             for token in _ID_SPLIT.split(match.group(1).strip()):
-                resolved = _resolve(token, ids, known)
-                if token and resolved not in cited:
-                    cited.append(resolved)
+                if not token:
+                    continue
+                name, pids, _ = resolver.resolve(token)
+                if name in cited:
+                    continue
+                cited.append(name)
+                resolution[name] = pids
+                if not pids:
+                    dangling.append(name)
+                resolved.extend(p for p in pids if p not in resolved)
         claims.append(
             Claim(
                 sentence=index,
                 text=text,
                 cited_ids=cited,
-                dangling_ids=[c for c in cited if c not in known],
+                dangling_ids=dangling,
+                resolved_ids=resolved,
+                resolution=resolution,
             )
         )
     return claims

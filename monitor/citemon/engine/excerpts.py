@@ -43,7 +43,7 @@ def excerpts(
     if max_chars <= 0:
         return out
     for claim in score.claims:
-        for pid in (*claim.cited_ids, *claim.supported_by):
+        for pid in (*claim.cited_ids, *claim.resolved_ids, *claim.supported_by):
             if pid not in out and pid in passages:
                 if len(out) >= MAX_EXCERPTS:
                     return out

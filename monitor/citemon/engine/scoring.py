@@ -194,10 +194,18 @@ class Scorer:
             claims = await self.claims(record)
         passages = record.passage_map()
         calls = _Calls()
+        # A claim whose cited passages all came without text (an ID and a score only) has
+        # nothing to be judged against: unjudged, never "wrong", and no judge call.
+        textless = [
+            bool(c.resolved_ids) and not any(passages.get(p) for p in c.resolved_ids)
+            for c in claims
+        ]
+        judged = [c for c, blind in zip(claims, textless, strict=True) if not blind]
         if isinstance(self.judge, BatchJudge):
-            results = await self._batch(self.judge, claims, passages, calls)
+            judged_results = await self._batch(self.judge, judged, passages, calls)
         else:
-            results = await self._per_claim(claims, passages, calls)
+            judged_results = await self._per_claim(judged, passages, calls)
+        results = _merge_textless(claims, textless, judged_results)
         for result in results:
             _truncation(result, record)
         score = AnswerScore(
@@ -243,7 +251,13 @@ class Scorer:
     ) -> list[ClaimResult]:
         """Steps 1, 2 and 4 of every claim, then the support searches within the bound."""
         results = [
-            ClaimResult(sentence=c.sentence, text=c.text, cited_ids=c.cited_ids, verdict="uncited")
+            ClaimResult(
+                sentence=c.sentence,
+                text=c.text,
+                cited_ids=c.cited_ids,
+                resolved_ids=c.resolved_ids,
+                verdict="uncited",
+            )
             for c in claims
         ]
 
@@ -308,16 +322,17 @@ class Scorer:
         index: int,
     ) -> _Search | None:
         """Steps 1, 2 and 4; a claim that needs step 3 comes back as a :class:`_Search`."""
-        cited = [c for c in claim.cited_ids if c in passages]
+        cited = [c for c in claim.resolved_ids if c in passages]
         if claim.cited and self._citable(claim, cited):
             shown = {c: passages[c] for c in cited}
             check = await self._verdict(claim.text, shown, calls)
             result.reason = check.reason and f"cited: {check.reason}"
             if check.entailed:
+                groups = _groups(claim, passages)
                 irrelevant: list[str] = []
-                if self.options.precision and len(cited) > 1:
-                    irrelevant = await self._irrelevant(claim.text, shown, calls)
-                _correct(result, cited, irrelevant)
+                if self.options.precision and len(groups) > 1:
+                    irrelevant = await self._irrelevant(claim.text, groups, calls)
+                _correct(result, cited, irrelevant, groups)
                 return None
         result.faithful = bool(passages) and await self._ask(claim.text, passages, calls)
         if not _needs_search(result, claim):
@@ -360,10 +375,16 @@ class Scorer:
     ) -> list[ClaimResult]:
         """Every claim of one answer in one call per cited-passage set plus one support search."""
         results = [
-            ClaimResult(sentence=c.sentence, text=c.text, cited_ids=c.cited_ids, verdict="uncited")
+            ClaimResult(
+                sentence=c.sentence,
+                text=c.text,
+                cited_ids=c.cited_ids,
+                resolved_ids=c.resolved_ids,
+                verdict="uncited",
+            )
             for c in claims
         ]
-        valid = [[c for c in claim.cited_ids if c in passages] for claim in claims]
+        valid = [[c for c in claim.resolved_ids if c in passages] for claim in claims]
         sets, still_open = self.cited_sets(claims, passages)  # still_open: the support search's
 
         async def check(key: tuple[str, ...], members: list[int]) -> list[CitedOutcome]:
@@ -384,10 +405,14 @@ class Scorer:
                 if not cited_out.entailed:
                     still_open.append(i)
                     continue
-                irrelevant: list[str] = []
-                if self.options.precision and len(set(valid[i])) > 1:
-                    irrelevant = cited_out.irrelevant(list(dict.fromkeys(valid[i])))
-                _correct(result, valid[i], irrelevant)
+                groups = _groups(claims[i], passages)
+                irrelevant = []
+                if self.options.precision and len(groups) > 1:
+                    # The judge weighs passages; a citation is irrelevant when every passage
+                    # it named is.
+                    weak = set(cited_out.irrelevant(list(dict.fromkeys(valid[i]))))
+                    irrelevant = [name for name, pids in groups.items() if weak.issuperset(pids)]
+                _correct(result, valid[i], irrelevant, groups)
         if not still_open:
             return results
         still_open.sort()
@@ -411,13 +436,13 @@ class Scorer:
 
     def _citable(self, claim: Claim, cited: list[str]) -> bool:
         if self.options.policy == "single":
-            return len(claim.cited_ids) == 1 and len(cited) == 1
+            return len(claim.cited_ids) == 1 and bool(cited)
         return bool(cited)
 
     def citable(self, claim: Claim, passages: Mapping[str, str]) -> list[str] | None:
         """The claim's retrieved cited IDs when the policy lets step 1 check them, else ``None``
         (the claim is cited and cannot be correct: no retrieved ID, or ``single`` with several)."""
-        cited = [c for c in claim.cited_ids if c in passages]
+        cited = [c for c in claim.resolved_ids if c in passages]
         return cited if self._citable(claim, cited) else None
 
     def cited_sets(
@@ -437,16 +462,24 @@ class Scorer:
             sets.setdefault(tuple(p for p in passages if p in valid), []).append(i)
         return sets, rest
 
-    async def _irrelevant(self, claim: str, shown: Mapping[str, str], calls: _Calls) -> list[str]:
-        """ALCE: an ID is irrelevant if it alone fails and the other cited IDs still entail."""
+    async def _irrelevant(
+        self, claim: str, groups: Mapping[str, Mapping[str, str]], calls: _Calls
+    ) -> list[str]:
+        """ALCE: a cited ID is irrelevant if it alone fails and the other cited IDs still
+        entail. A cited ID is the passages it named (several when a metadata ID names chunks)."""
         irrelevant: list[str] = []
-        for pid in shown:
+        for name, alone in groups.items():
             try:
-                if await self._ask(claim, {pid: shown[pid]}, calls):
+                if await self._ask(claim, alone, calls):
                     continue
-                rest = {k: v for k, v in shown.items() if k != pid}
+                rest = {
+                    p: t
+                    for other, shown in groups.items()
+                    if other != name
+                    for p, t in shown.items()
+                }
                 if await self._ask(claim, rest, calls):
-                    irrelevant.append(pid)
+                    irrelevant.append(name)
             except _Unjudged:
                 continue  # precision is a refinement; the claim's verdict stands
         return irrelevant
@@ -467,12 +500,18 @@ async def _outcomes(call: Awaitable[list[_O]], claims: list[str]) -> list[_O | J
     return got
 
 
-def _correct(result: ClaimResult, cited: list[str], irrelevant: list[str]) -> None:
-    """Step 1 passed: the cited passages entail the claim. ``irrelevant``: the cited IDs ALCE's
-    precision finds irrelevant (empty when precision was not asked)."""
+def _correct(
+    result: ClaimResult,
+    cited: list[str],
+    irrelevant: list[str],
+    groups: Mapping[str, Mapping[str, str]],
+) -> None:
+    """Step 1 passed: the cited passages entail the claim. ``irrelevant``: the citations ALCE's
+    precision finds irrelevant (empty when precision was not asked); ``groups``: each citation →
+    the passages it named, so that dropping a citation drops all of its passages."""
     result.verdict, result.faithful = "correct", True
     result.irrelevant_ids = irrelevant
-    result.supported_by = [c for c in cited if c not in irrelevant]
+    result.supported_by = _kept(cited, groups, irrelevant) if irrelevant else list(cited)
 
 
 def _needs_search(result: ClaimResult, claim: Claim) -> bool:
@@ -503,7 +542,54 @@ def _unjudged(
     result.unjudged_cause = cause
 
 
+def _groups(claim: Claim, passages: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """Each retrieved cited ID → the passages it named (``Claim.resolution``; a claim made
+    without one counts each resolved passage as its own citation)."""
+    resolution = claim.resolution or {p: [p] for p in claim.resolved_ids}
+    groups = {
+        name: {p: passages[p] for p in pids if p in passages} for name, pids in resolution.items()
+    }
+    return {name: shown for name, shown in groups.items() if shown}
+
+
+def _kept(
+    cited: Sequence[str], groups: Mapping[str, Mapping[str, str]], dropped: list[str]
+) -> list[str]:
+    """The cited passages that some relevant citation named."""
+    keep = {p for name, shown in groups.items() if name not in dropped for p in shown}
+    return [p for p in cited if p in keep]
+
+
+def _merge_textless(
+    claims: Sequence[Claim], textless: Sequence[bool], judged: Sequence[ClaimResult]
+) -> list[ClaimResult]:
+    """The judged claims' results with ``unjudged`` (``no_passage_text``) ones in between."""
+    rest = iter(judged)
+    out: list[ClaimResult] = []
+    for claim, blind in zip(claims, textless, strict=True):
+        if not blind:
+            out.append(next(rest))
+            continue
+        result = ClaimResult(
+            sentence=claim.sentence,
+            text=claim.text,
+            cited_ids=claim.cited_ids,
+            resolved_ids=claim.resolved_ids,
+            verdict="uncited",
+        )
+        _unjudged(
+            result,
+            claim,
+            f"no text for the cited passages: {', '.join(claim.resolved_ids)}",
+            cause="no_passage_text",
+        )
+        out.append(result)
+    return out
+
+
 def _truncation(result: ClaimResult, record: AnswerRecord) -> None:
+    if result.unjudged_cause == "no_passage_text":
+        return
     if not record.truncated or result.unjudged_cause == "judge_failure":
         # A judge failure stays one: it is retried, and it is evidence about the judge that
         # the truncation must not turn into a clean score.

@@ -87,13 +87,26 @@ SpanOutcome = Literal["answer", "sampled_out", "skipped", "invalid"]
 
 SPAN_OUTCOMES: Final[tuple[SpanOutcome, ...]] = ("answer", "sampled_out", "skipped", "invalid")
 
-TRACE_OUTCOMES: Final = ("completed", "settled", "dropped_incomplete", "evicted", "superseded")
+TRACE_OUTCOMES: Final = (
+    "completed",
+    "settled",
+    "dropped_incomplete",
+    "evicted",
+    "superseded",
+    "unrecognized",
+    "no_passages",
+    "no_answer",
+)
 """Values of ``citemon_traces_total{outcome}``: what the trace assembler did with multi-span
-(OpenInference) traces. ``completed``: the root arrived with documents and an answer;
+traces (any dialect), and the traces that gave no answer (DESIGN.md, "Trace dialects").
+``completed``: the root arrived with documents and an answer;
 ``settled``: scored without its root when its window ended (or memory ran short);
 ``dropped_incomplete``: settled without documents or an answer, not scored; ``evicted``: settled
 or dropped *early* to keep the assembler within its caps (also counted in one of those two);
-``superseded``: the trace carried a self-contained ``rag.answer`` span, which was scored instead.
+``superseded``: the trace carried a self-contained ``rag.answer`` span, which was scored instead;
+``unrecognized``: a trace ended (its root arrived) and no dialect read anything from it;
+``no_passages`` / ``no_answer``: dropped incomplete with an answer but no retrieved documents,
+or documents but no answer (each also ``dropped_incomplete``).
 """
 
 EVALUATION_EVENT_OUTCOMES: Final = ("sent", "dropped", "failed")

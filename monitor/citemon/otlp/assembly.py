@@ -1,5 +1,6 @@
-"""Multi-span (OpenInference) traces assembled into answers: documents on a ``RETRIEVER`` span,
-the answer on the root, in a buffer bounded by time, trace count and bytes."""
+"""Multi-span traces assembled into answers: the parts the dialects read (documents on a
+retriever span, answer candidates on chain, chat or workflow spans), in a buffer bounded by time,
+trace count and bytes; and the traces that gave no answer, counted by outcome."""
 
 from __future__ import annotations
 
@@ -12,16 +13,39 @@ from typing import Final
 from citemon.core.records import AnswerRecord, Passage
 from citemon.otlp.spans import DEFAULT_MAX_CONTEXT_BYTES, DEFAULT_MAX_PASSAGES, TraceSpan
 
-__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_TRACES", "DEFAULT_WINDOW_S", "TraceAssembler"]
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_TRACES",
+    "DEFAULT_WINDOW_S",
+    "NO_ANSWER_OUTCOMES",
+    "TraceAssembler",
+    "Unanswered",
+    "describe",
+]
 DEFAULT_WINDOW_S: Final = 30.0
-"""How long the assembler waits for the rest of an OpenInference trace, in seconds."""
+"""How long the assembler waits for the rest of a trace, in seconds."""
 DEFAULT_MAX_TRACES: Final = 10_000
 """Incomplete traces the assembler holds at once."""
 DEFAULT_MAX_BYTES: Final = 64 * 1024 * 1024
 """Approximate text bytes the assembler holds at once."""
+NO_ANSWER_OUTCOMES: Final = ("unrecognized", "no_passages", "no_answer")
+"""Why a trace gave no answer (``citemon_traces_total{outcome}``): ``unrecognized`` — it ended
+(its root arrived) and no dialect read anything from it; ``no_passages`` — an answer but no
+retrieved documents; ``no_answer`` — documents but no answer."""
+_MAX_UNANSWERED: Final = 1000
 
 
-# -- assembly of OpenInference traces -----------------------------------------------------------
+@dataclass(slots=True)
+class Unanswered:
+    """A trace that gave no answer, for explaining it (``citemon score``): its outcome and the
+    parts the dialects did read (none when ``unrecognized``)."""
+
+    trace_id: str
+    outcome: str
+    parts: list[TraceSpan]
+
+
+# -- assembly of traces -------------------------------------------------------------------------
 
 
 @dataclass(slots=True)
@@ -33,9 +57,9 @@ class _Pending:
 
 
 class TraceAssembler:
-    """Joins OpenInference trace parts (documents on a ``RETRIEVER`` span, the answer on an
-    ``LLM``/``CHAIN`` span) into records, holding at most ``max_traces`` traces and about
-    ``max_bytes`` of text, each for at most ``window_s`` seconds.
+    """Joins trace parts, whichever dialect read them (documents on a retriever span, answer
+    candidates on chain, chat or workflow spans) into records, holding at most ``max_traces``
+    traces and about ``max_bytes`` of text, each for at most ``window_s`` seconds.
 
     A trace is complete when its root span has arrived and it holds documents and an answer
     (spans end, and are exported, children first; a root that comes first waits for the rest).
@@ -43,9 +67,15 @@ class TraceAssembler:
     ends or memory runs short: scored if it has documents and an answer, otherwise dropped and
     counted. The answer is taken from the outermost answer-bearing span that ends
     after retrieval (the chain's final output, not a question-rewriting step before it).
+    Documents that several retriever spans report alike (a retriever nested in another) are
+    taken once.
 
     Counters: ``completed``, ``settled``, ``dropped_incomplete``, ``evicted`` (settled or dropped
-    early for the caps), ``superseded`` (the trace had a self-contained ``rag.answer`` span).
+    early for the caps), ``superseded`` (the trace had a self-contained ``rag.answer`` span);
+    and the traces that gave no answer (:data:`NO_ANSWER_OUTCOMES`): ``unrecognized`` (a root
+    arrived for a trace with nothing held), ``no_passages`` and ``no_answer`` (each also
+    ``dropped_incomplete``). With ``explain=True`` the assembler keeps those traces (at most
+    1,000 at a time) for :meth:`take_unanswered`.
     """
 
     def __init__(
@@ -57,6 +87,7 @@ class TraceAssembler:
         max_passages: int = DEFAULT_MAX_PASSAGES,
         max_context_bytes: int = DEFAULT_MAX_CONTEXT_BYTES,
         clock: Callable[[], float] = time.monotonic,
+        explain: bool = False,
     ) -> None:
         self.window_s = window_s
         self.max_traces = max_traces
@@ -74,6 +105,11 @@ class TraceAssembler:
         self.evicted = 0
         self.superseded = 0
         self.discarded = 0
+        self.unrecognized = 0
+        self.no_passages = 0
+        self.no_answer = 0
+        self.explain = explain
+        self._unanswered: list[Unanswered] = []
 
     def __len__(self) -> int:
         return len(self._traces)
@@ -128,7 +164,11 @@ class TraceAssembler:
             pending = self._traces.get(tid)
             if pending is None:
                 if s.documents is None and s.answer is None:
-                    continue  # a root of a trace we hold nothing of
+                    if s.is_root:
+                        # The trace ended and no dialect read anything from it.
+                        self.unrecognized += 1
+                        self._unanswered_add(Unanswered(tid, "unrecognized", [s]))
+                    continue
                 pending = self._traces[tid] = _Pending(first_seen=now)
             pending.spans.append(s)
             pending.nbytes += s.nbytes
@@ -171,6 +211,15 @@ class TraceAssembler:
         self._sweep(self._clock(), self._ready)
         return self.dropped_incomplete - before
 
+    def take_unanswered(self) -> list[Unanswered]:
+        """Traces that gave no answer since the last call (only with ``explain=True``)."""
+        out, self._unanswered = self._unanswered, []
+        return out
+
+    def _unanswered_add(self, item: Unanswered) -> None:
+        if self.explain and len(self._unanswered) < _MAX_UNANSWERED:
+            self._unanswered.append(item)
+
     def take_ready(self) -> list[AnswerRecord]:
         """Answers settled by :meth:`expire` and not yet returned."""
         out, self._ready = self._ready, []
@@ -196,6 +245,14 @@ class TraceAssembler:
         record = self._assemble(pending)
         if record is None:
             self.dropped_incomplete += 1
+            has_docs = any(s.documents is not None for s in pending.spans)
+            outcome = "no_answer" if has_docs else "no_passages"
+            if has_docs:
+                self.no_answer += 1
+            else:
+                self.no_passages += 1
+            tid = pending.spans[0].trace_id if pending.spans else ""
+            self._unanswered_add(Unanswered(tid, outcome, pending.spans))
         else:
             self.settled += 1
             out.append(record)
@@ -212,9 +269,13 @@ class TraceAssembler:
         best = min(after, key=lambda s: (s.start_ns, -s.end_ns))
         passages: list[Passage] = []
         truncated = best.truncated
+        seen: set[tuple[str, str]] = set()
         for r in retrievers:
             truncated |= r.truncated
             for d in r.documents or ():
+                if d.id and (d.id, d.text) in seen:
+                    continue  # a retriever nested in another reports the same documents
+                seen.add((d.id, d.text))
                 pos = len(passages) + 1
                 passages.append(d if d.id else d.model_copy(update={"id": str(pos)}))
         if len(passages) > self.max_passages:
@@ -228,7 +289,7 @@ class TraceAssembler:
                 break
         question = best.question or next((r.question for r in retrievers if r.question), None) or ""
         res = best.resource
-        return AnswerRecord(
+        record = AnswerRecord(
             id=best.span_id,
             question=question,
             answer=best.answer or "",
@@ -240,3 +301,16 @@ class TraceAssembler:
             span_id=best.span_id,
             truncated=truncated,
         )
+        record.origin.update(
+            passages="; ".join(
+                f"{describe(r)}: {len(r.documents or ())} document(s)" for r in retrievers
+            ),
+            answer=describe(best),
+        )
+        return record
+
+
+def describe(part: TraceSpan) -> str:
+    """``span 'name' (dialect kind)``: where a part of an answer came from."""
+    what = " ".join(x for x in (part.dialect, part.kind) if x)
+    return f"span {part.name!r} {part.span_id}" + (f" ({what})" if what else "")

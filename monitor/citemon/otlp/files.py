@@ -12,14 +12,18 @@ from pathlib import Path
 from citemon.core.errors import DecodeError
 from citemon.core.records import AnswerRecord
 from citemon.otlp.assembly import TraceAssembler
+from citemon.otlp.decoding import decode_otlp_json
+from citemon.otlp.explanations import NoAnswer, explain
 from citemon.otlp.spans import (
     DEFAULT_MAX_ANSWER_BYTES,
     DEFAULT_MAX_CONTEXT_BYTES,
     DEFAULT_MAX_PASSAGES,
 )
-from citemon.otlp.wire import decode_otlp_json
 
-__all__ = ["is_otlp_json_line", "iter_otlp_json_lines"]
+__all__ = ["NoAnswer", "is_otlp_json_line", "iter_otlp_json_lines"]
+
+_MAX_TRACES_SEEN = 100_000
+"""Traces whose span names are remembered for explanations while a file is read."""
 
 
 # -- files --------------------------------------------------------------------------------------
@@ -43,21 +47,29 @@ def iter_otlp_json_lines(
     max_passages: int = DEFAULT_MAX_PASSAGES,
     max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     max_context_bytes: int = DEFAULT_MAX_CONTEXT_BYTES,
-) -> Iterator[tuple[int, AnswerRecord | DecodeError]]:
-    """Records from a Collector file-exporter dump: ``(line number, record or error)``.
+) -> Iterator[tuple[int, AnswerRecord | DecodeError | NoAnswer]]:
+    """Records from a Collector file-exporter dump: ``(line number, record, error or
+    explanation)``.
 
     ``source`` is a path, or the lines themselves (an open text file, standard input).
 
-    Lines without answer spans (ordinary traffic) are skipped silently; every other bad line
-    yields its :class:`DecodeError`. OpenInference traces are joined across lines; any left
-    incomplete at the end of the file are settled then (numbered with the last line).
+    Every bad line yields its :class:`DecodeError`. Traces are joined across lines; any left
+    incomplete at the end of the file are settled then (numbered with the last line). A trace
+    that gives no answer yields a :class:`NoAnswer` saying why.
     """
     assembler = TraceAssembler(
         window_s=math.inf,
         max_passages=max_passages,
         max_context_bytes=max_context_bytes,
         clock=lambda: 0.0,
+        explain=True,
     )
+    seen: dict[str, list[str]] = {}
+
+    def explained() -> Iterator[NoAnswer]:
+        for item in assembler.take_unanswered():
+            yield explain(item, seen.pop(item.trace_id, []))
+
     lineno = 0
     with ExitStack() as stack:
         lines = (
@@ -79,11 +91,20 @@ def iter_otlp_json_lines(
                 if exc.reason != "no_answer_spans":
                     yield lineno, exc
                 continue
+            for tid, names in batch.seen.items():
+                if tid in seen or len(seen) < _MAX_TRACES_SEEN:
+                    seen.setdefault(tid, []).extend(names)
             for record in batch.records:
+                seen.pop(record.trace_id or "", None)
                 yield lineno, record
             for err in batch.errors:
                 yield lineno, err
             for record in assembler.add(batch.spans):
+                seen.pop(record.trace_id or "", None)
                 yield lineno, record
+            for item in explained():
+                yield lineno, item
     for record in assembler.flush():
         yield lineno, record
+    for item in explained():
+        yield lineno, item

@@ -1,17 +1,20 @@
 """OTLP spans → ``AnswerRecord``s (DESIGN.md, "Spans" and "Kafka"): the span types and limits.
 
-The work is in four modules: :mod:`~citemon.otlp.wire` decodes OTLP protobuf and JSON,
-:mod:`~citemon.otlp.mapping` turns one span into one answer, :mod:`~citemon.otlp.assembly`
-joins multi-span traces, :mod:`~citemon.otlp.files` reads OTLP JSON-lines files.
+The way in runs one way: :mod:`~citemon.otlp.wire` parses OTLP protobuf and JSON into
+:class:`RawSpan`; :mod:`~citemon.otlp.decoding` offers each span to the trace dialects
+(:mod:`~citemon.otlp.dialects`: the shim and OpenInference, OpenLLMetry, MLflow, the GenAI
+conventions), which reduce it to what it holds of an answer; :mod:`~citemon.otlp.assembly`
+joins a trace's parts into an answer record; :mod:`~citemon.otlp.files` reads OTLP JSON-lines
+files through the same steps.
 
 Two span shapes become answers:
 
 * **self-contained** — the shim's ``rag.answer`` span (or any non-retriever span carrying both
   ``retrieval.documents.*`` and ``output.value``): one span, one record, decoded on the spot;
-* **OpenInference traces** — documents on a ``RETRIEVER`` span, the answer on an ``LLM`` or
-  ``CHAIN`` span of the same trace, possibly in different Kafka messages. The decoder reduces
-  such spans to :class:`TraceSpan` and a :class:`~citemon.otlp.assembly.TraceAssembler` (bounded in
-  time and memory) joins them.
+* **traces** — documents on a retriever span, the answer on a chain, chat or workflow span of
+  the same trace (where each dialect keeps them: DESIGN.md, "Trace dialects"), possibly in
+  different Kafka messages. The dialects reduce such spans to :class:`TraceSpan` and a
+  :class:`~citemon.otlp.assembly.TraceAssembler` (bounded in time and memory) joins them.
 
 Bad payloads raise :class:`~citemon.core.errors.DecodeError` with a short stable ``reason`` (the DLQ
 header and the ``citemon_dead_letters_total{reason}`` label):
@@ -46,7 +49,12 @@ __all__ = [
     "DEFAULT_MAX_ANSWER_BYTES",
     "DEFAULT_MAX_CONTEXT_BYTES",
     "DEFAULT_MAX_PASSAGES",
+    "MAX_SEEN_NAMES",
+    "NOT_AN_ANSWER",
     "DecodedBatch",
+    "Limits",
+    "NotAnAnswer",
+    "RawSpan",
     "ResourceInfo",
     "TraceSpan",
 ]
@@ -60,6 +68,29 @@ DEFAULT_MAX_CONTEXT_BYTES: Final = 2_000_000
 Every judge reads them all (an LLM judge's context is far smaller; the lexical judge takes about
 1.7 s per MB, blocking its event loop), so one hostile span must not carry 50 MB of them."""
 _SPAN_OVERHEAD_BYTES: Final = 200
+MAX_SEEN_NAMES: Final = 32
+"""Span names kept per trace in :attr:`DecodedBatch.seen`."""
+
+
+class NotAnAnswer:
+    """The type of :data:`NOT_AN_ANSWER` (one instance)."""
+
+    def __repr__(self) -> str:
+        return "NOT_AN_ANSWER"
+
+
+NOT_AN_ANSWER: Final = NotAnAnswer()
+"""What a dialect returns for a span that is its answer span but holds nothing to score (the
+handler failed before answering): skipped, and not taken for a trace's bare root either."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Limits:
+    """What one answer may hold (each excess is a :class:`~citemon.core.errors.DecodeError`)."""
+
+    max_passages: int = DEFAULT_MAX_PASSAGES
+    max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES
+    max_context_bytes: int = DEFAULT_MAX_CONTEXT_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,10 +104,10 @@ class ResourceInfo:
 
 @dataclass(slots=True)
 class TraceSpan:
-    """One span of an OpenInference trace, reduced to what :class:`TraceAssembler` needs.
+    """One span of a trace, reduced by a dialect to what :class:`TraceAssembler` needs.
 
-    ``documents`` is set on a ``RETRIEVER`` span (IDs may be ``""``: the assembler then numbers
-    them by position), ``answer`` on an ``LLM``/``CHAIN`` span with text output. A span with
+    ``documents`` is set on a retriever span (IDs may be ``""``: the assembler then numbers
+    them by position), ``answer`` on a span whose output is the answer's text. A span with
     neither is a structural root (``parent_span_id == ""``): it tells the assembler the trace is
     over. ``answered`` marks a trace that already produced a self-contained record, so the
     assembler does not score it twice.
@@ -89,6 +120,9 @@ class TraceSpan:
     start_ns: int
     end_ns: int
     resource: ResourceInfo
+    name: str = ""
+    dialect: str = ""
+    """The dialect that read this part (:mod:`citemon.otlp.dialects`); ``""`` for a bare root."""
     question: str | None = None
     answer: str | None = None
     documents: list[Passage] | None = None
@@ -100,6 +134,22 @@ class TraceSpan:
     def is_root(self) -> bool:
         return not self.parent_span_id
 
+    @classmethod
+    def of(cls, raw: RawSpan, *, kind: str = "", dialect: str = "") -> TraceSpan:
+        """A part carrying nothing yet (a dialect sets ``documents``/``answer``)."""
+        return cls(
+            trace_id=raw.trace_id,
+            span_id=raw.span_id,
+            parent_span_id=raw.parent_span_id,
+            kind=kind,
+            start_ns=raw.start_ns,
+            end_ns=raw.end_ns,
+            resource=raw.resource,
+            name=raw.name,
+            dialect=dialect,
+            truncated=raw.dropped_attributes > 0,
+        )
+
 
 @dataclass(slots=True)
 class DecodedBatch:
@@ -110,10 +160,16 @@ class DecodedBatch:
     errors: list[DecodeError] = field(default_factory=list)
     span_count: int = 0
     skipped: int = 0
+    seen: dict[str, list[str]] = field(default_factory=dict)
+    """Trace ID → names of the spans of it this payload held (for explaining a trace that
+    gives no answer; at most :data:`MAX_SEEN_NAMES` per trace)."""
 
 
 @dataclass(slots=True)
 class RawSpan:
+    """One span as it came off the wire: IDs (hex), name, times, status, attributes."""
+
+    resource: ResourceInfo
     trace_id: str
     span_id: str
     parent_span_id: str

@@ -1,6 +1,8 @@
 """OTLP on the wire: ``ExportTraceServiceRequest`` protobuf (the Collector's ``otlp_proto``)
-and OTLP JSON, decoded into spans; another signal (logs, metrics) is a clear
-:class:`~citemon.core.errors.DecodeError`.
+and OTLP JSON, parsed into :class:`~citemon.otlp.spans.RawSpan`; another signal (logs,
+metrics) is a clear :class:`~citemon.core.errors.DecodeError`. The first step of the one way in:
+wire bytes → spans (here) → trace parts read by the dialects (:mod:`citemon.otlp.decoding`) →
+assembled traces (:mod:`citemon.otlp.assembly`) → answer records.
 """
 
 from __future__ import annotations
@@ -22,19 +24,32 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from citemon.core.errors import DecodeError
-from citemon.otlp.mapping import decode_spans, resource_info
-from citemon.otlp.spans import (
-    DEFAULT_MAX_ANSWER_BYTES,
-    DEFAULT_MAX_CONTEXT_BYTES,
-    DEFAULT_MAX_PASSAGES,
-    DecodedBatch,
-    RawSpan,
-    ResourceInfo,
-)
+from citemon.otlp.spans import RawSpan, ResourceInfo
+from citemon_instrumentation import attributes as A
 
-__all__ = ["decode_otlp", "decode_otlp_json", "decode_otlp_proto"]
+__all__ = ["SpanStream", "parse_otlp", "parse_otlp_json", "parse_otlp_proto", "resource_info"]
 
 _STATUS_ERROR: Final = 2
+
+SpanStream = Iterator[RawSpan | DecodeError]
+"""A payload's spans in order; a span that cannot be parsed is its :class:`DecodeError`."""
+
+
+def resource_info(attrs: dict[str, Any]) -> ResourceInfo:
+    """The deploy labels of a resource: ``service.name``, ``service.version``, environment."""
+
+    def s(*keys: str) -> str | None:
+        for k in keys:
+            v = attrs.get(k)
+            if isinstance(v, str) and v:
+                return v
+        return None
+
+    return ResourceInfo(
+        service=s(A.SERVICE_NAME),
+        version=s(A.SERVICE_VERSION),
+        environment=s(A.DEPLOYMENT_ENVIRONMENT, A.DEPLOYMENT_ENVIRONMENT_OLD),
+    )
 
 
 # -- protobuf -----------------------------------------------------------------------------------
@@ -93,9 +108,7 @@ def _raise_if_other_signal(data: bytes, cause: Exception | None) -> None:
             ) from cause
 
 
-def _proto_spans(
-    req: ExportTraceServiceRequest,
-) -> Iterator[tuple[ResourceInfo, RawSpan | DecodeError]]:
+def _proto_spans(req: ExportTraceServiceRequest) -> SpanStream:
     for rs in req.resource_spans:
         res = resource_info({kv.key: _pv(kv.value) for kv in rs.resource.attributes})
         for ss in rs.scope_spans:
@@ -105,34 +118,26 @@ def _proto_spans(
                     or len(sp.span_id) != 8
                     or len(sp.parent_span_id) not in (0, 8)
                 ):
-                    yield res, DecodeError("bad_id", "trace_id/span_id of the wrong length")
+                    yield DecodeError("bad_id", "trace_id/span_id of the wrong length")
                     continue
-                yield (
-                    res,
-                    RawSpan(
-                        trace_id=sp.trace_id.hex(),
-                        span_id=sp.span_id.hex(),
-                        parent_span_id=sp.parent_span_id.hex(),
-                        name=sp.name,
-                        start_ns=sp.start_time_unix_nano,
-                        end_ns=sp.end_time_unix_nano,
-                        error=sp.status.code == _STATUS_ERROR,
-                        dropped_attributes=sp.dropped_attributes_count,
-                        attrs=_proto_attrs(sp.attributes),
-                    ),
+                yield RawSpan(
+                    resource=res,
+                    trace_id=sp.trace_id.hex(),
+                    span_id=sp.span_id.hex(),
+                    parent_span_id=sp.parent_span_id.hex(),
+                    name=sp.name,
+                    start_ns=sp.start_time_unix_nano,
+                    end_ns=sp.end_time_unix_nano,
+                    error=sp.status.code == _STATUS_ERROR,
+                    dropped_attributes=sp.dropped_attributes_count,
+                    attrs=_proto_attrs(sp.attributes),
                 )
 
 
-def decode_otlp_proto(
-    payload: bytes,
-    *,
-    max_passages: int = DEFAULT_MAX_PASSAGES,
-    max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
-    max_context_bytes: int = DEFAULT_MAX_CONTEXT_BYTES,
-) -> DecodedBatch:
-    """Decode one OTLP ``ExportTraceServiceRequest`` (a Kafka message value, ``otlp_proto``)."""
-    req = _parse_proto(payload)
-    return decode_spans(_proto_spans(req), max_passages, max_answer_bytes, max_context_bytes)
+def parse_otlp_proto(payload: bytes) -> SpanStream:
+    """The spans of one OTLP ``ExportTraceServiceRequest`` (a Kafka message value,
+    ``otlp_proto``); a payload that is not one raises :class:`DecodeError` at once."""
+    return _proto_spans(_parse_proto(payload))
 
 
 # -- JSON ---------------------------------------------------------------------------------------
@@ -193,7 +198,7 @@ def _hex_id(value: Any, nbytes: int, *, optional: bool = False) -> str:
     return value.lower()
 
 
-def _json_spans(obj: dict[str, Any]) -> Iterator[tuple[ResourceInfo, RawSpan | DecodeError]]:
+def _json_spans(obj: dict[str, Any]) -> SpanStream:
     for rs in obj.get("resourceSpans") or []:
         if not isinstance(rs, dict):
             raise DecodeError("wrong_message", "resourceSpans entry is not an object")
@@ -202,34 +207,26 @@ def _json_spans(obj: dict[str, Any]) -> Iterator[tuple[ResourceInfo, RawSpan | D
             for sp in (ss or {}).get("spans") or []:
                 try:
                     status = (sp.get("status") or {}).get("code")
-                    yield (
-                        res,
-                        RawSpan(
-                            trace_id=_hex_id(sp.get("traceId"), 16),
-                            span_id=_hex_id(sp.get("spanId"), 8),
-                            parent_span_id=_hex_id(sp.get("parentSpanId"), 8, optional=True),
-                            name=str(sp.get("name", "")),
-                            start_ns=int(sp.get("startTimeUnixNano") or 0),
-                            end_ns=int(sp.get("endTimeUnixNano") or 0),
-                            error=status in (_STATUS_ERROR, "STATUS_CODE_ERROR"),
-                            dropped_attributes=int(sp.get("droppedAttributesCount") or 0),
-                            attrs=_jattrs(sp.get("attributes")),
-                        ),
+                    yield RawSpan(
+                        resource=res,
+                        trace_id=_hex_id(sp.get("traceId"), 16),
+                        span_id=_hex_id(sp.get("spanId"), 8),
+                        parent_span_id=_hex_id(sp.get("parentSpanId"), 8, optional=True),
+                        name=str(sp.get("name", "")),
+                        start_ns=int(sp.get("startTimeUnixNano") or 0),
+                        end_ns=int(sp.get("endTimeUnixNano") or 0),
+                        error=status in (_STATUS_ERROR, "STATUS_CODE_ERROR"),
+                        dropped_attributes=int(sp.get("droppedAttributesCount") or 0),
+                        attrs=_jattrs(sp.get("attributes")),
                     )
                 except DecodeError as exc:
-                    yield res, exc
+                    yield exc
                 except (TypeError, ValueError, AttributeError) as exc:
-                    yield res, DecodeError("bad_attribute", f"malformed span: {exc}")
+                    yield DecodeError("bad_attribute", f"malformed span: {exc}")
 
 
-def decode_otlp_json(
-    payload: bytes | str,
-    *,
-    max_passages: int = DEFAULT_MAX_PASSAGES,
-    max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
-    max_context_bytes: int = DEFAULT_MAX_CONTEXT_BYTES,
-) -> DecodedBatch:
-    """Decode one OTLP JSON ``ExportTraceServiceRequest`` (hex IDs), as one line of the
+def parse_otlp_json(payload: bytes | str) -> SpanStream:
+    """The spans of one OTLP JSON ``ExportTraceServiceRequest`` (hex IDs), as one line of the
     Collector's file exporter or a Kafka value with ``encoding: otlp_json``."""
     if isinstance(payload, bytes | bytearray | memoryview):
         try:
@@ -250,34 +247,21 @@ def decode_otlp_json(
         raise DecodeError(
             "wrong_message", f"JSON without resourceSpans{f' (has {what})' if what else ''}"
         )
+    return _guarded(_json_spans(obj))
+
+
+def _guarded(spans: SpanStream) -> SpanStream:
     try:
-        return decode_spans(_json_spans(obj), max_passages, max_answer_bytes, max_context_bytes)
+        yield from spans
     except (TypeError, AttributeError) as exc:
         raise DecodeError("wrong_message", f"not an OTLP trace request: {exc}") from exc
 
 
-def decode_otlp(
-    payload: bytes,
-    *,
-    encoding: str | None = None,
-    max_passages: int = DEFAULT_MAX_PASSAGES,
-    max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
-    max_context_bytes: int = DEFAULT_MAX_CONTEXT_BYTES,
-) -> DecodedBatch:
+def parse_otlp(payload: bytes, *, encoding: str | None = None) -> SpanStream:
     """``otlp_proto`` or ``otlp_json`` by ``encoding``, or sniffed (OTLP protobuf never starts
     with ``{``)."""
     if encoding is None:
         encoding = "otlp_json" if bytes(payload[:64]).lstrip()[:1] == b"{" else "otlp_proto"
     if encoding == "otlp_json":
-        return decode_otlp_json(
-            payload,
-            max_passages=max_passages,
-            max_answer_bytes=max_answer_bytes,
-            max_context_bytes=max_context_bytes,
-        )
-    return decode_otlp_proto(
-        payload,
-        max_passages=max_passages,
-        max_answer_bytes=max_answer_bytes,
-        max_context_bytes=max_context_bytes,
-    )
+        return parse_otlp_json(payload)
+    return parse_otlp_proto(payload)

@@ -100,7 +100,7 @@ from citemon.engine.excerpts import recut
 from citemon.engine.scoring import Scorer
 from citemon.metrics import Metrics
 from citemon.otlp.assembly import TraceAssembler
-from citemon.otlp.wire import decode_otlp
+from citemon.otlp.decoding import decode_otlp
 from citemon.service.batches import UNDECODABLE, BadBatch, disable_codecs, scan_partition
 from citemon.service.dedupe import DedupeWindow, Key
 from citemon.service.delivery import KafkaDelivery
@@ -285,6 +285,9 @@ class Pipeline:
             "dropped_incomplete": a.dropped_incomplete,
             "evicted": a.evicted,
             "superseded": a.superseded,
+            "unrecognized": a.unrecognized,
+            "no_passages": a.no_passages,
+            "no_answer": a.no_answer,
         }
 
     # -- supervision ---------------------------------------------------------------------------

@@ -1,0 +1,243 @@
+"""The trace dialects, read from traces made by the real instrumentations (DESIGN.md, "Trace
+dialects" and "Which passage a citation names").
+
+Each case is the DESIGN specimen answered by a real RAG pipeline — LangChain, LlamaIndex,
+Haystack, DSPy — traced by a real instrumentation — OpenInference, Traceloop's OpenLLMetry,
+MLflow tracing, the OpenTelemetry GenAI util — with only the LLM and the embeddings faked
+(:mod:`tests.integration.dialect_traces`, run once per module in a child process). Each must
+score the specimen exactly, offline (``citemon score --input-format otlp-json``) and through
+Kafka (``citemon run``): accuracy 0.33, faithfulness 1.00, with a judge that knows which
+passage text says what.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaProducer
+from google.protobuf.json_format import MessageToDict
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from citemon.cli import main
+from tests.conftest import REPO
+from tests.integration.conftest import TopicFactory
+from tests.integration.monitor_support import (
+    metric_sum,
+    read_topic,
+    run_monitor,
+    settings_for,
+    wait_for,
+)
+
+JUDGE = "tests.oracles:specimen_text_judge"
+
+#: Cases that are the whole specimen: one answer, accuracy 0.33, faithfulness 1.00.
+SPECIMEN_CASES = (
+    "openinference-langchain",
+    "openinference-llamaindex",
+    "openinference-haystack",
+    "openinference-dspy",
+    "openllmetry-langchain",
+    "openllmetry-llamaindex",
+    "mlflow-langchain",
+    "genai",
+)
+#: Seconds the child process may take to import every framework and make every trace.
+GENERATE_TIMEOUT_S = 300
+
+
+@pytest.fixture(scope="module")
+def real_traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    """Every case's trace (OTLP protobuf), made once by the real instrumentations."""
+    out = tmp_path_factory.mktemp("dialect-traces")
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.integration.dialect_traces", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=GENERATE_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    print(f"real traces made in {time.monotonic() - started:.1f} s")  # shown with -s
+    return {p.stem: p.read_bytes() for p in out.glob("*.pb")}
+
+
+def otlp_json(payload: bytes) -> str:
+    """OTLP JSON as the Collector's file exporter writes it: hex IDs, camelCase, one line."""
+    obj = MessageToDict(ExportTraceServiceRequest.FromString(payload))
+    for rs in obj.get("resourceSpans", []):
+        for ss in rs.get("scopeSpans", []):
+            for sp in ss.get("spans", []):
+                for k in ("traceId", "spanId", "parentSpanId"):
+                    if k in sp:
+                        sp[k] = base64.b64decode(sp[k]).hex()
+    return json.dumps(obj)
+
+
+def score(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], payloads: list[bytes], *flags: str
+) -> tuple[int, Any, str]:
+    src = tmp_path / "traces.jsonl"
+    src.write_text("".join(otlp_json(p) + "\n" for p in payloads), encoding="utf-8")
+    code = main(["score", str(src), "--input-format", "otlp-json", "--judge", JUDGE, *flags])
+    captured = capsys.readouterr()
+    out = json.loads(captured.out) if "--format" in flags else captured.out
+    return code, out, captured.err
+
+
+@pytest.mark.parametrize("case", SPECIMEN_CASES)
+def test_each_dialect_scores_the_specimen_offline(
+    real_traces: dict[str, bytes], case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = score(tmp_path, capsys, [real_traces[case]], "--format", "json")
+    assert (code, err) == (0, "")
+    summary = out["summary"]
+    assert summary["answers"] == 1
+    assert summary["citation_accuracy"] == 0.3333
+    assert summary["faithfulness"] == 1.0
+    assert summary["citation_coverage"] == 1.0
+    assert summary["verdicts"] == {
+        "correct": 1, "misattributed": 2, "multi_hop": 0, "unsupported": 0,
+        "dangling": 0, "unjudged": 0, "uncited": 0,
+    }  # fmt: skip
+
+
+def test_llamaindex_markers_name_the_apps_ids_in_metadata(
+    real_traces: dict[str, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Documents loaded the usual way: node IDs are UUIDs, the IDs the model cites are in
+    ``metadata["passage_id"]``. The markers resolve there (0.33, not 0.00 of dangling)."""
+    _, out, _ = score(
+        tmp_path, capsys, [real_traces["openinference-llamaindex"]], "--format", "json"
+    )
+    claims = out["answers"][0]["claims"]
+    assert [c["cited_ids"] for c in claims] == [["p-3310"], ["p-3310"], ["p-3312"]]
+    resolved = [c["resolved_ids"] for c in claims]
+    assert all(len(r) == 1 and len(r[0]) == 36 for r in resolved)  # one node, a UUID each
+    assert resolved[0] == resolved[1] != resolved[2]
+    # Without the metadata keys the same trace is what it was before: all dangling.
+    _, bare, _ = score(
+        tmp_path,
+        capsys,
+        [real_traces["openinference-llamaindex"]],
+        "--format",
+        "json",
+        "--passage-id-keys",
+        "",
+    )
+    assert bare["summary"]["verdicts"]["dangling"] == 3
+    assert bare["summary"]["citation_accuracy"] == 0.0
+
+
+def test_textless_documents_leave_their_claims_unjudged(
+    real_traces: dict[str, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The GenAI util's typed documents carry an ID and a score, no text: nothing to judge."""
+    code, out, err = score(tmp_path, capsys, [real_traces["genai-typed"]], "--format", "json")
+    claims = out["answers"][0]["claims"]
+    assert [(c["verdict"], c["unjudged_cause"], c["faithful"]) for c in claims] == [
+        ("unjudged", "no_passage_text", None)
+    ] * 3
+    assert out["summary"]["citation_accuracy"] is None
+    assert code == 1 and "no claim got a verdict" in err
+
+
+def test_traces_without_an_answer_are_explained(
+    real_traces: dict[str, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    payloads = [real_traces["plain-http"], real_traces["genai-retrieval-only"]]
+    code, _, err = score(tmp_path, capsys, payloads)
+    assert code == 1
+    # A trace that ended with nothing read is explained at once; one still waiting for its
+    # answer when the file ends, then.
+    unrecognized, no_answer, last = err.split("citemon: ")[1:]
+    assert "gave no answer (no_answer): 2 span(s) seen: 'retrieval kb'" in no_answer
+    assert "passages: span 'retrieval kb'" in no_answer and "(genai retrieval): 3" in no_answer
+    assert "missing an answer; looked for openinference: " in no_answer
+    assert "missing retrieved passages" not in no_answer
+    assert "(unrecognized): 2 span(s) seen: 'SELECT 1', 'GET /health'" in unrecognized
+    assert "dialects tried: openinference, openllmetry, mlflow, genai" in unrecognized
+    assert "missing retrieved passages" in unrecognized and "missing an answer" in unrecognized
+    assert last.startswith("no answers in ") and "2 trace(s) gave none" in last
+
+
+def test_explain_input_shows_the_spans_and_each_markers_resolution(
+    real_traces: dict[str, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, out, _ = score(tmp_path, capsys, [real_traces["openllmetry-langchain"]], "--explain-input")
+    lines = out.splitlines()
+    assert lines[1].startswith("  passages:  span 'vector_db_retrieve VectorStoreRetriever' ")
+    assert lines[1].endswith("(openllmetry task): 3 document(s)")
+    assert lines[2].startswith("  answer:    span 'RunnableSequence.workflow' ")
+    assert lines[2].endswith("(openllmetry workflow)")
+    # LangChain's OpenLLMetry drops Document.id: positions, and the app's IDs in metadata.
+    markers = [line for line in lines if line.startswith("  marker ")]
+    assert len(markers) == 2
+    assert markers[0].startswith("  marker [p-3310] → ") and markers[0].endswith("(by metadata ID)")
+    assert markers[1].startswith("  marker [p-3312] → ") and markers[1].endswith("(by metadata ID)")
+
+
+async def test_every_dialect_through_kafka(
+    real_traces: dict[str, bytes], kafka_bootstrap: str, kafka_topic: TopicFactory
+) -> None:
+    """``citemon run`` on the real broker: each trace one message keyed by its trace ID, as the
+    Collector's kafka exporter writes them; the no-answer traces counted by outcome."""
+    topic = await kafka_topic(partitions=2)
+    results = await kafka_topic(partitions=1)
+    cases = [*SPECIMEN_CASES, "genai-typed", "genai-retrieval-only", "plain-http"]
+    trace_ids = {}
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+    await producer.start()
+    try:
+        for case in cases:
+            payload = real_traces[case]
+            req = ExportTraceServiceRequest.FromString(payload)
+            trace_ids[case] = req.resource_spans[0].scope_spans[0].spans[0].trace_id.hex()
+            await producer.send_and_wait(topic, payload, key=trace_ids[case].encode())
+    finally:
+        await producer.stop()
+    settings, args = settings_for(
+        kafka_bootstrap,
+        topic,
+        ("--judge", JUDGE),
+        trace_window_s=1.0,
+        results_topic=results,
+        transactional_id=f"tx.{topic}",
+    )
+    async with run_monitor(settings, args) as mon:
+        r = mon.registry
+        await wait_for(
+            lambda: (
+                metric_sum(r, "citemon_answers_total") == len(SPECIMEN_CASES) + 1
+                and metric_sum(r, "citemon_traces_total", outcome="no_answer") == 1
+                and metric_sum(r, "citemon_traces_total", outcome="unrecognized") == 1
+            ),
+            60,
+            "every trace scored or counted",
+        )
+        n = len(SPECIMEN_CASES)
+        assert metric_sum(r, "citemon_claims_total", verdict="correct") == n
+        assert metric_sum(r, "citemon_claims_total", verdict="misattributed") == 2 * n
+        assert metric_sum(r, "citemon_claims_total", verdict="unjudged") == 3
+        assert metric_sum(r, "citemon_claims_total", verdict="dangling") == 0
+        assert metric_sum(r, "citemon_faithful_claims_total") == 3 * n
+        assert metric_sum(r, "citemon_traces_total", outcome="no_passages") == 0
+        assert metric_sum(r, "citemon_dead_letters_total") == 0
+    # The results record keeps the markers as cited and the documents they resolved to.
+    bodies = {
+        b["trace_id"]: b
+        for b in (json.loads(r.value) for r in await read_topic(kafka_bootstrap, results))
+    }
+    assert len(bodies) == len(SPECIMEN_CASES) + 1
+    claims = bodies[trace_ids["openinference-llamaindex"]]["claims"]
+    assert [c["cited_ids"] for c in claims] == [["p-3310"], ["p-3310"], ["p-3312"]]
+    assert all(len(c["resolved_ids"]) == 1 and len(c["resolved_ids"][0]) == 36 for c in claims)
