@@ -268,6 +268,7 @@ def test_the_flag_and_the_env_var(monkeypatch: pytest.MonkeyPatch) -> None:
     assert on.evaluation_events is True and on.evaluation_events_max_queue == 2048
     monkeypatch.setenv("CITEMON_EVALUATION_EVENTS", "true")
     monkeypatch.setenv("CITEMON_EVALUATION_EVENTS_MAX_QUEUE", "16")
+    parser = build_parser()  # a flag's default is its variable, read as the parser is built
     from_env = settings_from_args(parser.parse_args(["run"]))
     assert (from_env.evaluation_events, from_env.evaluation_events_max_queue) == (True, 16)
     with pytest.raises(ConfigError, match="evaluation_events_max_queue"):
