@@ -22,6 +22,7 @@ def test_every_variable_is_citemons_and_names_one_field() -> None:
         "policy": "CITEMON_POLICY",
         "decompose": "CITEMON_DECOMPOSE",
         "marker_pattern": "CITEMON_MARKER_PATTERN",
+        "passage_id_keys": "CITEMON_PASSAGE_ID_KEYS",
         "overlap_tokens": "CITEMON_OVERLAP_TOKENS",
         "max_judge_calls_per_answer": "CITEMON_MAX_JUDGE_CALLS_PER_ANSWER",
     }
@@ -34,7 +35,7 @@ def test_run_help_names_the_variable_of_every_flag(capsys: pytest.CaptureFixture
     for model in MODELS:
         for row in model.FLAGS:
             assert f"[env {model.env_var(row.field)}]" in text, row.flag
-    assert len(Settings.FLAGS) + len(JudgeSettings.FLAGS) + len(ScoringSettings.FLAGS) == 45
+    assert len(Settings.FLAGS) + len(JudgeSettings.FLAGS) + len(ScoringSettings.FLAGS) == 51
 
 
 def test_flag_then_variable_then_default(monkeypatch: pytest.MonkeyPatch) -> None:
