@@ -19,7 +19,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from citemon.core.errors import ConfigError, KafkaUnavailable
+from citemon.core.errors import ConfigError
+from citemon.service.kafka_errors import kafka_unavailable
+from citemon.service.kafka_internals import cluster_metadata
 from citemon.service.settings import Settings
 
 __all__ = ["DEFAULT_RESULTS_TOPIC", "ResultsReader", "Start"]
@@ -83,14 +85,10 @@ class ResultsReader:
         )
         try:
             await consumer.start()
-            # consumer.topics() fetches this too but drops the partitions; the client keeps them.
-            cluster = await consumer._client.fetch_all_metadata()
+            cluster = await cluster_metadata(consumer)
         except KafkaConnectionError as exc:
             await consumer.stop()
-            raise KafkaUnavailable(
-                f"cannot connect to Kafka at {s.bootstrap_servers} (unreachable, or TLS/SASL "
-                f"rejected the client): {exc}"
-            ) from exc
+            raise kafka_unavailable(s.bootstrap_servers, exc) from exc
         except BaseException:
             await consumer.stop()
             raise
