@@ -160,10 +160,9 @@ async def wait_for(
         await asyncio.sleep(step_s)
 
 
-async def read_topic(
-    bootstrap: str, topic: str, *, committed_only: bool = True, idle_s: float = 1.5
-) -> list[Any]:
-    """Every record of ``topic`` up to its current end (``read_committed`` by default)."""
+async def read_topic(bootstrap: str, topic: str, *, committed_only: bool = True) -> list[Any]:
+    """Every record of ``topic`` up to its end now (``read_committed`` by default: up to the last
+    stable offset; else the high watermark). Reads to the end offsets, never "until quiet"."""
     consumer = AIOKafkaConsumer(
         topic,
         bootstrap_servers=bootstrap,
@@ -175,13 +174,20 @@ async def read_topic(
     await consumer.start()
     records: list[Any] = []
     try:
-        last = time.monotonic()
-        while time.monotonic() - last < idle_s:
+        if topic not in await consumer.topics():
+            return []  # never written to (a dead-letter topic with no dead letters)
+        deadline = time.monotonic() + 60
+        while not consumer.assignment():  # without a group: every partition, once known
+            assert time.monotonic() < deadline, f"no partitions of {topic} assigned"
+            for batch in (await consumer.getmany(timeout_ms=100)).values():
+                records.extend(batch)
+        tps = sorted(consumer.assignment())
+        ends = await consumer.end_offsets(tps)
+        while any([await consumer.position(tp) < ends[tp] for tp in tps]):
+            assert time.monotonic() < deadline, f"{topic} not read to its end in 60 s"
             batches = await consumer.getmany(timeout_ms=200)
             for batch in batches.values():
-                if batch:
-                    last = time.monotonic()
-                records.extend(r for r in batch)
+                records.extend(batch)
     finally:
         await consumer.stop()
     return records
