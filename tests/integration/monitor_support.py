@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import subprocess
 import time
 from collections import Counter
@@ -34,6 +35,7 @@ __all__ = [
     "publish",
     "read_topic",
     "run_monitor",
+    "scored_at_exit",
     "scrape",
     "start_process",
     "verdicts_by_version",
@@ -191,6 +193,14 @@ async def read_topic(bootstrap: str, topic: str, *, committed_only: bool = True)
     finally:
         await consumer.stop()
     return records
+
+
+def scored_at_exit(log_text: str) -> int:
+    """The answers the last ``citemon run`` in ``log_text`` counted, from the line it prints as
+    it exits: final, so nothing counted after a check can be missed (unlike a scrape)."""
+    found = re.findall(r"citemon run: \d+ records, (\d+) answers scored", log_text)
+    assert found, f"no exit summary in the log: {log_text[-2000:]}"
+    return int(found[-1])
 
 
 def start_scraped_monitor(

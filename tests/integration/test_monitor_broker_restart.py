@@ -33,6 +33,7 @@ from tests.integration.monitor_support import (
     publish,
     read_topic,
     ready,
+    scored_at_exit,
     scrape,
     start_process,
     wait_for,
@@ -186,15 +187,20 @@ async def _restart_scenario(
         timings["second batch published"] = time.monotonic() - t_back
         await wait_for(lambda: _answers(port) >= n, 60, f"all {n} answers counted")
         timings["all counted after broker back"] = time.monotonic() - t_back
-        await asyncio.sleep(1.0)  # anything counted twice would show up by now
+        deadline = time.monotonic() + 30
+        while await _committed(bootstrap, f"g.{topic}", topic, 3) < n:  # every offset
+            assert time.monotonic() < deadline, "not every offset was committed"
+            await asyncio.sleep(0.3)
         sums = scrape(port) or {}
         assert proc.poll() is None, "the monitor exited"
         assert ready(port), "not ready again after the broker came back"
-        assert await _committed(bootstrap, f"g.{topic}", topic, 3) == n
     finally:
         code = await asyncio.to_thread(_stop, proc)
     text = log.read_text()
     assert code == 0, text[-3000:]
+    assert await _committed(bootstrap, f"g.{topic}", topic, 3) == n
+    # Counted once each, by the count at exit: a late second count cannot come after it.
+    assert scored_at_exit(text) == n
     assert sums.get("citemon_answers_total") == n, sums
     assert sums.get("citemon_dead_letters_total", 0.0) == 0.0
     committed = await read_topic(bootstrap, results)

@@ -65,7 +65,7 @@ async def test_judge_outage_holds_the_line_then_scores_everything(
             # Held, not degraded: nothing recorded, work capped, the judge probed, not hammered.
             assert metric_sum(mon.registry, "citemon_answers_total") == 0
             assert mon.pipeline.inflight <= settings.max_inflight_answers
-            assert mon.pipeline._paused
+            assert mon.pipeline.paused
             errors = metric_sum(mon.registry, "citemon_judge_requests_total", outcome="error")
             assert errors > 0
             attempts_during = judge.attempts()

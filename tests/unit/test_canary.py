@@ -27,6 +27,8 @@ from citemon.judges.batch import EntailsBatch
 from citemon.judges.http import HTTPBatchJudge
 from citemon.judges.lexical import LexicalJudge
 from citemon.metrics import Metrics
+from citemon.service.dedupe import DedupeWindow
+from citemon.service.messages import commit_outputs
 from citemon.service.pipeline import Pipeline
 from citemon.service.sampling import ratio_bound, trace_id_sampled
 from citemon.service.settings import Settings, settings_from_args
@@ -358,7 +360,10 @@ async def _score_and_commit(pipeline: Pipeline, trace_ids_: list[str]) -> None:
     await asyncio.gather(
         *(jobs.score(_correct_record(t), [e]) for t, e in zip(trace_ids_, entries, strict=True))
     )
-    for ready, _, counted in pipeline._outputs(pipeline.offsets.ready()):
+    outputs = commit_outputs(
+        pipeline.offsets.ready(), DedupeWindow(10_000), pipeline.settings, pipeline.stats
+    )
+    for ready, _, counted in outputs:
         pipeline._confirmed(ready, counted)
 
 

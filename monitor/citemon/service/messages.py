@@ -10,20 +10,25 @@ ID and, when asked, the recut passage excerpts. Both wait on the record's
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any, Final
 
 from citemon.core.records import AnswerScore
 from citemon.engine.excerpts import recut
 from citemon.service.batches import BadBatch
-from citemon.service.entries import Entry, OutMessage
+from citemon.service.dedupe import DedupeWindow, Key
+from citemon.service.entries import Entry, OutMessage, Ready
 from citemon.service.settings import Settings
+from citemon.service.stats import PipelineStats
 
 __all__ = [
     "ERROR_HEADER",
     "ERROR_MESSAGE_HEADER",
     "SOURCE_HEADER",
+    "Counted",
     "add_batch_dead_letter",
     "add_dead_letter",
+    "commit_outputs",
     "result_message",
 ]
 
@@ -33,6 +38,9 @@ ERROR_MESSAGE_HEADER: Final = "citemon.error.message"
 SOURCE_HEADER: Final = "citemon.source"
 """``topic/partition/offset`` of the dead-lettered record."""
 _MAX_ERROR_MESSAGE_BYTES: Final = 512
+
+Counted = list[tuple[AnswerScore, Key]]
+"""Scores to count once a commit succeeded, each with its dedupe key."""
 
 
 def add_dead_letter(
@@ -83,3 +91,29 @@ def result_message(
         (score.trace_id or "").encode() or None,
         json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode(),
     )
+
+
+def commit_outputs(
+    ready: Iterable[Ready[Any]], dedupe: DedupeWindow, settings: Settings, stats: PipelineStats
+) -> list[tuple[Ready[Any], list[OutMessage], Counted]]:
+    """Per partition: the messages to produce with its commit, and the scores to count after
+    it (deduplicated against the window of committed answers and within the batch)."""
+    out: list[tuple[Ready[Any], list[OutMessage], Counted]] = []
+    batch_keys: set[Key] = set()
+    for r in ready:
+        messages: list[OutMessage] = []
+        counted: Counted = []
+        for e in r.entries:
+            messages.extend(e.messages)
+            for score, span_id in e.scores:
+                key = (score.trace_id, span_id)
+                if key != (None, None) and (key in dedupe or key in batch_keys):
+                    stats.duplicates += 1
+                    continue
+                batch_keys.add(key)
+                counted.append((score, key))
+                result = result_message(settings, score, span_id)
+                if result is not None:
+                    messages.append(result)
+        out.append((r, messages, counted))
+    return out

@@ -37,14 +37,13 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from typing import Any, Final
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.errors import KafkaConnectionError, KafkaError, ProducerFenced
 
-from citemon.core.records import AnswerScore
 from citemon.engine.scoring import Scorer
 from citemon.metrics import Metrics
 from citemon.otlp.assembly import TraceAssembler
@@ -53,9 +52,9 @@ from citemon.service.backpressure import Backpressure
 from citemon.service.batches import UNDECODABLE, BadBatch, disable_codecs
 from citemon.service.catch_up import CatchUp
 from citemon.service.decoding import RecordDecoder
-from citemon.service.dedupe import DedupeWindow, Key
+from citemon.service.dedupe import DedupeWindow
 from citemon.service.delivery import KafkaDelivery
-from citemon.service.entries import OutMessage, Ready
+from citemon.service.entries import Ready
 from citemon.service.gate import GateObserver, JudgeGate
 from citemon.service.held_parts import HeldParts
 from citemon.service.hooks import FAULT_ENV, LoopFaults, PipelineHooks
@@ -64,10 +63,12 @@ from citemon.service.kafka_internals import request_rejoin
 from citemon.service.lag import LagReporter
 from citemon.service.messages import (
     ERROR_HEADER,
+    Counted,
     add_batch_dead_letter,
-    result_message,
+    commit_outputs,
 )
 from citemon.service.offsets import OffsetTracker
+from citemon.service.opening import open_partitions
 from citemon.service.partitions import PartitionStates
 from citemon.service.recovery import BatchRecovery, Scanner
 from citemon.service.sampling import Sampler
@@ -84,8 +85,6 @@ log = logging.getLogger(__name__)
 _RESUME_FRACTION: Final = 0.75  # resume partitions when work falls below this share of a cap
 _POLL_MS: Final = 200
 _CLOSE_GRACE_S: Final = 1.0  # per client, once the close deadline has passed
-
-Counted = list[tuple[AnswerScore, Key]]
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -180,7 +179,7 @@ class Pipeline:
             stats=self.stats,
             probes=self._probes,
             clock=clock,
-            on_change=self._job_done,
+            on_change=self._changed,
         )
         self._decoder = RecordDecoder(
             settings,
@@ -192,7 +191,7 @@ class Pipeline:
             tracker=self._tracker,
             on_change=self._work_changed.set,
         )
-        self._supervisor = Supervisor(on_fatal=self._work_changed.set)
+        self._supervisor = Supervisor(on_fatal=self._changed)
         self._faults = LoopFaults(self.hooks, clock)
         self._pressure = Backpressure(settings, self._parts)
         self._catch_up = CatchUp(self._parts, self._tracker)
@@ -237,6 +236,11 @@ class Pipeline:
         return self._tracker
 
     @property
+    def paused(self) -> bool:
+        """Whether intake paused the partitions because work is full (bounded work)."""
+        return self._pressure.paused
+
+    @property
     def assigned(self) -> frozenset[Any]:
         """The partitions this replica owns."""
         return frozenset(self._parts.assigned)
@@ -246,7 +250,7 @@ class Pipeline:
         let go (the commit loop does this every ``commit_interval_s``)."""
         self._decoder.tick()
 
-    def _job_done(self) -> None:
+    def _changed(self) -> None:
         self._work_changed.set()
         self._progress.set()
 
@@ -523,7 +527,7 @@ class Pipeline:
             ]
             if not ready:
                 return True
-            batches = self._outputs(ready)
+            batches = commit_outputs(ready, self._dedupe, self.settings, self.stats)
             outcomes = await delivery.deliver([(r, messages) for r, messages, _ in batches])
             ok = True
             fenced: set[Any] = set()
@@ -571,31 +575,6 @@ class Pipeline:
             for reason in e.dead_letters:
                 self.metrics.dead_letter(reason)
                 self.stats.dead_letters += 1
-
-    def _outputs(
-        self, ready: Iterable[Ready[Any]]
-    ) -> list[tuple[Ready[Any], list[OutMessage], Counted]]:
-        """Per partition: the messages to produce with its commit, and the scores to count
-        after it (deduplicated against the window and within the batch)."""
-        out: list[tuple[Ready[Any], list[OutMessage], Counted]] = []
-        batch_keys: set[Key] = set()
-        for r in ready:
-            messages: list[OutMessage] = []
-            counted: Counted = []
-            for e in r.entries:
-                messages.extend(e.messages)
-                for score, span_id in e.scores:
-                    key = (score.trace_id, span_id)
-                    if key != (None, None) and (key in self._dedupe or key in batch_keys):
-                        self.stats.duplicates += 1
-                        continue
-                    batch_keys.add(key)
-                    counted.append((score, key))
-                    result = result_message(self.settings, score, span_id)
-                    if result is not None:
-                        messages.append(result)
-            out.append((r, messages, counted))
-        return out
 
     # -- rebalances ----------------------------------------------------------------------------
 
@@ -672,52 +651,12 @@ class Pipeline:
             await self._open_partitions()
 
     async def _open_partitions(self) -> None:
-        """Open the transactional producers of newly assigned partitions, then read their
-        committed offsets and seek there.
-
-        The order closes the race with a frozen previous owner: ``init_transactions`` fences
-        it and waits for its last transaction to complete or abort, so the offset read
-        *afterwards* includes everything it managed to commit (aiokafka fetched a committed
-        offset already, concurrently with this callback, which may predate that commit).
-        Records of a partition are ignored until then; one that fails to open (the broker is
-        away) is retried on the next commit tick.
-        """
-        delivery, consumer, parts = self._delivery, self._consumer, self._parts
-        if delivery is None or consumer is None:
+        """Open the producers of newly assigned partitions, then seek each to its committed
+        offset (:func:`~citemon.service.opening.open_partitions`)."""
+        if self._delivery is None or self._consumer is None:
             return
         async with self._commit_lock:
-            tps = sorted(parts.opening & parts.assigned, key=lambda tp: tp.partition)
-            outcomes = await asyncio.gather(
-                *(delivery.open(tp) for tp in tps), return_exceptions=True
-            )
-            for tp, out in zip(tps, outcomes, strict=True):
-                if tp not in parts.opening:
-                    continue  # revoked meanwhile
-                if isinstance(out, BaseException):
-                    log.warning(
-                        "opening the producer of partition %d failed, will retry: %s",
-                        tp.partition,
-                        type(out).__name__,
-                    )
-                    continue
-                try:
-                    committed = await consumer.committed(tp)
-                    if committed is None:
-                        await consumer.seek_to_beginning(tp)
-                    else:
-                        consumer.seek(tp, committed)
-                    parts.sought(tp)
-                except (KafkaError, OSError, TimeoutError) as exc:
-                    log.warning(
-                        "reading the committed offset of partition %d failed, will retry: %s",
-                        tp.partition,
-                        type(exc).__name__,
-                    )
-                    continue
-                if committed is not None:
-                    parts.floor[tp] = committed
-                    self._tracker.set_committed(tp, committed)
-                parts.opening.discard(tp)
+            await open_partitions(self._delivery, self._consumer, self._parts, self._tracker)
             self._work_changed.set()
 
     # -- lag -----------------------------------------------------------------------------------
