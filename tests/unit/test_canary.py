@@ -353,7 +353,7 @@ async def _score_and_commit(pipeline: Pipeline, trace_ids_: list[str]) -> None:
     ``Pipeline.commit`` counts it once delivered (no broker here: these tests are about the
     canary; tests/integration covers delivery)."""
     tp = TopicPartition("t", 0)
-    await pipeline.partitions_assigned([tp])
+    await pipeline.on_partitions_assigned([tp])
     # pending 1 each: the job's release finishes it, as the intake's would after admitting it
     entries = [pipeline.offsets.add(tp, offset) for offset in range(len(trace_ids_))]
     jobs = pipeline._answers

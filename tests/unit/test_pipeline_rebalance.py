@@ -22,6 +22,7 @@ from citemon.otlp.assembly import TraceAssembler
 from citemon.otlp.wire import decode_otlp
 from citemon.service.batches import BadBatch, Scan
 from citemon.service.hooks import PipelineHooks
+from citemon.service.offsets import OffsetTracker
 from citemon.service.partitions import PartitionStates
 from citemon.service.pipeline import Pipeline
 from citemon.service.recovery import BatchRecovery, Scanner
@@ -93,7 +94,7 @@ async def pipeline(
         hooks=hooks,
         scan=scan,
     )
-    await p.partitions_assigned([TP0, TP1])
+    await p.on_partitions_assigned([TP0, TP1])
     return p, registry
 
 
@@ -110,7 +111,7 @@ async def test_a_revoked_partitions_held_trace_is_discarded_never_scored_or_coun
     p.take(TP0, Rec(0, encode_spans(retriever).SerializeToString()))
     p.take(TP0, Rec(1, encode_spans(llm).SerializeToString()))
     assert len(p.assembler) == 1 and p.offsets.unfinished([TP0]) == 2
-    await p.partitions_revoked([TP0])
+    await p.on_partitions_revoked([TP0])
     assert len(p.assembler) == 0 and p.assembler.discarded == 1
     clock.now = 60.0  # far past the window: nothing is left to settle
     p.tick()
@@ -125,7 +126,7 @@ async def test_a_kept_partitions_held_trace_is_settled_with_its_records() -> Non
     retriever, llm = rootless_parts()
     p.take(TP1, Rec(7, encode_spans(retriever).SerializeToString()))
     p.take(TP1, Rec(8, encode_spans(llm).SerializeToString()))
-    await p.partitions_revoked([TP0])  # another partition: the trace stays held
+    await p.on_partitions_revoked([TP0])  # another partition: the trace stays held
     assert len(p.assembler) == 1
     clock.now = 5.0
     p.tick()
@@ -200,7 +201,7 @@ async def test_a_trace_split_over_partitions_is_discarded_whole_and_the_kept_par
     retriever, llm = rootless_parts()  # one trace, spread over two partitions (not keyed by ID)
     p.take(TP0, Rec(0, encode_spans(retriever).SerializeToString()))
     p.take(TP1, Rec(5, encode_spans(llm).SerializeToString()))
-    await p.partitions_revoked([TP0])
+    await p.on_partitions_revoked([TP0])
     assert len(p.assembler) == 0
     (ready,) = p.offsets.ready()  # TP1's part no longer holds its offset back
     assert (ready.tp, ready.offset) == (TP1, 6)
@@ -228,10 +229,10 @@ async def test_a_trace_cancelled_at_revoke_is_scored_when_its_partition_comes_ba
     take_trace(p, first, second)
     assert p.assembler.completed == 1 and p.stats.answers_started == 1
     (cancelled,) = list(p.jobs)
-    await p.partitions_revoked([TP0])  # revoke_timeout_s=0: the job is cancelled, unscored
+    await p.on_partitions_revoked([TP0])  # revoke_timeout_s=0: the job is cancelled, unscored
     await asyncio.gather(cancelled, return_exceptions=True)
     assert cancelled.cancelled() and p.stats.cancelled_at_revoke == 1 and p.inflight == 0
-    await p.partitions_assigned([TP0])  # the eager rebalance hands TP0 back to this replica
+    await p.on_partitions_assigned([TP0])  # the eager rebalance hands TP0 back to this replica
     take_trace(p, first, second)  # re-read from the committed offset
     p.tick()
     assert p.assembler.completed == 2 and p.stats.answers_started == 2
@@ -252,8 +253,8 @@ async def test_a_scored_uncommitted_trace_is_scored_again_when_its_partition_com
     (ready,) = p.offsets.ready()
     assert [len(e.scores) for e in ready.entries] == [0, 1]
     p.lose({TP0}, "fenced in this test")  # its score is dropped, uncounted
-    await p.partitions_revoked([TP0])
-    await p.partitions_assigned([TP0])
+    await p.on_partitions_revoked([TP0])
+    await p.on_partitions_assigned([TP0])
     take_trace(p, first, second)
     p.tick()
     assert p.stats.answers_started == 2
@@ -289,56 +290,46 @@ class Consumer:
 async def test_a_bad_batch_met_while_a_partition_opens_is_left_for_after_its_seek() -> None:
     parts = PartitionStates()
     parts.assign({TP0}, opening=True)  # its producer is not open yet
+    tracker: OffsetTracker[TopicPartition] = OffsetTracker()
     bad = BadBatch("t", 0, 1, 4, "zstd", "unsupported_codec", "no zstd", b"raw")
     scanned: list[tuple[TopicPartition, int]] = []
-    taken: list[tuple[TopicPartition, int]] = []
-    skipped: list[tuple[TopicPartition, BadBatch]] = []
 
     async def scan(client: object, tp: TopicPartition, start: int, **_: object) -> Scan:
         scanned.append((tp, start))
         return Scan(bad=bad)
+
+    def take(tp: TopicPartition, rec: Rec) -> None:  # as Pipeline.take: finished at once
+        parts.taken_to[tp] = rec.offset + 1
+        tracker.release(tracker.add(tp, rec.offset))
 
     stats = PipelineStats()
     recovery = BatchRecovery(
         Settings(),
         parts,
         stats,
-        take=lambda tp, rec: taken.append((tp, rec.offset)),
-        skip=lambda tp, b: skipped.append((tp, b)),
+        tracker,
+        take=take,
+        on_change=lambda: None,
         hooks=PipelineHooks(unlocated_backoff_s=0.0),
         scan=scan,
-        client=object(),
+        client=object(),  # no broker: ``scan`` stands in for the re-read
     )
     consumer = Consumer(committed=0)
     await recovery.recover(consumer, ValueError("undecodable"))
-    assert scanned == [] and consumer.seeks == [] and skipped == []
+    assert scanned == [] and consumer.seeks == [] and len(tracker) == 0
     # The pipeline then seeks TP0 to its committed offset 0 and takes it from there...
     parts.opening.discard(TP0)
-    parts.taken_to[TP0] = 1
+    take(TP0, Rec(0, b""))
     # ...and meets the bad batch after it: now it is skipped, from where intake stands.
     consumer.positions[TP0] = 1
     await recovery.recover(consumer, ValueError("undecodable"))
     assert scanned == [(TP0, 1)] and consumer.seeks == [(TP0, 4)]
-    assert skipped == [(TP0, bad)] and taken == [] and stats.rewound_partitions == 0
-
-
-async def test_a_skipped_batch_is_one_finished_entry_at_its_last_offset() -> None:
-    bad = BadBatch("t", 0, 1, 4, "zstd", "unsupported_codec", "no zstd", b"raw")
-
-    async def scan(client: object, tp: TopicPartition, start: int, **_: object) -> Scan:
-        return Scan(bad=bad) if tp == TP0 else Scan()
-
-    clock = Clock()
-    p, _ = await pipeline(clock, hooks=PipelineHooks(unlocated_backoff_s=0.0), scan=scan)
-    retriever, _ = rootless_parts()
-    p.take(TP0, Rec(0, encode_spans(retriever).SerializeToString()))
-    consumer = Consumer(committed=0)
-    consumer.positions[TP0] = 1
-    p._recovery.client = object()  # no broker: the scan above stands in for the re-read
-    await p._recovery.recover(consumer, ValueError("undecodable"))
-    assert consumer.seeks == [(TP0, 4)]
-    assert len(p.offsets) == 2 and p.offsets.unfinished([TP0]) == 1  # the skip is finished
-    assert p.stats.undecodable_batches == 1
+    assert stats.undecodable_batches == 1 and stats.rewound_partitions == 0
+    # One finished entry at the batch's last offset carries the dead letter: the commit
+    # moves past the whole batch.
+    (ready,) = tracker.ready()
+    assert (ready.offset, [e.offset for e in ready.entries]) == (4, [0, 3])
+    assert ready.entries[1].dead_letters == ["unsupported_codec"]
 
 
 class Delivery:

@@ -211,14 +211,14 @@ async def test_a_large_fetch_is_decoded_in_slices_and_a_rebalance_drops_the_rest
     pipeline = Pipeline(
         Settings(sample_rate=0.0), Scorer(LexicalJudge()), Metrics(CollectorRegistry())
     )
-    await pipeline.partitions_assigned([tp])
+    await pipeline.on_partitions_assigned([tp])
     records = _fetch(tp, 40)
     yields = 0
 
     async def rebalance_at_the_first_yield() -> None:
         nonlocal yields
         yields += 1
-        pipeline.stats.rebalances += 1  # what partitions_revoked does first
+        pipeline.stats.rebalances += 1  # what on_partitions_revoked does first
 
     loop = asyncio.get_running_loop()
     t0 = loop.time()

@@ -23,7 +23,7 @@ machine and its parts. Guarantees, and where each is kept:
   ``close_timeout_s`` (:mod:`~citemon.service.shutdown`).
 * **Counted exactly once across owners** (DESIGN "Counting guarantee"): each input
   partition's transactional producer is opened at assignment, fencing a replaced owner before
-  the committed offset is read (:meth:`Pipeline.partitions_assigned`); a fenced commit drops
+  the committed offset is read (:meth:`Pipeline.on_partitions_assigned`); a fenced commit drops
   that partition's work uncounted (:meth:`Pipeline.lose`). The commit is the check.
 
 Why these stay together: intake, the ordered commit, the rebalance callbacks and the drain
@@ -37,7 +37,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict
 from typing import Any, Final
 
@@ -49,7 +49,7 @@ from citemon.metrics import Metrics
 from citemon.otlp.assembly import TraceAssembler
 from citemon.service.answers import AnswerJobs
 from citemon.service.backpressure import Backpressure
-from citemon.service.batches import UNDECODABLE, BadBatch, disable_codecs
+from citemon.service.batches import UNDECODABLE, disable_codecs
 from citemon.service.catch_up import CatchUp
 from citemon.service.decoding import RecordDecoder
 from citemon.service.dedupe import DedupeWindow
@@ -64,7 +64,6 @@ from citemon.service.lag import LagReporter
 from citemon.service.messages import (
     ERROR_HEADER,
     Counted,
-    add_batch_dead_letter,
     commit_outputs,
 )
 from citemon.service.offsets import OffsetTracker
@@ -87,20 +86,7 @@ _POLL_MS: Final = 200
 _CLOSE_GRACE_S: Final = 1.0  # per client, once the close deadline has passed
 
 
-class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
-    """aiokafka's rebalance callbacks, forwarded to the pipeline."""
-
-    def __init__(self, pipeline: Pipeline) -> None:
-        self._pipeline = pipeline
-
-    async def on_partitions_revoked(self, revoked: Any) -> None:
-        await self._pipeline.partitions_revoked(list(revoked))
-
-    async def on_partitions_assigned(self, assigned: Any) -> None:
-        await self._pipeline.partitions_assigned(list(assigned))
-
-
-class Pipeline:
+class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
     """``citemon run``'s engine. ``await pipeline.run(stop)`` until ``stop`` is set, or
     ``await pipeline.run(until_caught_up=True)`` to stop once the backlog seen at start is
     committed (as arq's burst mode; what the tests use).
@@ -156,8 +142,9 @@ class Pipeline:
             settings,
             self._parts,
             self.stats,
+            self._tracker,
             take=self.take,
-            skip=self._skip_batch,
+            on_change=self._work_changed.set,
             hooks=self.hooks,
             **({} if scan is None else {"scan": scan}),
         )
@@ -311,7 +298,7 @@ class Pipeline:
         self._delivery = delivery
         try:
             await delivery.start()
-            consumer.subscribe([s.topic], listener=_Listener(self))
+            consumer.subscribe([s.topic], listener=self)
             await consumer.start()
         except KafkaConnectionError as exc:
             await delivery.stop()
@@ -479,25 +466,6 @@ class Pipeline:
             self._tracker.release(entry)
             self._work_changed.set()
 
-    def _skip_batch(self, tp: Any, bad: BadBatch) -> None:
-        """One tracker entry at the batch's last offset carries its dead letter, so the commit
-        moves past the whole batch once everything before it is finished."""
-        log.error(
-            "skipping undecodable batch %s/%d offsets %d-%d (%s, %s): dead-lettered",
-            bad.topic,
-            bad.partition,
-            bad.base_offset,
-            bad.last_offset,
-            bad.codec,
-            bad.error,
-        )
-        self.stats.undecodable_batches += 1
-        self._parts.taken_to[tp] = bad.next_offset
-        entry = self._tracker.add(tp, bad.last_offset, bad.timestamp_ms)
-        add_batch_dead_letter(entry, self.settings.dlq_topic, bad)
-        self._tracker.release(entry)
-        self._work_changed.set()
-
     # -- commits -------------------------------------------------------------------------------
 
     async def _commit_loop(self) -> None:
@@ -578,10 +546,10 @@ class Pipeline:
 
     # -- rebalances ----------------------------------------------------------------------------
 
-    async def partitions_revoked(self, revoked: list[Any]) -> None:
-        """Before a rebalance (aiokafka's callback): finish what is in flight for ``revoked``
-        (up to ``revoke_timeout_s``), commit it, and forget the rest, traces held for assembly
-        included, so nothing of those partitions is ever counted here afterwards."""
+    async def on_partitions_revoked(self, revoked: Iterable[Any]) -> None:
+        """Before a rebalance (aiokafka's listener callback): finish what is in flight for
+        ``revoked`` (up to ``revoke_timeout_s``), commit it, and forget the rest, traces held
+        for assembly included, so nothing of those partitions is ever counted here afterwards."""
         self.stats.rebalances += 1
         gone = set(revoked)
         if not gone:
@@ -637,9 +605,10 @@ class Pipeline:
         if self._consumer is not None:
             request_rejoin(self._consumer)
 
-    async def partitions_assigned(self, assigned: list[Any]) -> None:
-        """After a rebalance (aiokafka's callback): take ``assigned``, opening their
+    async def on_partitions_assigned(self, assigned: Iterable[Any]) -> None:
+        """After a rebalance (aiokafka's listener callback): take ``assigned``, opening their
         transactional producers first when there is a results topic."""
+        assigned = list(assigned)
         fresh = set(assigned)
         transactional = self._delivery is not None and self._delivery.transactional
         self._parts.assign(fresh, opening=transactional)

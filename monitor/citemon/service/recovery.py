@@ -24,6 +24,8 @@ from aiokafka.errors import KafkaError
 from citemon.service.batches import BadBatch, Scan, scan_partition
 from citemon.service.hooks import PipelineHooks
 from citemon.service.kafka_internals import new_client
+from citemon.service.messages import add_batch_dead_letter
+from citemon.service.offsets import OffsetTracker
 from citemon.service.partitions import PartitionStates
 from citemon.service.settings import Settings
 from citemon.service.stats import PipelineStats
@@ -45,9 +47,10 @@ class BatchRecovery:
         settings: Settings,
         partitions: PartitionStates,
         stats: PipelineStats,
+        tracker: OffsetTracker[Any],
         *,
         take: Callable[[Any, Any], None],
-        skip: Callable[[Any, BadBatch], None],
+        on_change: Callable[[], None],
         hooks: PipelineHooks,
         scan: Scanner = scan_partition,
         client: Any = None,
@@ -55,8 +58,9 @@ class BatchRecovery:
         self._settings = settings
         self._partitions = partitions
         self._stats = stats
+        self._tracker = tracker
         self._take = take
-        self._skip = skip
+        self._on_change = on_change
         self._hooks = hooks
         self._scan = scan
         self.client: Any = client
@@ -105,7 +109,26 @@ class BatchRecovery:
             return 0  # nothing to skip, or revoked (and maybe reassigned) meanwhile
         for rec in scan.good:
             self._take(tp, rec)
-        self._skip(tp, scan.bad)
+        self.skip(tp, scan.bad)
         consumer.seek(tp, scan.bad.next_offset)
         parts.sought(tp)
         return 1
+
+    def skip(self, tp: Any, bad: BadBatch) -> None:
+        """One tracker entry at the batch's last offset carries its dead letter, so the commit
+        moves past the whole batch once everything before it is finished."""
+        log.error(
+            "skipping undecodable batch %s/%d offsets %d-%d (%s, %s): dead-lettered",
+            bad.topic,
+            bad.partition,
+            bad.base_offset,
+            bad.last_offset,
+            bad.codec,
+            bad.error,
+        )
+        self._stats.undecodable_batches += 1
+        self._partitions.taken_to[tp] = bad.next_offset
+        entry = self._tracker.add(tp, bad.last_offset, bad.timestamp_ms)
+        add_batch_dead_letter(entry, self._settings.dlq_topic, bad)
+        self._tracker.release(entry)
+        self._on_change()
