@@ -356,7 +356,7 @@ async def _score_and_commit(pipeline: Pipeline, trace_ids_: list[str]) -> None:
     await pipeline.on_partitions_assigned([tp])
     # pending 1 each: the job's release finishes it, as the intake's would after admitting it
     entries = [pipeline.offsets.add(tp, offset) for offset in range(len(trace_ids_))]
-    jobs = pipeline._answers
+    jobs = pipeline.answers
     await asyncio.gather(
         *(jobs.score(_correct_record(t), [e]) for t, e in zip(trace_ids_, entries, strict=True))
     )
@@ -376,7 +376,7 @@ async def test_a_failing_canary_leaves_the_real_answer_alone() -> None:
     pipeline = Pipeline(Settings(canary_rate=1.0), Scorer(judge), metrics)
     ids = trace_ids(5)
     await _score_and_commit(pipeline, ids)
-    await pipeline._probes.idle()
+    await pipeline.shuffle_probes.idle()
     assert value(reg, "citemon_answers_total", **SVE) == 5
     assert value(reg, "citemon_claims_total", **SVE, verdict="correct") == 15
     assert value(reg, "citemon_claims_total", **SVE, verdict="unjudged") == 0
@@ -394,7 +394,7 @@ async def test_the_pipeline_canary_counts_only_the_canary() -> None:
     picked = [t for t in ids if canary_selected(t, 0.25)]
     pipeline = Pipeline(Settings(canary_rate=0.25), Scorer(OracleJudge(truth)), metrics)
     await _score_and_commit(pipeline, ids)
-    await pipeline._probes.idle()
+    await pipeline.shuffle_probes.idle()
     assert value(reg, "citemon_answers_total", **SVE) == 400
     assert value(reg, "citemon_claims_total", **SVE, verdict="correct") == 1200
     assert value(reg, "citemon_claims_total", **SVE, verdict="misattributed") == 0
@@ -410,7 +410,7 @@ async def test_the_pipeline_canary_counts_only_the_canary() -> None:
         max_inflight_canaries=1,
     )
     await _score_and_commit(slow, ids[:10])
-    await slow._probes.idle()
+    await slow.shuffle_probes.idle()
     scored = value(reg2, "citemon_judge_canary_answers_total", outcome="scored")
     dropped = value(reg2, "citemon_judge_canary_answers_total", outcome="dropped")
     assert scored is not None and dropped is not None

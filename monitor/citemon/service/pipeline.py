@@ -223,6 +223,16 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         return self._tracker
 
     @property
+    def answers(self) -> AnswerJobs:
+        """The answers being scored (``score(record, entries)`` runs one job directly)."""
+        return self._answers
+
+    @property
+    def shuffle_probes(self) -> ShuffleProbes:
+        """The shuffle probes in flight (``await pipeline.shuffle_probes.idle()``)."""
+        return self._probes
+
+    @property
     def paused(self) -> bool:
         """Whether intake paused the partitions because work is full (bounded work)."""
         return self._pressure.paused
@@ -414,14 +424,15 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
                     self._parts.taking = False
                 continue
             self._parts.moved += 1
-            await self._take_all(batches)
+            await self.take_all(batches)
 
-    async def _take_all(self, batches: dict[Any, list[Any]]) -> None:
-        """Decode one fetch, yielding to the loop every ``hooks.decode_slice_s``: a full fetch
-        (``fetch_max_bytes``, 8 MB of small spans) is up to ~0.2 s of decoding, which would
-        stall heartbeats and ``/healthz``. A rebalance during a yield drops the rest of the
-        fetch: it revokes every partition (eager protocol) and the new assignment fetches
-        from the committed offsets, so nothing is lost and nothing is taken twice.
+    async def take_all(self, batches: Mapping[Any, list[Any]]) -> None:
+        """Take one fetch (``getmany``'s result), as intake does, yielding to the loop every
+        ``hooks.decode_slice_s``: a full fetch (``fetch_max_bytes``, 8 MB of small spans) is up
+        to ~0.2 s of decoding, which would stall heartbeats and ``/healthz``. A rebalance
+        during a yield drops the rest of the fetch: it revokes every partition (eager protocol)
+        and the new assignment fetches from the committed offsets, so nothing is lost and
+        nothing is taken twice.
 
         A partition sought during a yield (:meth:`_open_partitions`) has the rest of its
         records dropped: the next fetch delivers them again from where it was sought. Only
