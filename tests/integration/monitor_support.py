@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import subprocess
 import time
 from collections import Counter
@@ -34,6 +35,7 @@ __all__ = [
     "publish",
     "read_topic",
     "run_monitor",
+    "scored_at_exit",
     "scrape",
     "start_process",
     "verdicts_by_version",
@@ -160,10 +162,9 @@ async def wait_for(
         await asyncio.sleep(step_s)
 
 
-async def read_topic(
-    bootstrap: str, topic: str, *, committed_only: bool = True, idle_s: float = 1.5
-) -> list[Any]:
-    """Every record of ``topic`` up to its current end (``read_committed`` by default)."""
+async def read_topic(bootstrap: str, topic: str, *, committed_only: bool = True) -> list[Any]:
+    """Every record of ``topic`` up to its end now (``read_committed`` by default: up to the last
+    stable offset; else the high watermark). Reads to the end offsets, never "until quiet"."""
     consumer = AIOKafkaConsumer(
         topic,
         bootstrap_servers=bootstrap,
@@ -175,16 +176,31 @@ async def read_topic(
     await consumer.start()
     records: list[Any] = []
     try:
-        last = time.monotonic()
-        while time.monotonic() - last < idle_s:
+        if topic not in await consumer.topics():
+            return []  # never written to (a dead-letter topic with no dead letters)
+        deadline = time.monotonic() + 60
+        while not consumer.assignment():  # without a group: every partition, once known
+            assert time.monotonic() < deadline, f"no partitions of {topic} assigned"
+            for batch in (await consumer.getmany(timeout_ms=100)).values():
+                records.extend(batch)
+        tps = sorted(consumer.assignment())
+        ends = await consumer.end_offsets(tps)
+        while any([await consumer.position(tp) < ends[tp] for tp in tps]):
+            assert time.monotonic() < deadline, f"{topic} not read to its end in 60 s"
             batches = await consumer.getmany(timeout_ms=200)
             for batch in batches.values():
-                if batch:
-                    last = time.monotonic()
-                records.extend(r for r in batch)
+                records.extend(batch)
     finally:
         await consumer.stop()
     return records
+
+
+def scored_at_exit(log_text: str) -> int:
+    """The answers the last ``citemon run`` in ``log_text`` counted, from the line it prints as
+    it exits: final, so nothing counted after a check can be missed (unlike a scrape)."""
+    found = re.findall(r"citemon run: \d+ records, (\d+) answers scored", log_text)
+    assert found, f"no exit summary in the log: {log_text[-2000:]}"
+    return int(found[-1])
 
 
 def start_scraped_monitor(

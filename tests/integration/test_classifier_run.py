@@ -21,7 +21,6 @@ from tests.integration.monitor_support import (
     run_monitor,
     settings_for,
     verdicts_by_version,
-    wait_for,
 )
 from tests.integration.test_classifier_cli import ShareJudge
 from tests.tei_server import TEIServer
@@ -48,10 +47,7 @@ async def test_run_applies_the_calibrated_threshold_and_counts_judge_requests(
         ]  # fmt: skip
         settings, args = settings_for(kafka_bootstrap, topic, flags, calibration=calib)
         async with run_monitor(settings, args) as mon:
-            await wait_for(
-                lambda: metric_sum(mon.registry, "citemon_answers_total") >= N, 60, "all answers"
-            )
-            await wait_for(lambda: sum(mon.pipeline._publish_lag().values()) == 0, 10, "lag 0")
+            await asyncio.wait_for(mon.pipeline.caught_up(), 90)  # every answer committed
             assert verdicts_by_version(mon.registry) == expected
             refused = sum(1 for n in server.batch_sizes() if n > 2)
             ok = metric_sum(mon.registry, "citemon_judge_requests_total", outcome="ok")

@@ -182,11 +182,11 @@ async def test_a_2mb_answer_is_scored_without_losing_group_membership(
         await wait_for(lambda: bool(other.assignment()), 30, "the other member's partitions")
         async with run_monitor(settings, args) as mon:
             await wait_for(
-                lambda: len(mon.pipeline._assigned) == 1 and len(other.assignment()) == 1,
+                lambda: len(mon.pipeline.assigned) == 1 and len(other.assignment()) == 1,
                 45,
                 "one partition each",
             )
-            (mine,) = mon.pipeline._assigned
+            (mine,) = mon.pipeline.assigned
             theirs = {tp.partition for tp in other.assignment()}
             rebalances = mon.pipeline.stats.rebalances
             assignments = len(other_listener.assigned)
@@ -209,7 +209,7 @@ async def test_a_2mb_answer_is_scored_without_losing_group_membership(
                 assert await asyncio.to_thread(_healthz, mon.server.port) == 200
                 probes += 1
                 assert {tp.partition for tp in other.assignment()} == theirs
-                assert mon.pipeline._assigned == {mine}
+                assert mon.pipeline.assigned == {mine}
                 await asyncio.sleep(0.25)
             scoring_s = time.monotonic() - started
             # Scoring outlasted the session timeout: the membership was really at stake.

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client import CollectorRegistry
 
 from citemon.cli import main
 from citemon.commands._inspection import Filter, Worst, findings, parse_result, read_results_file
@@ -18,8 +17,7 @@ from citemon.demo.data import specimen
 from citemon.engine.excerpts import MAX_EXCERPT_CHARS, MAX_EXCERPTS, excerpt_of, excerpts
 from citemon.engine.scoring import Scorer
 from citemon.judges.lexical import LexicalJudge
-from citemon.metrics import Metrics
-from citemon.service.pipeline import Pipeline
+from citemon.service.messages import result_message
 from citemon.service.settings import Settings
 
 T0 = 1_764_576_000_000  # 2025-12-01T08:00:00Z
@@ -468,8 +466,7 @@ async def test_results_record_carries_the_excerpts_of_the_scored_passages() -> N
     passages = specimen().passage_map()
     for chars, expected_len in ((40, 40), (0, None)):
         settings = Settings(results_topic="r", results_excerpt_chars=chars)
-        pipeline = Pipeline(settings, Scorer(LexicalJudge()), Metrics(CollectorRegistry()))
-        message = pipeline._result(score, "00f067aa0ba902b7")
+        message = result_message(settings, score, "00f067aa0ba902b7")
         assert message is not None
         body = json.loads(message.value)
         assert body["span_id"] == "00f067aa0ba902b7"
@@ -650,8 +647,7 @@ async def test_a_held_score_keeps_kilobytes_however_long_its_passages() -> None:
     assert all(len(t) <= MAX_EXCERPT_CHARS for t in score.evidence.values())
     for chars in (1, 240, 3999, MAX_EXCERPT_CHARS):
         settings = Settings(results_topic="r", results_excerpt_chars=chars)
-        pipeline = Pipeline(settings, Scorer(LexicalJudge()), Metrics(CollectorRegistry()))
-        message = pipeline._result(score, None)
+        message = result_message(settings, score, None)
         assert message is not None
         body = json.loads(message.value)
         assert body["excerpts"]["p-1"] == excerpt_of(long, chars)  # as if cut from the passage

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-import pytest
 from aiokafka import TopicPartition
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
@@ -16,15 +15,19 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
-import citemon.service.pipeline as pipeline_module
 from citemon.engine.scoring import Scorer
 from citemon.judges.lexical import LexicalJudge
 from citemon.metrics import Metrics
 from citemon.otlp.assembly import TraceAssembler
 from citemon.otlp.decoding import decode_otlp
 from citemon.service.batches import BadBatch, Scan
+from citemon.service.hooks import PipelineHooks
+from citemon.service.offsets import OffsetTracker
+from citemon.service.partitions import PartitionStates
 from citemon.service.pipeline import Pipeline
+from citemon.service.recovery import BatchRecovery, Scanner
 from citemon.service.settings import Settings
+from citemon.service.stats import PipelineStats
 
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
 
@@ -76,7 +79,10 @@ def rootless_parts() -> tuple[list[ReadableSpan], list[ReadableSpan]]:
     return [retriever], [llm]
 
 
-def pipeline(clock: Clock) -> tuple[Pipeline, CollectorRegistry]:
+async def pipeline(
+    clock: Clock, *, hooks: PipelineHooks | None = None, scan: Scanner | None = None
+) -> tuple[Pipeline, CollectorRegistry]:
+    """A pipeline without a broker, owning TP0 and TP1 (no delivery: nothing opens)."""
     registry = CollectorRegistry()
     settings = Settings(trace_window_s=5.0, revoke_timeout_s=0.0)
     p = Pipeline(
@@ -85,9 +91,10 @@ def pipeline(clock: Clock) -> tuple[Pipeline, CollectorRegistry]:
         Metrics(registry),
         assembler=TraceAssembler(window_s=5.0, clock=clock),
         clock=clock,
+        hooks=hooks,
+        scan=scan,
     )
-    p._assigned = {TP0, TP1}
-    p._tracker.assign([TP0, TP1])
+    await p.on_partitions_assigned([TP0, TP1])
     return p, registry
 
 
@@ -99,60 +106,60 @@ def answers(registry: CollectorRegistry) -> float:
 
 async def test_a_revoked_partitions_held_trace_is_discarded_never_scored_or_counted() -> None:
     clock = Clock()
-    p, registry = pipeline(clock)
+    p, registry = await pipeline(clock)
     retriever, llm = rootless_parts()
-    p._take(TP0, Rec(0, encode_spans(retriever).SerializeToString()))
-    p._take(TP0, Rec(1, encode_spans(llm).SerializeToString()))
-    assert len(p.assembler) == 1 and p._tracker.unfinished([TP0]) == 2
-    await p._on_revoked([TP0])
+    p.take(TP0, Rec(0, encode_spans(retriever).SerializeToString()))
+    p.take(TP0, Rec(1, encode_spans(llm).SerializeToString()))
+    assert len(p.assembler) == 1 and p.offsets.unfinished([TP0]) == 2
+    await p.on_partitions_revoked([TP0])
     assert len(p.assembler) == 0 and p.assembler.discarded == 1
     clock.now = 60.0  # far past the window: nothing is left to settle
-    p._tick_assembler()
+    p.tick()
     assert p.stats.answers_started == 0 and p.inflight == 0
     assert answers(registry) == 0
-    assert p._tracker.partitions == [TP1]  # TP0's records dropped, uncommitted: re-read there
+    assert p.offsets.partitions == [TP1]  # TP0's records dropped, uncommitted: re-read there
 
 
 async def test_a_kept_partitions_held_trace_is_settled_with_its_records() -> None:
     clock = Clock()
-    p, _ = pipeline(clock)
+    p, _ = await pipeline(clock)
     retriever, llm = rootless_parts()
-    p._take(TP1, Rec(7, encode_spans(retriever).SerializeToString()))
-    p._take(TP1, Rec(8, encode_spans(llm).SerializeToString()))
-    await p._on_revoked([TP0])  # another partition: the trace stays held
+    p.take(TP1, Rec(7, encode_spans(retriever).SerializeToString()))
+    p.take(TP1, Rec(8, encode_spans(llm).SerializeToString()))
+    await p.on_partitions_revoked([TP0])  # another partition: the trace stays held
     assert len(p.assembler) == 1
     clock.now = 5.0
-    p._tick_assembler()
+    p.tick()
     assert p.stats.answers_started == 1
-    (job,) = list(p._jobs)
-    assert p._jobs[job] == frozenset({TP1})  # it travels with both of its records
+    (job,) = list(p.jobs)
+    assert p.jobs[job] == frozenset({TP1})  # it travels with both of its records
     await job
-    (ready,) = p._tracker.ready()
+    (ready,) = p.offsets.ready()
     assert (ready.tp, ready.offset) == (TP1, 9)
     assert [len(e.scores) for e in ready.entries] == [0, 1]  # counted only with offset 8's commit
 
 
-def test_parts_are_released_only_once_the_assembler_lets_the_trace_go() -> None:
+async def test_parts_are_released_only_once_the_assembler_lets_the_trace_go() -> None:
     clock = Clock()
-    p, _ = pipeline(clock)
+    p, _ = await pipeline(clock)
     retriever, _ = rootless_parts()  # documents but never an answer
-    p._take(TP1, Rec(3, encode_spans(retriever).SerializeToString()))
+    p.take(TP1, Rec(3, encode_spans(retriever).SerializeToString()))
     clock.now = 4.9
-    p._tick_assembler()
-    assert p._tracker.ready() == []  # still held: the offset cannot commit past it
+    p.tick()
+    assert p.offsets.ready() == []  # still held: the offset cannot commit past it
     clock.now = 5.0
-    p._tick_assembler()  # dropped incomplete by the window: its record is finished
-    (ready,) = p._tracker.ready()
+    p.tick()  # dropped incomplete by the window: its record is finished
+    (ready,) = p.offsets.ready()
     assert (ready.offset, p.assembler.dropped_incomplete) == (4, 1)
 
 
 async def test_an_assembled_trace_with_no_record_behind_it_is_not_counted() -> None:
     clock = Clock()
-    p, registry = pipeline(clock)
+    p, registry = await pipeline(clock)
     retriever, llm = rootless_parts()
     p.assembler.add(decode_otlp(encode_spans(retriever + llm).SerializeToString()).spans)
     clock.now = 5.0
-    p._tick_assembler()  # no Kafka record holds it (the pre-fix "count at once" path)
+    p.tick()  # no Kafka record holds it (the pre-fix "count at once" path)
     assert p.stats.answers_started == 0 and answers(registry) == 0
 
 
@@ -172,18 +179,18 @@ def test_every_replica_derives_the_same_transactional_id_per_partition() -> None
 async def test_a_lost_partition_is_dropped_uncounted_and_read_no_more() -> None:
     """What a fenced (or broken) producer's partition leaves: nothing to count, nothing taken."""
     clock = Clock()
-    p, registry = pipeline(clock)
+    p, registry = await pipeline(clock)
     retriever, llm = rootless_parts()
     other, _ = rootless_parts()
-    p._take(TP0, Rec(0, encode_spans(retriever).SerializeToString()))
-    p._take(TP1, Rec(0, encode_spans(other).SerializeToString()))  # another trace, on TP1
-    p._lose({TP0}, "have a new owner")
+    p.take(TP0, Rec(0, encode_spans(retriever).SerializeToString()))
+    p.take(TP1, Rec(0, encode_spans(other).SerializeToString()))  # another trace, on TP1
+    p.lose({TP0}, "have a new owner")
     assert len(p.assembler) == 1 and p.assembler.discarded == 1  # TP1's part is still held
-    assert p._tracker.partitions == [TP1] and p.stats.partitions_lost == 1
-    p._take(TP0, Rec(1, encode_spans(llm).SerializeToString()))
+    assert p.offsets.partitions == [TP1] and p.stats.partitions_lost == 1
+    p.take(TP0, Rec(1, encode_spans(llm).SerializeToString()))
     assert p.stats.records == 2  # TP0's records are no longer taken
     clock.now = 60.0
-    p._tick_assembler()
+    p.tick()
     assert p.stats.answers_started == 0 and answers(registry) == 0
 
 
@@ -191,13 +198,13 @@ async def test_a_trace_split_over_partitions_is_discarded_whole_and_the_kept_par
     None
 ):
     clock = Clock()
-    p, _ = pipeline(clock)
+    p, _ = await pipeline(clock)
     retriever, llm = rootless_parts()  # one trace, spread over two partitions (not keyed by ID)
-    p._take(TP0, Rec(0, encode_spans(retriever).SerializeToString()))
-    p._take(TP1, Rec(5, encode_spans(llm).SerializeToString()))
-    await p._on_revoked([TP0])
+    p.take(TP0, Rec(0, encode_spans(retriever).SerializeToString()))
+    p.take(TP1, Rec(5, encode_spans(llm).SerializeToString()))
+    await p.on_partitions_revoked([TP0])
     assert len(p.assembler) == 0
-    (ready,) = p._tracker.ready()  # TP1's part no longer holds its offset back
+    (ready,) = p.offsets.ready()  # TP1's part no longer holds its offset back
     assert (ready.tp, ready.offset) == (TP1, 6)
 
 
@@ -212,49 +219,49 @@ def rooted_parts() -> tuple[bytes, bytes]:
 
 
 def take_trace(p: Pipeline, first: bytes, second: bytes) -> None:
-    p._take(TP0, Rec(0, first))
-    p._take(TP0, Rec(1, second))
+    p.take(TP0, Rec(0, first))
+    p.take(TP0, Rec(1, second))
 
 
 async def test_a_trace_cancelled_at_revoke_is_scored_when_its_partition_comes_back() -> None:
     clock = Clock()
-    p, _ = pipeline(clock)
+    p, _ = await pipeline(clock)
     first, second = rooted_parts()
     take_trace(p, first, second)
     assert p.assembler.completed == 1 and p.stats.answers_started == 1
-    (cancelled,) = list(p._jobs)
-    await p._on_revoked([TP0])  # revoke_timeout_s=0: the job is cancelled, unscored
+    (cancelled,) = list(p.jobs)
+    await p.on_partitions_revoked([TP0])  # revoke_timeout_s=0: the job is cancelled, unscored
     await asyncio.gather(cancelled, return_exceptions=True)
     assert cancelled.cancelled() and p.stats.cancelled_at_revoke == 1 and p.inflight == 0
-    await p._on_assigned([TP0])  # the eager rebalance hands TP0 back to this replica
+    await p.on_partitions_assigned([TP0])  # the eager rebalance hands TP0 back to this replica
     take_trace(p, first, second)  # re-read from the committed offset
-    p._tick_assembler()
+    p.tick()
     assert p.assembler.completed == 2 and p.stats.answers_started == 2
-    (job,) = list(p._jobs)
+    (job,) = list(p.jobs)
     await job
-    (ready,) = p._tracker.ready()
+    (ready,) = p.offsets.ready()
     assert (ready.tp, ready.offset) == (TP0, 2)
     assert [len(e.scores) for e in ready.entries] == [0, 1]
 
 
 async def test_a_scored_uncommitted_trace_is_scored_again_when_its_partition_comes_back() -> None:
     clock = Clock()
-    p, _ = pipeline(clock)
+    p, _ = await pipeline(clock)
     first, second = rooted_parts()
     take_trace(p, first, second)
-    (job,) = list(p._jobs)
+    (job,) = list(p.jobs)
     await job  # finished: its score sits in offset 1's entry, not committed (no delivery)
-    (ready,) = p._tracker.ready()
+    (ready,) = p.offsets.ready()
     assert [len(e.scores) for e in ready.entries] == [0, 1]
-    p._lose({TP0}, "fenced in this test")  # its score is dropped, uncounted
-    await p._on_revoked([TP0])
-    await p._on_assigned([TP0])
+    p.lose({TP0}, "fenced in this test")  # its score is dropped, uncounted
+    await p.on_partitions_revoked([TP0])
+    await p.on_partitions_assigned([TP0])
     take_trace(p, first, second)
-    p._tick_assembler()
+    p.tick()
     assert p.stats.answers_started == 2
-    (job,) = list(p._jobs)
+    (job,) = list(p.jobs)
     await job
-    (ready,) = p._tracker.ready()
+    (ready,) = p.offsets.ready()
     assert (ready.tp, ready.offset) == (TP0, 2)
     assert [len(e.scores) for e in ready.entries] == [0, 1]
 
@@ -281,12 +288,10 @@ class Consumer:
         self.positions[tp] = offset
 
 
-async def test_a_bad_batch_met_while_a_partition_opens_is_left_for_after_its_seek(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    clock = Clock()
-    p, _ = pipeline(clock)
-    p._assigned, p._opening = {TP0}, {TP0}  # its producer is not open yet
+async def test_a_bad_batch_met_while_a_partition_opens_is_left_for_after_its_seek() -> None:
+    parts = PartitionStates()
+    parts.assign({TP0}, opening=True)  # its producer is not open yet
+    tracker: OffsetTracker[TopicPartition] = OffsetTracker()
     bad = BadBatch("t", 0, 1, 4, "zstd", "unsupported_codec", "no zstd", b"raw")
     scanned: list[tuple[TopicPartition, int]] = []
 
@@ -294,24 +299,38 @@ async def test_a_bad_batch_met_while_a_partition_opens_is_left_for_after_its_see
         scanned.append((tp, start))
         return Scan(bad=bad)
 
-    monkeypatch.setattr(pipeline_module, "scan_partition", scan)
-    monkeypatch.setattr(pipeline_module, "_UNLOCATED_BACKOFF_S", 0.0)
-    p._scan_client = object()
+    def take(tp: TopicPartition, rec: Rec) -> None:  # as Pipeline.take: finished at once
+        parts.taken_to[tp] = rec.offset + 1
+        tracker.release(tracker.add(tp, rec.offset))
+
+    stats = PipelineStats()
+    recovery = BatchRecovery(
+        Settings(),
+        parts,
+        stats,
+        tracker,
+        take=take,
+        on_change=lambda: None,
+        hooks=PipelineHooks(unlocated_backoff_s=0.0),
+        scan=scan,
+        client=object(),  # no broker: ``scan`` stands in for the re-read
+    )
     consumer = Consumer(committed=0)
-    await p._skip_undecodable(consumer, ValueError("undecodable"))
-    assert scanned == [] and consumer.seeks == [] and len(p._tracker) == 0
-    # _open_partitions then seeks TP0 to its committed offset 0 and takes it from there:
-    p._opening.discard(TP0)
-    p._floor[TP0] = 0
-    retriever, _ = rootless_parts()
-    p._take(TP0, Rec(0, encode_spans(retriever).SerializeToString()))
-    assert p._tracker.unfinished([TP0]) == 1 and p.stats.undecodable_batches == 0
-    # ...and meets the bad batch after it: now it is skipped.
+    await recovery.recover(consumer, ValueError("undecodable"))
+    assert scanned == [] and consumer.seeks == [] and len(tracker) == 0
+    # The pipeline then seeks TP0 to its committed offset 0 and takes it from there...
+    parts.opening.discard(TP0)
+    take(TP0, Rec(0, b""))
+    # ...and meets the bad batch after it: now it is skipped, from where intake stands.
     consumer.positions[TP0] = 1
-    await p._skip_undecodable(consumer, ValueError("undecodable"))
+    await recovery.recover(consumer, ValueError("undecodable"))
     assert scanned == [(TP0, 1)] and consumer.seeks == [(TP0, 4)]
-    assert len(p._tracker) == 2 and p._tracker.unfinished([TP0]) == 1  # the skip is finished
-    assert p.stats.undecodable_batches == 1
+    assert stats.undecodable_batches == 1 and stats.rewound_partitions == 0
+    # One finished entry at the batch's last offset carries the dead letter: the commit
+    # moves past the whole batch.
+    (ready,) = tracker.ready()
+    assert (ready.offset, [e.offset for e in ready.entries]) == (4, [0, 3])
+    assert ready.entries[1].dead_letters == ["unsupported_codec"]
 
 
 class Delivery:
@@ -348,34 +367,28 @@ class Fetching(Consumer):
         return {TP0: [Rec(i, b"") for i in range(self.positions[TP0], self.end)]}
 
 
-async def test_records_fetched_before_an_opening_partitions_seek_are_not_taken_twice(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(pipeline_module, "_DECODE_SLICE_S", 0.0)  # yield before every record
+async def test_records_fetched_before_an_opening_partitions_seek_are_not_taken_twice() -> None:
     clock = Clock()
-    p, _ = pipeline(clock)
-    p._opening = {TP0}  # TP1's producer is open
+    p, _ = await pipeline(clock, hooks=PipelineHooks(decode_slice_s=0.0))  # yield every record
+    p._parts.opening = {TP0}  # TP1's producer is open
     stop = asyncio.Event()
     consumer = Fetching(committed=2, stale=[Rec(i, b"") for i in range(10)], end=10, stop=stop)
     p._consumer, p._delivery = consumer, Delivery()  # type: ignore[assignment]
     # The seek lands while intake yields inside the stale fetch (the commit loop's tick).
     await asyncio.gather(p._intake(consumer, stop), p._open_partitions())
-    assert consumer.seeks == [(TP0, 2)] and TP0 not in p._opening
+    assert consumer.seeks == [(TP0, 2)] and TP0 not in p._parts.opening
     # TP0's offsets 2-9, each once (the stale fetch's rest was dropped); TP1's are kept.
     assert p.stats.records == 8 + 3
-    assert [(r.tp, r.offset, [e.offset for e in r.entries]) for r in p._tracker.ready()] == [
+    assert [(r.tp, r.offset, [e.offset for e in r.entries]) for r in p.offsets.ready()] == [
         (TP0, 10, list(range(2, 10))),
         (TP1, 3, [0, 1, 2]),
     ]
 
 
-async def test_records_fetched_after_a_seek_made_during_the_fetch_are_all_taken(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(pipeline_module, "_DECODE_SLICE_S", 0.0)
+async def test_records_fetched_after_a_seek_made_during_the_fetch_are_all_taken() -> None:
     clock = Clock()
-    p, _ = pipeline(clock)
-    p._opening = {TP0}
+    p, _ = await pipeline(clock, hooks=PipelineHooks(decode_slice_s=0.0))
+    p._parts.opening = {TP0}
     stop = asyncio.Event()
     consumer = Fetching(committed=2, stale=[], end=10, stop=stop)
     p._consumer, p._delivery = consumer, Delivery()  # type: ignore[assignment]
@@ -383,5 +396,5 @@ async def test_records_fetched_after_a_seek_made_during_the_fetch_are_all_taken(
     # position (aiokafka drops what it fetched before the seek): none of it is stale.
     await asyncio.gather(p._intake(consumer, stop), p._open_partitions())
     assert consumer.seeks == [(TP0, 2)] and p.stats.records == 8
-    (ready,) = p._tracker.ready()
+    (ready,) = p.offsets.ready()
     assert (ready.tp, ready.offset) == (TP0, 10)

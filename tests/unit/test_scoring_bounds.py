@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 
@@ -14,14 +15,16 @@ from prometheus_client import CollectorRegistry
 
 from bench.loop_stall import payload as bench_payload
 from citemon.core.judge import CPUJudge
-from citemon.core.records import AnswerRecord, Passage, Verdict
+from citemon.core.records import AnswerRecord, AnswerScore, Passage, Verdict
 from citemon.engine.scoring import Scorer, ScoringOptions, _allot
 from citemon.judges.lexical import LexicalJudge
 from citemon.metrics import TRACE_OUTCOMES, Metrics
 from citemon.otlp.assembly import TraceAssembler
 from citemon.service.gate import JudgeGate, judge_failed
 from citemon.service.pipeline import Pipeline
+from citemon.service.retries import score_with_retries
 from citemon.service.settings import Settings
+from citemon.service.stats import PipelineStats
 from tests.oracles import OracleJudge
 
 CLAIM = "The reactor output rose by twelve percent in the third quarter."
@@ -116,11 +119,17 @@ async def test_an_answer_that_asked_the_judge_nothing_does_not_reopen_the_gate()
     gate = JudgeGate(backoff_s=0.01, backoff_max_s=0.01)
     gate.report(ok=False, started=0.0, probe=False)
     assert gate.down
-    pipeline = Pipeline(Settings(), Scorer(LexicalJudge()), Metrics(CollectorRegistry()), gate=gate)
-    score = await pipeline._score(AnswerRecord(answer="No claims here ...", passages=[]))
+    scorer, settings, stats = Scorer(LexicalJudge()), Settings(), PipelineStats()
+
+    async def score_once(record: AnswerRecord) -> AnswerScore:
+        return await score_with_retries(
+            record, scorer=scorer, gate=gate, settings=settings, stats=stats, clock=time.monotonic
+        )
+
+    score = await score_once(AnswerRecord(answer="No claims here ...", passages=[]))
     assert score.judge_calls == 0
     assert gate.down and gate.probes == 1  # the probe went through and proved nothing
-    ok = await pipeline._score(
+    ok = await score_once(
         AnswerRecord(answer="Alpha beta [p1].", passages=[Passage(id="p1", text="Alpha beta.")])
     )
     assert ok.judge_calls == 1 and not gate.down
@@ -206,26 +215,26 @@ async def test_a_large_fetch_is_decoded_in_slices_and_a_rebalance_drops_the_rest
     pipeline = Pipeline(
         Settings(sample_rate=0.0), Scorer(LexicalJudge()), Metrics(CollectorRegistry())
     )
-    await pipeline._on_assigned([tp])
+    await pipeline.on_partitions_assigned([tp])
     records = _fetch(tp, 40)
     yields = 0
 
     async def rebalance_at_the_first_yield() -> None:
         nonlocal yields
         yields += 1
-        pipeline.stats.rebalances += 1  # what _on_revoked does first
+        pipeline.stats.rebalances += 1  # what on_partitions_revoked does first
 
     loop = asyncio.get_running_loop()
     t0 = loop.time()
-    await asyncio.gather(pipeline._take_all({tp: records}), rebalance_at_the_first_yield())
+    await asyncio.gather(pipeline.take_all({tp: records}), rebalance_at_the_first_yield())
     assert yields == 1
     # The other task ran at the first slice's end: the fetch stopped there, and what it took
     # is tracked in order (the rest is fetched again from the committed offset).
     taken = pipeline.stats.records
     assert 1 <= taken < len(records), (taken, loop.time() - t0)
     assert pipeline.stats.sampled_out == taken
-    assert [r.offset for r in pipeline._tracker.ready()] == [taken]
+    assert [r.offset for r in pipeline.offsets.ready()] == [taken]
     # Without a rebalance every record is taken.
-    pipeline._tracker.confirm(pipeline._tracker.ready())
-    await pipeline._take_all({tp: _fetch(tp, 50)[taken:]})
+    pipeline.offsets.confirm(pipeline.offsets.ready())
+    await pipeline.take_all({tp: _fetch(tp, 50)[taken:]})
     assert pipeline.stats.records == 50

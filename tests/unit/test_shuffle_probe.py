@@ -28,6 +28,8 @@ from citemon.judges.batch import EntailsBatch
 from citemon.judges.http import HTTPBatchJudge
 from citemon.judges.lexical import LexicalJudge
 from citemon.metrics import Metrics
+from citemon.service.dedupe import DedupeWindow
+from citemon.service.messages import commit_outputs
 from citemon.service.pipeline import Pipeline
 from citemon.service.sampling import ratio_bound, trace_id_sampled
 from citemon.service.settings import Settings, settings_from_args
@@ -352,14 +354,17 @@ async def _score_and_commit(pipeline: Pipeline, trace_ids_: list[str]) -> None:
     ``Pipeline.commit`` counts it once delivered (no broker here: these tests are about the
     canary; tests/integration covers delivery)."""
     tp = TopicPartition("t", 0)
-    pipeline._assigned = {tp}
-    pipeline._tracker.assign([tp])
-    # pending 1 each: the job's release finishes it, as the intake's would after _admit
-    entries = [pipeline._tracker.add(tp, offset) for offset in range(len(trace_ids_))]
+    await pipeline.on_partitions_assigned([tp])
+    # pending 1 each: the job's release finishes it, as the intake's would after admitting it
+    entries = [pipeline.offsets.add(tp, offset) for offset in range(len(trace_ids_))]
+    jobs = pipeline.answers
     await asyncio.gather(
-        *(pipeline._job(_correct_record(t), [e]) for t, e in zip(trace_ids_, entries, strict=True))
+        *(jobs.score(_correct_record(t), [e]) for t, e in zip(trace_ids_, entries, strict=True))
     )
-    for ready, _, counted in pipeline._outputs(pipeline._tracker.ready()):
+    outputs = commit_outputs(
+        pipeline.offsets.ready(), DedupeWindow(10_000), pipeline.settings, pipeline.stats
+    )
+    for ready, _, counted in outputs:
         pipeline._confirmed(ready, counted)
 
 
@@ -372,7 +377,7 @@ async def test_a_failing_canary_leaves_the_real_answer_alone() -> None:
     pipeline = Pipeline(Settings(canary_rate=1.0), Scorer(judge), metrics)
     ids = trace_ids(5)
     await _score_and_commit(pipeline, ids)
-    await asyncio.gather(*pipeline._canaries)
+    await pipeline.shuffle_probes.idle()
     assert value(reg, "citemon_answers_total", **SVE) == 5
     assert value(reg, "citemon_claims_total", **SVE, verdict="correct") == 15
     assert value(reg, "citemon_claims_total", **SVE, verdict="unjudged") == 0
@@ -390,7 +395,7 @@ async def test_the_pipeline_canary_counts_only_the_canary() -> None:
     picked = [t for t in ids if probe_selected(t, 0.25)]
     pipeline = Pipeline(Settings(canary_rate=0.25), Scorer(OracleJudge(truth)), metrics)
     await _score_and_commit(pipeline, ids)
-    await asyncio.gather(*pipeline._canaries)
+    await pipeline.shuffle_probes.idle()
     assert value(reg, "citemon_answers_total", **SVE) == 400
     assert value(reg, "citemon_claims_total", **SVE, verdict="correct") == 1200
     assert value(reg, "citemon_claims_total", **SVE, verdict="misattributed") == 0
@@ -406,7 +411,7 @@ async def test_the_pipeline_canary_counts_only_the_canary() -> None:
         max_inflight_canaries=1,
     )
     await _score_and_commit(slow, ids[:10])
-    await asyncio.gather(*slow._canaries)
+    await slow.shuffle_probes.idle()
     scored = value(reg2, "citemon_judge_canary_answers_total", outcome="scored")
     dropped = value(reg2, "citemon_judge_canary_answers_total", outcome="dropped")
     assert scored is not None and dropped is not None

@@ -9,7 +9,8 @@ partitions handed out in that call are dropped too, though their positions did m
 alone, that is a crash, or a partition stuck for ever.
 
 :func:`scan_partition` re-reads the partition from where the monitor's intake stands with its
-own ``Fetch`` request and runs the consumer's own unpacking (aiokafka's ``PartitionRecords``:
+own ``Fetch`` request and runs the consumer's own unpacking (both through
+:mod:`citemon.service.kafka_internals`, aiokafka's ``PartitionRecords``:
 same CRC check, same ``read_committed`` filtering of aborted transactions) over each batch of
 the response separately. It returns the records that decode, up to the first batch that does
 not, and that batch's exact offsets and raw bytes (:class:`BadBatch`), so the monitor can take
@@ -32,9 +33,15 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 import cramjam
-from aiokafka.errors import CorruptRecordException, KafkaError, UnsupportedCodecError, for_code
+from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
 
 from citemon.service.entries import OutMessage
+from citemon.service.kafka_internals import (
+    disable_codec,
+    fetch_record_set,
+    first_batch,
+    partition_records,
+)
 
 __all__ = [
     "CODECS",
@@ -118,8 +125,6 @@ class Scan:
 def disable_codecs(names: str | None = None) -> list[str]:
     """Test-only: make aiokafka treat the named codecs' libraries as missing (see
     :data:`DISABLE_CODECS_ENV`, read when ``names`` is None). Returns what it disabled."""
-    import aiokafka.codec as codec
-
     raw = os.environ.get(DISABLE_CODECS_ENV, "") if names is None else names
     wanted = [n.strip().lower() for n in raw.split(",") if n.strip()]
     unknown = [n for n in wanted if n not in CODECS[1:]]
@@ -128,8 +133,7 @@ def disable_codecs(names: str | None = None) -> list[str]:
             f"{DISABLE_CODECS_ENV}: unknown codec {unknown[0]!r} (one of {CODECS[1:]})"
         )
     for name in wanted:
-        # aiokafka's batch decoder (Python and Cython) asks codec.has_<name>() before decoding.
-        setattr(codec, f"has_{name}", lambda: False)
+        disable_codec(name)
     if wanted:
         log.warning("test hook %s: codecs %s disabled", DISABLE_CODECS_ENV, ",".join(wanted))
     return wanted
@@ -147,10 +151,8 @@ class _Batches:
         return self.index + 1 < len(self.chunks)
 
     def next_batch(self) -> Any:
-        from aiokafka.record.memory_records import MemoryRecords
-
         self.index += 1
-        return MemoryRecords(self.chunks[self.index]).next_batch()
+        return first_batch(self.chunks[self.index])
 
 
 def split_batches(raw: bytes) -> list[bytes]:
@@ -198,34 +200,13 @@ async def scan_partition(
 ) -> Scan:
     """Fetch ``tp`` from ``offset`` with ``client`` (an ``AIOKafkaClient``) and unpack it batch by
     batch as the consumer does. Raises ``KafkaError`` when the broker refuses the fetch."""
-    from aiokafka.protocol.fetch import FetchRequest
-
-    node = client.cluster.leader_for_partition(tp)
-    if node is None or node < 0:
-        client.add_topic(tp.topic)
-        await client.force_metadata_update()
-        node = client.cluster.leader_for_partition(tp)
-        if node is None or node < 0:
-            raise KafkaError(f"no leader for {tp.topic}/{tp.partition}")
-    request = FetchRequest(
-        0, 1, max_bytes, isolation_level, [(tp.topic, [(tp.partition, offset, max_bytes)])]
+    fetched = await fetch_record_set(
+        client, tp, offset, max_bytes=max_bytes, isolation_level=isolation_level
     )
-    response = await client.send(node, request)
-    for topic, partitions in response.topics:
-        for partition, error_code, _highwater, *part_data in partitions:
-            if topic != tp.topic or partition != tp.partition:
-                continue
-            error = for_code(error_code)
-            if error_code != 0:
-                raise error(f"fetching {topic}/{partition} at {offset}")
-            if response.API_VERSION >= 11:
-                aborted = part_data[2]
-            elif response.API_VERSION >= 4:
-                aborted = part_data[-2]
-            else:
-                aborted = None
-            return unpack_batches(tp, part_data[-1] or b"", aborted, offset, isolation_level)
-    return Scan()
+    if fetched is None:
+        return Scan()
+    raw, aborted = fetched
+    return unpack_batches(tp, raw, aborted, offset, isolation_level)
 
 
 def unpack_batches(
@@ -233,10 +214,8 @@ def unpack_batches(
 ) -> Scan:
     """Unpack a fetch response's record set from ``offset`` exactly as the consumer does, batch
     by batch, stopping at the first batch that does not decode."""
-    from aiokafka.consumer.fetcher import PartitionRecords
-
     batches = _Batches(split_batches(bytes(raw)))
-    records = PartitionRecords(tp, batches, aborted, offset, None, None, True, isolation_level)
+    records = partition_records(tp, batches, aborted, offset, isolation_level)
     scan = Scan()
     try:
         for record in records:

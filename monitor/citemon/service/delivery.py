@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from citemon.service.entries import OutMessage, Ready
+from citemon.service.kafka_internals import producer_is_fatal
 from citemon.service.settings import Settings
 
 __all__ = ["KafkaDelivery"]
@@ -99,9 +100,8 @@ class KafkaDelivery:
         e.g. a connection closed mid-request while the broker stopped): it can never commit
         again, and only the group may hand out a fresh one (re-initialising it here could fence
         the partition's real owner)."""
-        manager = getattr(self._producers.get(tp), "_txn_manager", None)
-        is_fatal = getattr(manager, "is_fatal_error", None)
-        return bool(callable(is_fatal) and is_fatal())
+        producer = self._producers.get(tp)
+        return producer is not None and producer_is_fatal(producer)
 
     async def open(self, tp: Any) -> None:
         """Start ``tp``'s transactional producer: ``init_transactions`` fences any earlier

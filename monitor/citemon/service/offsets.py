@@ -94,6 +94,10 @@ class OffsetTracker(Generic[TP]):
         keys = self._queues if tps is None else [t for t in tps if t in self._queues]
         return sum(1 for tp in keys for e in self._queues[tp] if not e.done)
 
+    def uncommitted(self, tp: TP) -> int:
+        """Entries of ``tp`` fetched and not yet committed, finished or not."""
+        return len(self._queues.get(tp, ()))
+
     def __len__(self) -> int:
         """Entries fetched and not yet committed, finished or not."""
         return sum(len(q) for q in self._queues.values())

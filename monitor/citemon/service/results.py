@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from citemon.core.errors import ConfigError, KafkaUnavailable
+from citemon.service.kafka_internals import cluster_metadata
 from citemon.service.settings import Settings
 
 __all__ = ["DEFAULT_RESULTS_TOPIC", "ResultsReader", "Start"]
@@ -86,8 +87,7 @@ class ResultsReader:
         )
         try:
             await consumer.start()
-            # consumer.topics() fetches this too but drops the partitions; the client keeps them.
-            cluster = await consumer._client.fetch_all_metadata()
+            cluster = await cluster_metadata(consumer)
         except KafkaConnectionError as exc:
             await consumer.stop()
             raise KafkaUnavailable.connecting(s.bootstrap_servers, exc) from exc

@@ -1,0 +1,153 @@
+"""Every use of aiokafka's private or undocumented parts, in one place, each with its reason.
+
+The rest of citemon talks to Kafka through aiokafka's public API (``AIOKafkaConsumer``,
+``AIOKafkaProducer``, ``aiokafka.errors``, ``aiokafka.structs``). What follows has no public
+equivalent in the aiokafka this is tested with (the pin in ``pyproject.toml``);
+``tests/integration/test_kafka_internals.py`` checks each assumption on the installed version
+(that the attributes exist, take these arguments and behave so), so an upgrade that breaks one
+fails there, by name, rather than in production.
+
+* :func:`request_rejoin` — ``consumer._coordinator.request_rejoin()``. A partition whose
+  transactional producer was fenced has a new owner; the consumer must ask the group for a
+  fresh assignment (the one place a new producer for it may be opened without fencing its real
+  owner). aiokafka has no public "rejoin"; re-subscribing would reset every partition's state.
+* :func:`producer_is_fatal` — ``producer._txn_manager.is_fatal_error()``. A transactional
+  producer in the fatal state (fenced, or its sender died) can never commit again; aiokafka
+  raises on the next call but does not say so beforehand, and the pipeline must tell "retry
+  next tick" from "this partition is lost".
+* :func:`cluster_metadata` — ``consumer._client.fetch_all_metadata()``. ``citemon inspect``
+  needs a topic's partitions; the public ``consumer.topics()`` makes this very request and
+  drops the partitions, and ``consumer.partitions_for_topic`` knows only subscribed topics.
+  (``AIOKafkaAdminClient.describe_topics`` would open a second client with the same TLS/SASL
+  options for one request.)
+* :func:`new_client`, :func:`fetch_record_set`, :func:`partition_records`, :func:`first_batch`
+  — ``aiokafka.client.AIOKafkaClient``, ``aiokafka.protocol.fetch.FetchRequest`` (and the
+  positional fields of its response), ``aiokafka.consumer.fetcher.PartitionRecords`` and
+  ``aiokafka.record.memory_records.MemoryRecords``. A record batch the consumer cannot decode
+  makes ``getmany`` raise without saying which partition or offsets; re-reading the partition
+  with a raw ``Fetch`` and the consumer's own unpacking, batch by batch, is the only way to
+  find exactly the bad batch (:mod:`citemon.service.batches`).
+* :func:`disable_codec` — replaces ``aiokafka.codec.has_<codec>``. Test-only
+  (``CITEMON_TEST_DISABLE_CODECS``): the broker validates batches on produce, so the only way
+  to get a real, stored batch the monitor cannot decode is to make aiokafka believe a codec's
+  library is missing, which its batch decoders ask through these functions.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+__all__ = [
+    "CODEC_NAMES",
+    "cluster_metadata",
+    "disable_codec",
+    "fetch_record_set",
+    "first_batch",
+    "new_client",
+    "partition_records",
+    "producer_is_fatal",
+    "request_rejoin",
+]
+
+CODEC_NAMES: Final = ("gzip", "snappy", "lz4", "zstd")
+"""The codecs :func:`disable_codec` knows (``aiokafka.codec.has_<name>``)."""
+
+
+def request_rejoin(consumer: Any) -> bool:
+    """Ask ``consumer``'s group coordinator to rejoin the group; False when it cannot."""
+    coordinator = getattr(consumer, "_coordinator", None)
+    rejoin = getattr(coordinator, "request_rejoin", None)
+    if not callable(rejoin):
+        return False
+    rejoin()
+    return True
+
+
+def producer_is_fatal(producer: Any) -> bool:
+    """Whether a transactional ``producer`` is in aiokafka's fatal state (never commits again)."""
+    manager = getattr(producer, "_txn_manager", None)
+    is_fatal = getattr(manager, "is_fatal_error", None)
+    return bool(callable(is_fatal) and is_fatal())
+
+
+async def cluster_metadata(consumer: Any) -> Any:
+    """Fresh metadata of every topic (``ClusterMetadata``: ``topics()``,
+    ``partitions_for_topic(name)``) through a started ``consumer``'s connection."""
+    return await consumer._client.fetch_all_metadata()
+
+
+async def new_client(options: dict[str, Any], client_id: str) -> Any:
+    """A bootstrapped low-level client (``AIOKafkaClient``) with the consumer's connection
+    options; the caller closes it (``await client.close()``)."""
+    from aiokafka.client import AIOKafkaClient
+
+    client = AIOKafkaClient(**options, client_id=client_id)
+    try:
+        await client.bootstrap()
+    except BaseException:
+        await client.close()
+        raise
+    return client
+
+
+async def fetch_record_set(
+    client: Any, tp: Any, offset: int, *, max_bytes: int, isolation_level: int
+) -> tuple[bytes, Any] | None:
+    """One ``Fetch`` of ``tp`` from ``offset`` at its leader: the raw record set and the aborted
+    transactions list (for ``read_committed``), or None when the response lacks ``tp``.
+    Raises the ``KafkaError`` the broker answered with."""
+    from aiokafka.errors import KafkaError, for_code
+    from aiokafka.protocol.fetch import FetchRequest
+
+    node = client.cluster.leader_for_partition(tp)
+    if node is None or node < 0:
+        client.add_topic(tp.topic)
+        await client.force_metadata_update()
+        node = client.cluster.leader_for_partition(tp)
+        if node is None or node < 0:
+            raise KafkaError(f"no leader for {tp.topic}/{tp.partition}")
+    request = FetchRequest(
+        0, 1, max_bytes, isolation_level, [(tp.topic, [(tp.partition, offset, max_bytes)])]
+    )
+    response = await client.send(node, request)
+    for topic, partitions in response.topics:
+        for partition, error_code, _highwater, *part_data in partitions:
+            if topic != tp.topic or partition != tp.partition:
+                continue
+            if error_code != 0:
+                raise for_code(error_code)(f"fetching {topic}/{partition} at {offset}")
+            if response.API_VERSION >= 11:
+                aborted = part_data[2]
+            elif response.API_VERSION >= 4:
+                aborted = part_data[-2]
+            else:
+                aborted = None
+            return bytes(part_data[-1] or b""), aborted
+    return None
+
+
+def partition_records(
+    tp: Any, batches: Any, aborted: Any, offset: int, isolation_level: int
+) -> Any:
+    """The consumer's own unpacking of fetched ``batches`` (an object with ``has_next()`` and
+    ``next_batch()``, as ``MemoryRecords``): an iterator of ``ConsumerRecord`` with the same
+    CRC check and ``read_committed`` filtering of aborted transactions."""
+    from aiokafka.consumer.fetcher import PartitionRecords
+
+    return PartitionRecords(tp, batches, aborted, offset, None, None, True, isolation_level)
+
+
+def first_batch(chunk: bytes) -> Any:
+    """The first record batch of ``chunk`` (raw bytes of one or more batches)."""
+    from aiokafka.record.memory_records import MemoryRecords
+
+    return MemoryRecords(chunk).next_batch()
+
+
+def disable_codec(name: str) -> None:
+    """Test-only: make aiokafka's batch decoders believe ``name``'s library is missing."""
+    import aiokafka.codec as codec
+
+    if name not in CODEC_NAMES:
+        raise ValueError(f"unknown codec {name!r} (one of {CODEC_NAMES})")
+    setattr(codec, f"has_{name}", lambda: False)
