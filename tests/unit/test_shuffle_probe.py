@@ -23,7 +23,8 @@ from citemon.core.errors import ConfigError, JudgeHTTPError
 from citemon.core.probe import CitedCounts, cited_counts, probe_sensitivity
 from citemon.core.records import AnswerRecord, Verdict
 from citemon.demo.data import sample_records, specimen
-from citemon.engine.scoring import Scorer, ScoringOptions, Summary
+from citemon.engine.scoring import Scorer, ScoringOptions
+from citemon.engine.summary import Summary
 from citemon.judges.batch import EntailsBatch
 from citemon.judges.http import HTTPBatchJudge
 from citemon.judges.lexical import LexicalJudge

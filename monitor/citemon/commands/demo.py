@@ -53,7 +53,8 @@ from citemon.core.errors import ConfigError
 from citemon.core.stats import two_proportion_z, wilson
 from citemon.demo.data import sample_records
 from citemon.demo.live_table import LiveTable, open_table
-from citemon.engine.scoring import Scorer, summarize
+from citemon.engine.scoring import Scorer
+from citemon.engine.summary import summarize
 from citemon.judges import add_judge_arguments, judge_options, load_judge
 from citemon.review.model import ReviewRecord
 from citemon.review.selection import DEFAULT_SIZE, SeededSample
