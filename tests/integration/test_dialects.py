@@ -211,7 +211,6 @@ async def test_every_dialect_through_kafka(
         ("--judge", JUDGE),
         trace_window_s=1.0,
         results_topic=results,
-        transactional_id=f"tx.{topic}",
     )
     async with run_monitor(settings, args) as mon:
         r = mon.registry
