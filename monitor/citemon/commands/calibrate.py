@@ -31,7 +31,10 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+
+from pydantic import BaseModel
 
 from citemon.checks.calibration import CalibrationReport, evaluate, judge_pairs, pairs_from_rows
 from citemon.core.calibration import Calibration, Confusion
@@ -175,6 +178,7 @@ def _production(args: argparse.Namespace) -> int:
     labels = read_labels(args.labels)
     records = [r for path in args.review_records for r in read_review_records(path)]
     report = estimate(records, labels, partial=args.partial)
+    calibration = None
     if args.output is not None:
         overall = report.groups[-1]
         confusion = Confusion(tp=overall.tp, fn=overall.fn, tn=overall.tn, fp=overall.fp)
@@ -184,20 +188,33 @@ def _production(args: argparse.Namespace) -> int:
             data=f"{args.labels.name} (production)",
             partial=args.partial,
         )
+    _deliver(args, report, lambda: render_estimates(report), calibration)
+    if not any(g.labelled_claims for g in report.groups):
+        print("citemon: no label matches a cited claim of the review records", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _deliver(
+    args: argparse.Namespace,
+    report: BaseModel,
+    render: Callable[[], str],
+    calibration: Calibration | None,
+    applied: str = "",
+) -> None:
+    """Write ``calibration`` to ``--output`` (when given) and print the report as ``--format``
+    asks; both kinds of calibration (benchmark and production labels) end here."""
+    if args.output is not None and calibration is not None:
         try:
             calibration.save(args.output)
         except OSError as exc:
             raise ConfigError(f"cannot write --output {args.output}: {exc.strerror}") from None
     if args.format == "json":
         print(json.dumps(report.model_dump(mode="json"), indent=2))
-    else:
-        print(render_estimates(report))
-        if args.output is not None:
-            print(f"\ncalibration written to {args.output}")
-    if not any(g.labelled_claims for g in report.groups):
-        print("citemon: no label matches a cited claim of the review records", file=sys.stderr)
-        return 1
-    return 0
+        return
+    print(render())
+    if args.output is not None:
+        print(f"\ncalibration written to {args.output}{applied}")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -206,22 +223,12 @@ def main(args: argparse.Namespace) -> int:
         return _production(args)
     report = asyncio.run(_run(args))
     calibration = report.calibration(with_threshold=not args.no_threshold)
-    if args.output is not None:
-        try:
-            calibration.save(args.output)
-        except OSError as exc:
-            raise ConfigError(f"cannot write --output {args.output}: {exc.strerror}") from None
-    if args.format == "json":
-        print(json.dumps(report.model_dump(mode="json"), indent=2))
-    else:
-        print(render_table(report))
-        if args.output is not None:
-            applied = (
-                f" with threshold {calibration.threshold:.3f} (score and run apply it)"
-                if calibration.threshold is not None
-                else ""
-            )
-            print(f"\ncalibration written to {args.output}{applied}")
+    applied = (
+        f" with threshold {calibration.threshold:.3f} (score and run apply it)"
+        if calibration.threshold is not None
+        else ""
+    )
+    _deliver(args, report, lambda: render_table(report), calibration, applied)
     if report.pairs == 0:
         print("citemon: no usable labelled pairs", file=sys.stderr)
         return 1

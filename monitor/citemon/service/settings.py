@@ -27,6 +27,7 @@ from citemon.review.sample import DEFAULT_REVIEW_PASSAGE_CHARS, DEFAULT_REVIEW_T
 
 __all__ = [
     "ENV_PREFIX",
+    "KAFKA_CONNECTION_FIELDS",
     "SERVICE_FLAGS",
     "SecurityProtocol",
     "Settings",
@@ -155,6 +156,19 @@ _ALIASES: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
     "probe_rate": (("--canary-rate",), ("CITEMON_CANARY_RATE",)),
     "probe_window": (("--canary-window",), ("CITEMON_CANARY_WINDOW",)),
 }
+
+KAFKA_CONNECTION_FIELDS: Final = (
+    "bootstrap_servers",
+    "security_protocol",
+    "sasl_mechanism",
+    "kafka_username",
+    "kafka_password_file",
+    "ssl_cafile",
+    "ssl_certfile",
+    "ssl_keyfile",
+)
+"""The fields whose flags reach the brokers: what a command that reads a topic offers (with the
+topic's own field) through ``add_settings_arguments(parser, only=...)``."""
 
 SERVICE_FLAGS: Final = tuple(
     Flag(
