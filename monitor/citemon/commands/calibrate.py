@@ -3,7 +3,8 @@
 Reads labelled JSONL in either shape (detected per line): pairs {claim, passage, label} with
 WiCE labels (supported | partially_supported | not_supported), or citemon answer records with
 ExpertQA-style `labels` (Complete | Partial | Incomplete | Missing | N/A), whose annotator claims
-are matched to citemon's own extracted claims and judged on the passages the label cites.
+are matched to citemon's own extracted claims and judged on the passages the label cites; the
+answers' citation markers are read with --marker-pattern (as `score` and `run` read them).
 Reports the confusion matrix, sensitivity, specificity, balanced accuracy and Cohen's kappa with
 95% intervals, what was skipped and why, and the judge's most confident wrong verdicts.
 For a judge whose confidence is a P(entailed) (the classifier's entailment score; the learned
@@ -37,6 +38,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from citemon.checks.calibration import CalibrationReport, evaluate, judge_pairs, pairs_from_rows
+from citemon.commands._options import add_marker_arguments, citation_syntax
 from citemon.core.calibration import Calibration, Confusion
 from citemon.core.errors import ConfigError
 from citemon.core.human_labels import PartialMapping, read_label_rows
@@ -75,6 +77,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="write the judge's own verdicts' counts to --output, not the chosen threshold",
     )
+    add_marker_arguments(parser)
     add_judge_arguments(parser)
 
 
@@ -139,7 +142,8 @@ def render_table(report: CalibrationReport) -> str:
 async def _run(args: argparse.Namespace) -> CalibrationReport:
     partial: PartialMapping = args.partial
     rows = read_label_rows(args.labels)
-    pairs, skipped = pairs_from_rows(rows, partial=partial, limit=args.limit)
+    syntax = citation_syntax(args)
+    pairs, skipped = pairs_from_rows(rows, partial=partial, limit=args.limit, syntax=syntax)
     judge = load_judge(args.judge, judge_options(args))
     means = getattr(judge, "confidence_means", None)
     try:
@@ -161,6 +165,7 @@ async def _run(args: argparse.Namespace) -> CalibrationReport:
 
 def _check_args(args: argparse.Namespace) -> None:
     """Fail before judging (minutes with an HTTP judge), not after it."""
+    citation_syntax(args)  # a bad --marker-pattern
     if args.limit is not None and args.limit < 1:
         raise ConfigError(f"--limit must be at least 1, not {args.limit}")
     if args.disagreements < 0:
