@@ -9,14 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from citemon.checks.calibration import (
-    JudgedPair,
-    balanced_accuracy_ci,
-    evaluate,
-    kappa,
-    kappa_ci,
-    pairs_from_rows,
-)
+from citemon.checks.agreement import balanced_accuracy_ci, kappa, kappa_ci
+from citemon.checks.calibration import JudgedPair, evaluate
+from citemon.checks.labelled_pairs import pairs_from_rows
 from citemon.cli import main
 from citemon.core.calibration import Calibration, Confusion, balanced_accuracy, corrected_accuracy
 from citemon.core.errors import ConfigError

@@ -37,7 +37,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from citemon.checks.calibration import CalibrationReport, evaluate, judge_pairs, pairs_from_rows
+from citemon.checks.calibration import CalibrationReport, evaluate, judge_pairs
+from citemon.checks.labelled_pairs import pairs_from_rows
 from citemon.commands._options import add_marker_arguments, citation_syntax
 from citemon.core.calibration import Calibration, Confusion
 from citemon.core.errors import ConfigError
