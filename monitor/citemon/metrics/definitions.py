@@ -29,7 +29,7 @@ months still shows this week's deploy instead of folding every deploy after the 
 
 Everything is built on a ``CollectorRegistry`` passed in; nothing touches the global registry.
 
-Why one module (about 500 lines): every metric name, type and label is a contract the rules and
+Why one module (about 550 lines): every metric name, type and label is a contract the rules and
 the dashboard read; kept together, the whole contract is read (and reviewed) in one place.
 """
 
