@@ -9,6 +9,10 @@ is only ever handed to the Kafka client in :meth:`Settings.kafka_options`.
 The judge's flags and env vars (``--judge``, ``CITEMON_JUDGE_*``) are shared with ``citemon
 score`` and live in :mod:`citemon.judges.settings`; the scoring flags (``--policy``,
 ``--marker-pattern``, ``--overlap-tokens``…) are shared too, from :mod:`citemon.commands._options`.
+
+Why one module (about 440 lines): it is one model, its flag table (renamed flags and their
+deprecated aliases included) and the checks that span fields (SASL and TLS, the derived
+transactional-ID prefix); apart, a flag and the check of its field would live in two places.
 """
 
 from __future__ import annotations
