@@ -693,14 +693,7 @@ class JudgeServer:
             }
         )
         if fault is not None and fault.kind == "truncate":
-            payload = completion.encode()
-            head = (
-                f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(payload)}\r\n\r\n"
-            ).encode()
-            writer.write(head + payload[: len(payload) // 2])
-            await writer.drain()
-            return False
+            return await _send_truncated(writer, completion)
         return await _send(writer, 200, completion)
 
 
@@ -730,6 +723,19 @@ _REASONS = {
     502: "Bad Gateway",
     503: "Service Unavailable",
 }
+
+
+async def _send_truncated(writer: asyncio.StreamWriter, body: str) -> bool:
+    """A 200 whose ``Content-Length`` promises all of ``body`` and which carries half of it (the
+    connection is then dropped: returns False)."""
+    payload = body.encode()
+    head = (
+        f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(payload)}\r\n\r\n"
+    ).encode()
+    writer.write(head + payload[: len(payload) // 2])
+    await writer.drain()
+    return False
 
 
 async def _send(

@@ -42,6 +42,7 @@ from tests.judge_server import (
     RecordedRequest,
     _content_words,
     _send,
+    _send_truncated,
 )
 
 __all__ = ["TEIServer", "share_score", "tei_server"]
@@ -231,14 +232,7 @@ class TEIServer(JudgeServer):
             )
         payload = json.dumps(predictions[0] if single else predictions)
         if fault is not None and fault.kind == "truncate":
-            data = payload.encode()
-            head = (
-                f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(data)}\r\n\r\n"
-            ).encode()
-            writer.write(head + data[: len(data) // 2])
-            await writer.drain()
-            return False
+            return await _send_truncated(writer, payload)
         return await _send(writer, 200, payload)
 
 

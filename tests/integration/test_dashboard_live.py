@@ -290,7 +290,7 @@ async def live(
             workdir / "monitor.log",
             "--calibration",
             str(calib),
-            "--canary-rate",
+            "--probe-rate",
             str(CANARY_RATE),
         )
         try:

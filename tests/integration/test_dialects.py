@@ -12,7 +12,6 @@ passage text says what.
 
 from __future__ import annotations
 
-import base64
 import json
 import subprocess
 import sys
@@ -22,7 +21,6 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from google.protobuf.json_format import MessageToDict
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from citemon.cli import main
@@ -35,6 +33,7 @@ from tests.integration.monitor_support import (
     settings_for,
     wait_for,
 )
+from tests.otlp_json import otlp_json
 
 JUDGE = "tests.oracles:specimen_text_judge"
 
@@ -69,18 +68,6 @@ def real_traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     assert done.returncode == 0, done.stderr[-3000:]
     print(f"real traces made in {time.monotonic() - started:.1f} s")  # shown with -s
     return {p.stem: p.read_bytes() for p in out.glob("*.pb")}
-
-
-def otlp_json(payload: bytes) -> str:
-    """OTLP JSON as the Collector's file exporter writes it: hex IDs, camelCase, one line."""
-    obj = MessageToDict(ExportTraceServiceRequest.FromString(payload))
-    for rs in obj.get("resourceSpans", []):
-        for ss in rs.get("scopeSpans", []):
-            for sp in ss.get("spans", []):
-                for k in ("traceId", "spanId", "parentSpanId"):
-                    if k in sp:
-                        sp[k] = base64.b64decode(sp[k]).hex()
-    return json.dumps(obj)
 
 
 def score(
@@ -211,7 +198,6 @@ async def test_every_dialect_through_kafka(
         ("--judge", JUDGE),
         trace_window_s=1.0,
         results_topic=results,
-        transactional_id=f"tx.{topic}",
     )
     async with run_monitor(settings, args) as mon:
         r = mon.registry

@@ -23,7 +23,8 @@ from typing import Any
 import httpx
 import pytest
 
-from citemon.checks.calibration import JudgedPair, LabelledPair, evaluate
+from citemon.checks.calibration import JudgedPair, evaluate
+from citemon.checks.labelled_pairs import LabelledPair
 from citemon.core.errors import (
     ConfigError,
     JudgeError,

@@ -70,7 +70,7 @@ async def test_lexical_canary_and_corrected_accuracy(
         topic,
         results_topic=results,
         calibration=calib_path,
-        canary_rate=0.5,
+        probe_rate=0.5,
     )
     async with run_monitor(settings, args) as mon:
         await wait_for(
@@ -146,7 +146,7 @@ async def test_a_blind_judge_has_canary_sensitivity_zero(
     shufflable = sum(_citation_sets(r) >= 2 for r in sent)
     assert shufflable >= 20
     settings, args = settings_for(
-        kafka_bootstrap, topic, ("--judge", "tests.oracles:yes_judge"), canary_rate=1.0
+        kafka_bootstrap, topic, ("--judge", "tests.oracles:yes_judge"), probe_rate=1.0
     )
     async with run_monitor(settings, args) as mon:
         await wait_for(

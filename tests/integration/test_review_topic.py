@@ -81,7 +81,7 @@ async def test_review_topic_holds_each_sampled_trace_once_across_a_kill_9(
         "--judge", "tests.integration.slow_judge:factory", "--max-inflight-answers", "8",
         "--sample-rate", str(SAMPLE_RATE), "--review-rate", str(REVIEW_RATE),
         "--review-topic", review, "--results-topic", results,
-        "--transactional-id", f"tx.{topic}", "--review-passage-chars", "60",
+        "--review-passage-chars", "60",
     ]  # fmt: skip
     log = tmp_path / "run.log"
     proc = start_process(flags, env=ENV, log_path=log)

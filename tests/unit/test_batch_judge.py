@@ -21,7 +21,8 @@ from citemon.core.errors import ConfigError, JudgeHTTPError, JudgeInvalidReply
 from citemon.core.judge import BatchJudge, CitedVerdict, SupportVerdict
 from citemon.core.records import AnswerRecord, AnswerScore, Passage
 from citemon.demo.data import sample_records, specimen
-from citemon.engine.scoring import Scorer, ScoringOptions, summarize
+from citemon.engine.scoring import Scorer, ScoringOptions
+from citemon.engine.summary import summarize
 from citemon.judges import JudgeOptions, add_judge_arguments, judge_options, load_judge
 from citemon.judges.batch import EntailsBatch
 from citemon.judges.http import (

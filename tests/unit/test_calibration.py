@@ -9,14 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from citemon.checks.calibration import (
-    JudgedPair,
-    balanced_accuracy_ci,
-    evaluate,
-    kappa,
-    kappa_ci,
-    pairs_from_rows,
-)
+from citemon.checks.agreement import balanced_accuracy_ci, kappa, kappa_ci
+from citemon.checks.calibration import JudgedPair, evaluate
+from citemon.checks.labelled_pairs import pairs_from_rows
 from citemon.cli import main
 from citemon.core.calibration import Calibration, Confusion, balanced_accuracy, corrected_accuracy
 from citemon.core.errors import ConfigError
@@ -210,3 +205,38 @@ def test_balanced_accuracy_is_one_function_and_undefined_without_both_classes() 
     assert balanced_accuracy([True, True], [True, True]) is None
     assert balanced_accuracy([False, False], [False, True]) is None
     assert Confusion.from_pairs([(True, True), (True, True)]).balanced_accuracy is None
+
+
+def test_calibrate_reads_markers_with_marker_pattern(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An answer citing with ``{1}``: its annotator claim, written without the marker, matches
+    the extracted claim only when ``--marker-pattern`` says what a marker is."""
+    labels = tmp_path / "labels.jsonl"
+    row = {
+        "answer": "The sky is blue {1}. Grass is red {2}.",
+        "passages": [{"id": "1", "text": "The sky is blue on clear days."},
+                     {"id": "2", "text": "Grass is green."}],
+        "labels": [{"claim": "The sky is blue.", "cited_ids": ["1"], "support": "Complete"},
+                   {"claim": "Grass is red.", "cited_ids": ["2"], "support": "Incomplete"}],
+    }  # fmt: skip
+    labels.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    argv = ["calibrate", "--format", "json", "--labels", str(labels), "--judge", "lexical"]
+    assert main(argv) == 1  # "{1}" is no marker by default: no claim matches
+    report = json.loads(capsys.readouterr().out)
+    assert (report["pairs"], report["skipped"]) == (0, {"no matching extracted claim": 2})
+    report = _calibrate(capsys, *argv[3:], "--marker-pattern", r"\{(\d+)\}")
+    assert (report["pairs"], report["skipped"]) == (2, {})
+    assert report["confusion"] == {"tp": 1, "fn": 0, "tn": 1, "fp": 0}
+
+
+def test_calibrate_refuses_a_bad_marker_pattern_before_judging(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("", encoding="utf-8")
+    base = ["calibrate", "--labels", str(labels)]
+    assert main([*base, "--marker-pattern", "[("]) == 2
+    assert "--marker-pattern is not a valid regex" in capsys.readouterr().err
+    assert main([*base, "--marker-pattern", r"\[\d+\]"]) == 2
+    assert "--marker-pattern needs a capturing group" in capsys.readouterr().err

@@ -6,14 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from citemon.checks.calibration import (
-    JudgedPair,
-    LabelledPair,
-    best_threshold,
-    evaluate,
-    roc_auc,
-    threshold_bootstrap,
-)
+from citemon.checks.calibration import JudgedPair, evaluate
+from citemon.checks.labelled_pairs import LabelledPair
+from citemon.checks.threshold import best_threshold, roc_auc, threshold_bootstrap
 from citemon.core.calibration import Calibration, Confusion
 from citemon.core.records import Verdict
 

@@ -16,8 +16,9 @@ from citemon.judges import (
     judge_options,
     load_judge,
 )
-from citemon.judges.classifier import ClassifierJudge, chunk_words, parse_predictions
+from citemon.judges.classifier import ClassifierJudge, chunk_words
 from citemon.judges.learned import LearnedJudge
+from citemon.judges.tei import parse_predictions
 
 
 def test_a_text_that_fits_is_one_chunk_as_is() -> None:

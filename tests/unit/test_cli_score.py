@@ -156,7 +156,8 @@ def test_scores_a_collector_file_exporter_dump(
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     from citemon_instrumentation import record_answer
-    from tests.unit.test_spans import proto, to_json
+    from tests.otlp_json import otlp_json
+    from tests.unit.test_spans import proto
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider(
@@ -170,7 +171,7 @@ def test_scores_a_collector_file_exporter_dump(
         passages=[{"id": p.id, "text": p.text} for p in spec.passages],
         tracer_provider=provider,
     )
-    line = to_json(proto(exporter.get_finished_spans()))
+    line = otlp_json(proto(exporter.get_finished_spans()))
     src = write(tmp_path / "spans.jsonl", [line, "{broken"])
     argv = ["score", str(src), "--format", "json", "--judge", "tests.oracles:specimen_judge"]
     assert main(argv) == 1  # the broken line is reported and skipped

@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import argparse
+import logging
+
 import pytest
 
 from citemon.cli import build_parser, main
 from citemon.commands._options import ScoringSettings, scoring_options
-from citemon.core.settings import FlagSettings
+from citemon.core.settings import Flag, FlagSettings
 from citemon.judges.settings import JudgeSettings
 from citemon.service.settings import Settings
 
@@ -94,3 +97,23 @@ def test_the_judge_api_key_is_a_variable_never_shown(monkeypatch: pytest.MonkeyP
     for text in (repr(settings), str(settings), settings.model_dump_json()):
         assert "sk-never-shown" not in text
     assert not any(row.field == "api_key" for row in JudgeSettings.FLAGS)  # never a flag
+
+
+class _Renamed(FlagSettings):
+    """A model with a renamed switch, as a settings rename leaves it."""
+
+    FLAGS = (Flag("--loud", "loud", "say more", bool, aliases=("--noisy",)),)
+    loud: bool = False
+
+
+def test_a_renamed_switch_keeps_its_old_flag_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    parser = argparse.ArgumentParser()
+    _Renamed.add_arguments(parser, title="t")
+    with caplog.at_level(logging.WARNING, logger="citemon.core.settings"):
+        assert _Renamed.from_args(parser.parse_args(["--noisy"])).loud is True
+        assert _Renamed.from_args(parser.parse_args([])).loud is False
+    assert [r.getMessage() for r in caplog.records] == [
+        "--noisy is deprecated: use --loud (same meaning)"
+    ]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from citemon.checks.calibration import pairs_from_rows
+from citemon.checks.labelled_pairs import pairs_from_rows
 from citemon.core.human_labels import HumanLabel, human_labels
 from citemon.judges.training import load_expertqa, load_wice
 

@@ -164,9 +164,9 @@ def test_the_shim_reports_its_version_as_the_span_scope() -> None:
 
 
 def test_loggers_are_named_after_the_packages() -> None:
-    from citemon_instrumentation import _kafka, _shim
+    from citemon_instrumentation import _kafka, _stats
 
-    assert _shim._log.name == "citemon_instrumentation"
+    assert _stats._log.name == "citemon_instrumentation"
     assert _kafka._log.name == "citemon_instrumentation.kafka"
     assert logging.getLogger("citemon").name == "citemon"
 

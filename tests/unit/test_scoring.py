@@ -7,7 +7,8 @@ from citemon.checks.shuffle import shuffle_citations
 from citemon.core.records import AnswerRecord, Passage
 from citemon.demo.data import sample_records, specimen
 from citemon.engine.claims import extract_claims
-from citemon.engine.scoring import Scorer, ScoringOptions, summarize
+from citemon.engine.scoring import Scorer, ScoringOptions
+from citemon.engine.summary import summarize
 from tests.oracles import OracleJudge, YesJudge
 
 C0 = "Audit logs are retained for 90 days on the Business plan."

@@ -16,7 +16,8 @@ from prometheus_client import CollectorRegistry
 from bench.loop_stall import payload as bench_payload
 from citemon.core.judge import CPUJudge
 from citemon.core.records import AnswerRecord, AnswerScore, Passage, Verdict
-from citemon.engine.scoring import Scorer, ScoringOptions, _allot
+from citemon.engine.scoring import Scorer, ScoringOptions
+from citemon.engine.support_search import allot
 from citemon.judges.lexical import LexicalJudge
 from citemon.metrics import TRACE_OUTCOMES, Metrics
 from citemon.otlp.assembly import TraceAssembler
@@ -81,9 +82,9 @@ async def test_zero_means_no_bound_and_an_uncut_search_is_multi_hop() -> None:
 
 
 def test_the_budget_is_shared_max_min_fairly() -> None:
-    assert _allot([5, 300, 300], 100) == [5, 47, 48]
-    assert _allot([10, 20], 100) == [10, 20]
-    assert _allot([7, 7, 7], 0) == [0, 0, 0]
+    assert allot([5, 300, 300], 100) == [5, 47, 48]
+    assert allot([10, 20], 100) == [10, 20]
+    assert allot([7, 7, 7], 0) == [0, 0, 0]
 
 
 async def test_two_failed_claims_share_what_is_left_of_the_bound() -> None:

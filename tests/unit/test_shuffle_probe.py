@@ -5,6 +5,7 @@ answer."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,7 +24,8 @@ from citemon.core.errors import ConfigError, JudgeHTTPError
 from citemon.core.probe import CitedCounts, cited_counts, probe_sensitivity
 from citemon.core.records import AnswerRecord, Verdict
 from citemon.demo.data import sample_records, specimen
-from citemon.engine.scoring import Scorer, ScoringOptions, Summary
+from citemon.engine.scoring import Scorer, ScoringOptions
+from citemon.engine.summary import Summary
 from citemon.judges.batch import EntailsBatch
 from citemon.judges.http import HTTPBatchJudge
 from citemon.judges.lexical import LexicalJudge
@@ -282,23 +284,84 @@ def test_an_uninformative_calibration_exports_no_corrected_value() -> None:
 
 
 def test_flags_and_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    assert (Settings().canary_rate, Settings().calibration, Settings().canary_window) == (
+    assert (Settings().probe_rate, Settings().calibration, Settings().probe_window) == (
         0.0,
         None,
         3600.0,
     )
-    monkeypatch.setenv("CITEMON_CANARY_RATE", "0.02")
+    monkeypatch.setenv("CITEMON_PROBE_RATE", "0.02")
     monkeypatch.setenv("CITEMON_CALIBRATION", str(tmp_path / "env.json"))
-    monkeypatch.setenv("CITEMON_CANARY_WINDOW", "30m")
+    monkeypatch.setenv("CITEMON_PROBE_WINDOW", "30m")
     s = settings_from_args(build_parser().parse_args(["run"]))
-    assert (s.canary_rate, s.calibration, s.canary_window) == (0.02, tmp_path / "env.json", 1800)
-    args = ["run", "--canary-rate", "0.5", "--calibration", "c.json", "--canary-window", "2h"]
+    assert (s.probe_rate, s.calibration, s.probe_window) == (0.02, tmp_path / "env.json", 1800)
+    args = ["run", "--probe-rate", "0.5", "--calibration", "c.json", "--probe-window", "2h"]
     s = settings_from_args(build_parser().parse_args(args))
-    assert (s.canary_rate, s.calibration, s.canary_window) == (0.5, Path("c.json"), 7200)
+    assert (s.probe_rate, s.calibration, s.probe_window) == (0.5, Path("c.json"), 7200)
     monkeypatch.setenv("CITEMON_CALIBRATION", "")
     assert settings_from_args(build_parser().parse_args(["run"])).calibration is None
-    with pytest.raises(ConfigError, match="canary_rate"):
+    with pytest.raises(ConfigError, match="probe_rate"):
+        settings_from_args(build_parser().parse_args(["run", "--probe-rate", "1.5"]))
+
+
+def _deprecations(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "deprecated" in r.getMessage()]
+
+
+def test_old_canary_flags_still_work_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    """``--canary-rate``/``--canary-window`` (the probe's names before it was renamed) still set
+    the probe, each logging one deprecation line naming the new flag; they are not in --help."""
+    args = ["run", "--canary-rate", "0.25", "--canary-window", "2h"]
+    with caplog.at_level(logging.WARNING, logger="citemon.core.settings"):
+        s = settings_from_args(build_parser().parse_args(args))
+    assert (s.probe_rate, s.probe_window) == (0.25, 7200)
+    assert _deprecations(caplog) == [
+        "--canary-rate is deprecated: use --probe-rate (same meaning)",
+        "--canary-window is deprecated: use --probe-window (same meaning)",
+    ]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="citemon.core.settings"):
+        s = settings_from_args(build_parser().parse_args(["run", "--probe-rate", "0.5"]))
+    assert (s.probe_rate, _deprecations(caplog)) == (0.5, [])
+    # A bad value under the old name is the same usage error as under the new one.
+    with pytest.raises(ConfigError, match="probe_rate"):
         settings_from_args(build_parser().parse_args(["run", "--canary-rate", "1.5"]))
+
+
+def test_run_help_names_the_probe_flags_only(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["run", "--help"])
+    lines = capsys.readouterr().out.splitlines()
+    options = [line.split()[0] for line in lines if line.startswith("  --")]
+    assert ("--probe-rate" in options, "--probe-window" in options) == (True, True)
+    assert ("--canary-rate" in options, "--canary-window" in options) == (False, False)
+
+
+def test_old_canary_variables_still_work_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``CITEMON_CANARY_RATE``/``_WINDOW`` still set the probe when the new variables are unset,
+    with one deprecation line each; beside the new variable the old one is ignored, and says so."""
+    monkeypatch.setenv("CITEMON_CANARY_RATE", "0.02")
+    monkeypatch.setenv("CITEMON_CANARY_WINDOW", "30m")
+    with caplog.at_level(logging.WARNING, logger="citemon.core.settings"):
+        s = settings_from_args(build_parser().parse_args(["run"]))
+    assert (s.probe_rate, s.probe_window) == (0.02, 1800)
+    assert _deprecations(caplog) == [
+        "CITEMON_CANARY_RATE is deprecated: use CITEMON_PROBE_RATE (same meaning)",
+        "CITEMON_CANARY_WINDOW is deprecated: use CITEMON_PROBE_WINDOW (same meaning)",
+    ]
+    caplog.clear()
+    monkeypatch.setenv("CITEMON_PROBE_RATE", "0.1")
+    with caplog.at_level(logging.WARNING, logger="citemon.core.settings"):
+        s = settings_from_args(build_parser().parse_args(["run"]))
+    assert (s.probe_rate, s.probe_window) == (0.1, 1800)
+    assert _deprecations(caplog) == [
+        "CITEMON_CANARY_RATE is deprecated and ignored: CITEMON_PROBE_RATE is set",
+        "CITEMON_CANARY_WINDOW is deprecated: use CITEMON_PROBE_WINDOW (same meaning)",
+    ]
+    # The flag beats either variable.
+    s = settings_from_args(build_parser().parse_args(["run", "--canary-rate", "0.3"]))
+    assert s.probe_rate == 0.3
 
 
 async def test_an_unreadable_calibration_stops_start_up(tmp_path: Path) -> None:
@@ -374,7 +437,7 @@ async def test_a_failing_canary_leaves_the_real_answer_alone() -> None:
     )
     reg = CollectorRegistry()
     metrics = Metrics(reg)
-    pipeline = Pipeline(Settings(canary_rate=1.0), Scorer(judge), metrics)
+    pipeline = Pipeline(Settings(probe_rate=1.0), Scorer(judge), metrics)
     ids = trace_ids(5)
     await _score_and_commit(pipeline, ids)
     await pipeline.shuffle_probes.idle()
@@ -393,7 +456,7 @@ async def test_the_pipeline_canary_counts_only_the_canary() -> None:
     metrics = Metrics(reg)
     ids = trace_ids(400, seed=11)
     picked = [t for t in ids if probe_selected(t, 0.25)]
-    pipeline = Pipeline(Settings(canary_rate=0.25), Scorer(OracleJudge(truth)), metrics)
+    pipeline = Pipeline(Settings(probe_rate=0.25), Scorer(OracleJudge(truth)), metrics)
     await _score_and_commit(pipeline, ids)
     await pipeline.shuffle_probes.idle()
     assert value(reg, "citemon_answers_total", **SVE) == 400
@@ -405,7 +468,7 @@ async def test_the_pipeline_canary_counts_only_the_canary() -> None:
     # A bound of 1 canary in flight: the rest are dropped, and counted.
     reg2 = CollectorRegistry()
     slow = Pipeline(
-        Settings(canary_rate=1.0),
+        Settings(probe_rate=1.0),
         Scorer(_Slow(truth)),
         Metrics(reg2),
         max_inflight_canaries=1,

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from google.protobuf.json_format import MessageToDict
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
@@ -27,6 +25,7 @@ from citemon.otlp.assembly import TraceAssembler
 from citemon.otlp.decoding import decode_otlp, decode_otlp_json, decode_otlp_proto
 from citemon.otlp.files import is_otlp_json_line, iter_otlp_json_lines
 from citemon_instrumentation import record_answer
+from tests.otlp_json import otlp_json
 
 RESOURCE = Resource.create(
     {"service.name": "bot", "service.version": "v7", "deployment.environment": "staging"}
@@ -51,18 +50,6 @@ def otel() -> tuple[TracerProvider, InMemorySpanExporter]:
 
 def proto(spans: Sequence[ReadableSpan]) -> bytes:
     return encode_spans(spans).SerializeToString()
-
-
-def to_json(payload: bytes) -> str:
-    """OTLP JSON as the Collector's file exporter writes it: hex IDs, camelCase."""
-    obj = MessageToDict(ExportTraceServiceRequest.FromString(payload))
-    for rs in obj.get("resourceSpans", []):
-        for ss in rs.get("scopeSpans", []):
-            for sp in ss.get("spans", []):
-                for k in ("traceId", "spanId", "parentSpanId"):
-                    if k in sp:
-                        sp[k] = base64.b64decode(sp[k]).hex()
-    return json.dumps(obj)
 
 
 def reason(payload: bytes | str, *, json_path: bool = False, **kw: Any) -> str:
@@ -96,8 +83,8 @@ def test_proto_and_json_decode_to_the_same_record(
     (span,) = exporter.get_finished_spans()
     payload = proto(exporter.get_finished_spans())
     (from_proto,) = decode_otlp_proto(payload).records
-    (from_json,) = decode_otlp_json(to_json(payload)).records
-    (sniffed,) = decode_otlp(to_json(payload).encode()).records
+    (from_json,) = decode_otlp_json(otlp_json(payload)).records
+    (sniffed,) = decode_otlp(otlp_json(payload).encode()).records
     assert from_proto == from_json == sniffed
     assert from_proto.trace_id == f"{span.context.trace_id:032x}"
     assert from_proto.id == from_proto.span_id == f"{span.context.span_id:016x}"
@@ -202,7 +189,7 @@ def test_ten_thousand_passages() -> None:
         kv.key, kv.value.string_value = key, "t"
     payload = req.SerializeToString()
     assert reason(payload) == "too_many_passages"
-    assert reason(to_json(payload), json_path=True) == "too_many_passages"
+    assert reason(otlp_json(payload), json_path=True) == "too_many_passages"
     assert len(decode_otlp_proto(payload, max_passages=10_000).records[0].passages) == 10_000
 
 
@@ -210,7 +197,7 @@ def test_five_megabyte_answer(otel: tuple[TracerProvider, InMemorySpanExporter])
     provider, exporter = otel
     payload = answer_payload(provider, exporter, **{"output.value": "é" * 2_500_000})
     assert reason(payload) == "answer_too_large"
-    assert reason(to_json(payload), json_path=True) == "answer_too_large"
+    assert reason(otlp_json(payload), json_path=True) == "answer_too_large"
 
 
 def test_invalid_utf8(otel: tuple[TracerProvider, InMemorySpanExporter]) -> None:
@@ -220,7 +207,7 @@ def test_invalid_utf8(otel: tuple[TracerProvider, InMemorySpanExporter]) -> None
     payload[at : at + 2] = b"\xff\xfe"
     assert reason(bytes(payload)) == "invalid_utf8"
     exporter.clear()
-    text = to_json(answer_payload(provider, exporter, **{"output.value": "ZZZZ"}))
+    text = otlp_json(answer_payload(provider, exporter, **{"output.value": "ZZZZ"}))
     assert reason(text.replace("ZZZZ", "\\ud800").encode(), json_path=True) == "invalid_utf8"
     assert reason(b'{"resourceSpans": "\xff"}', json_path=True) == "invalid_utf8"
 
@@ -386,17 +373,24 @@ def test_otlp_json_lines_file(
 ) -> None:
     provider, exporter = otel
     record_answer(question="q", answer="a [p-1]", passages=[("p-1", "t")], tracer_provider=provider)
-    shim_line = to_json(proto(exporter.get_finished_spans()))
+    shim_line = otlp_json(proto(exporter.get_finished_spans()))
     exporter.clear()
     oi_trace(provider)
     first, *rest = exporter.get_finished_spans()
     exporter.clear()
     provider.get_tracer("t").start_span("GET /health").end()
-    health_line = to_json(proto(exporter.get_finished_spans()))
+    health_line = otlp_json(proto(exporter.get_finished_spans()))
     path = tmp_path / "spans.jsonl"
     path.write_text(
         "\n".join(
-            [shim_line, "", "{broken", to_json(proto([first])), health_line, to_json(proto(rest))]
+            [
+                shim_line,
+                "",
+                "{broken",
+                otlp_json(proto([first])),
+                health_line,
+                otlp_json(proto(rest)),
+            ]
         )
         + "\n"
     )
@@ -418,7 +412,7 @@ def test_uppercase_hex_ids_come_out_lowercase(
     provider, exporter = otel
     record_answer(question="q", answer="a", passages=[], tracer_provider=provider)
     (span,) = exporter.get_finished_spans()
-    obj = json.loads(to_json(proto([span])))
+    obj = json.loads(otlp_json(proto([span])))
     sp = obj["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
     sp["traceId"], sp["spanId"] = sp["traceId"].upper(), sp["spanId"].upper()
     (record,) = decode_otlp_json(json.dumps(obj)).records

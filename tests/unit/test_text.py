@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from citemon.checks.calibration import pairs_from_rows
+from citemon.checks.labelled_pairs import pairs_from_rows
 from citemon.core.records import AnswerRecord
 from citemon.core.text import (
     DEFAULT_SYNTAX,

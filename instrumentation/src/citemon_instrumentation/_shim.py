@@ -14,16 +14,16 @@ Two promises shape everything here:
   says how many there were. Only when even that cannot fit (a value-length limit shorter than the
   packed passages, more than ``max_passages``) is ``citemon.truncated=true`` set, so the monitor
   scores the answer ``unjudged`` instead of blaming a citation it never saw.
+
+What a passage may be is :mod:`._passages`; what the shim counts, :mod:`._stats`. Why the rest
+is one module (about 400 lines): :class:`AnswerSpan` plans the passages within the span's limits
+and both entry points (:func:`answer_span`, :func:`record_answer`) only start and finish it.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import logging
-import re
-import threading
-import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -33,6 +33,8 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, StatusCode, Tracer, TracerProvider
 
 from citemon_instrumentation import attributes as A
+from citemon_instrumentation._passages import PassageLike, normalize, utf8
+from citemon_instrumentation._stats import LOG_INTERVAL_S, STATS, ShimStats
 
 __all__ = [
     "DEFAULT_MAX_PASSAGES",
@@ -46,19 +48,9 @@ __all__ = [
     "record_answer",
 ]
 
-_log = logging.getLogger("citemon_instrumentation")
-
 DEFAULT_MAX_PASSAGES: Final = 1000
 """Passages recorded per answer; beyond it the answer is marked truncated (the monitor's decoder
 rejects spans with more than its own ``max_passages``, 1000 by default)."""
-LOG_INTERVAL_S: Final = 60.0
-"""At most one log line per error kind per this many seconds (the first one always)."""
-
-PassageLike = Mapping[str, Any] | tuple[Any, Any] | Any
-"""A dict (``id``, ``text``/``content``/``page_content``, optional ``score``, ``source``,
-``metadata``), a pydantic model or object with the same fields (a LangChain ``Document`` works),
-or an ``(id, text)`` pair."""
-
 Redact = Callable[[str], str]
 """Applied to the question, the answer and every passage's text before they are recorded."""
 
@@ -75,131 +67,6 @@ def shim_version() -> str:
         return version("citemon-instrumentation")
     except PackageNotFoundError:  # imported from a checkout that was never installed
         return "0+unknown"
-
-
-class ShimStats:
-    """What the shim counted; read it from a health endpoint or a test.
-
-    ``errors`` are failures of the shim itself, ``redact_errors`` of the redact hook (the text was
-    then not recorded), ``truncated`` answers that carry ``citemon.truncated=true``.
-    """
-
-    __slots__ = (
-        "_last_log",
-        "_lock",
-        "answers",
-        "errors",
-        "redact_errors",
-        "suppressed",
-        "truncated",
-    )
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._last_log: dict[str, float] = {}
-        self.answers = 0
-        self.errors = 0
-        self.redact_errors = 0
-        self.truncated = 0
-        self.suppressed = 0
-
-    def __repr__(self) -> str:
-        return (
-            f"ShimStats(answers={self.answers}, errors={self.errors}, "
-            f"redact_errors={self.redact_errors}, truncated={self.truncated})"
-        )
-
-    def _error(
-        self, kind: str, exc: BaseException, *, now: Callable[[], float] = time.monotonic
-    ) -> None:
-        """Count an error and log it, rate-limited per kind (never the text it was handling)."""
-        with self._lock:
-            if kind == "redact":
-                self.redact_errors += 1
-            else:
-                self.errors += 1
-            t = now()
-            last = self._last_log.get(kind)
-            if last is not None and t - last < LOG_INTERVAL_S:
-                self.suppressed += 1
-                return
-            self._last_log[kind] = t
-            suppressed, self.suppressed = self.suppressed, 0
-        # The type only: a message may quote the text it failed on (a redact hook's often does).
-        _log.warning(
-            "citemon shim %s error (the host is unaffected; %d similar suppressed): %s",
-            kind,
-            suppressed,
-            type(exc).__name__,
-        )
-
-
-STATS: Final = ShimStats()
-"""The default counters, used when a call passes no ``stats=``."""
-
-
-_Passage = tuple[str, str, float | None, str | None]  # id, text, score, metadata (JSON text)
-
-_SURROGATE: Final = re.compile("[\ud800-\udfff]")
-
-
-def _utf8(text: str) -> str:
-    """``text`` with lone surrogates replaced by U+FFFD.
-
-    Python strings may hold them (``surrogateescape``-decoded bytes, JSON ``"\\ud800"``); UTF-8
-    cannot. The OTLP encoder drops such an attribute at export, logging a traceback each time,
-    and an answer that loses its ``output.value`` is not scored at all. ``isascii`` is O(1).
-    """
-    if text.isascii() or _SURROGATE.search(text) is None:
-        return text
-    return _SURROGATE.sub("\ufffd", text)
-
-
-def _field(obj: Any, *names: str) -> Any:
-    if isinstance(obj, Mapping):
-        for n in names:
-            v = obj.get(n)
-            if v is not None:
-                return v
-        return None
-    for n in names:
-        v = getattr(obj, n, None)
-        if v is not None:
-            return v
-    return None
-
-
-def _normalize(p: PassageLike, index: int) -> _Passage:
-    if type(p) is dict:  # the common case, without the slower Mapping/getattr probing
-        pid = p.get("id")
-        if pid is None:
-            pid = p.get("document_id") or p.get("doc_id")
-        text = p.get("text")
-        if text is None:
-            text = p.get("content") or p.get("page_content")
-        score, meta, source = p.get("score"), p.get("metadata"), p.get("source")
-    elif isinstance(p, tuple) and len(p) == 2:
-        pid, text, score, meta, source = p[0], p[1], None, None, None
-    else:
-        pid = _field(p, "id", "document_id", "doc_id")
-        text = _field(p, "text", "content", "page_content")
-        score = _field(p, "score")
-        meta = _field(p, "metadata")
-        source = _field(p, "source")
-    if pid is None and meta and isinstance(meta, Mapping):
-        pid = _field(meta, "id", "document_id", "doc_id")
-    metadata: str | None = None
-    if source is not None or meta:
-        md: dict[str, Any] = dict(meta) if isinstance(meta, Mapping) else {}
-        if source is not None:
-            md["source"] = source
-        metadata = _utf8(json.dumps(md, default=str, ensure_ascii=False)) if md else None
-    return (
-        _utf8(pid if type(pid) is str else (str(pid) if pid is not None else str(index + 1))),
-        _utf8(text if type(text) is str else ("" if text is None else str(text))),
-        float(score) if type(score) is float or type(score) is int else None,
-        metadata,
-    )
 
 
 _tracers: weakref.WeakKeyDictionary[TracerProvider, Tracer] = weakref.WeakKeyDictionary()
@@ -307,7 +174,7 @@ class AnswerSpan:
             a = self._clean(answer if type(answer) is str else str(answer))
             # An answer whose redaction failed is recorded empty and truncated: never raw.
             if a is not None and not a.isascii():
-                a = _utf8(a)
+                a = utf8(a)
             self.span.set_attribute(A.OUTPUT_VALUE, "" if a is None else a)
             if a is None or self._too_long(a):
                 self._truncated = True  # written by _finish, when the span ends
@@ -374,16 +241,16 @@ class AnswerSpan:
                     or type(text) is not str
                     or (score is not None and type(score) is not float)
                 ):
-                    pid, text, score, metadata = _normalize(raw, i)
+                    pid, text, score, metadata = normalize(raw, i)
                 elif not (text.isascii() and pid.isascii()):
-                    pid, text = _utf8(pid), _utf8(text)
+                    pid, text = utf8(pid), utf8(text)
             else:
-                pid, text, score, metadata = _normalize(raw, i)
+                pid, text, score, metadata = normalize(raw, i)
             need = 2 + (score is not None) + (metadata is not None)
             if budget is not None and used_budget + need > budget:
                 break
             if redact is not None:
-                text = _utf8(self._clean(text) or "")
+                text = utf8(self._clean(text) or "")
             k_id, k_content, k_score, k_metadata = keys(i)
             attrs[k_id] = pid
             attrs[k_content] = text
@@ -402,7 +269,7 @@ class AnswerSpan:
             if budget is not None and budget < 0:
                 self._truncated = True  # not even the one overflow attribute fits
             else:
-                rest = [_normalize(raw, i) for i, raw in enumerate(items) if i >= inline]
+                rest = [normalize(raw, i) for i, raw in enumerate(items) if i >= inline]
                 packed = json.dumps(
                     [
                         {"id": pid, "content": self._clean(text) or "", "score": sc, "metadata": md}
@@ -410,7 +277,7 @@ class AnswerSpan:
                     ],
                     ensure_ascii=False,
                 )
-                packed = _utf8(packed)  # the redact hook's output
+                packed = utf8(packed)  # the redact hook's output
                 if self._too_long(packed):
                     self._truncated = True
                 else:
@@ -450,7 +317,7 @@ def _start(
     try:
         q = question if type(question) is str else ("" if question is None else str(question))
         if not q.isascii():
-            q = _utf8(q)
+            q = utf8(q)
         start_attrs: dict[str, Any] = {A.SPAN_KIND: "CHAIN"}
         if redact is None:
             start_attrs[A.INPUT_VALUE] = q  # no hook to run: set it with the span, one lock less
@@ -462,7 +329,7 @@ def _start(
             if redact is not None:
                 cleaned = handle._clean(q)
                 if cleaned is not None:
-                    q = _utf8(cleaned)
+                    q = utf8(cleaned)
                     span.set_attribute(A.INPUT_VALUE, q)
             if handle._too_long(q):
                 handle._truncated = True

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from citemon.checks.shuffle import rotate_citations
 from citemon.core.records import AnswerRecord
-from citemon.engine.scoring import Scorer, Summary
+from citemon.engine.scoring import Scorer
+from citemon.engine.summary import Summary
 
 __all__ = ["ShuffleResult", "run_shuffle_selftest"]
 

@@ -1,9 +1,11 @@
 """The shuffle probe in production: is the judge still reading the passages it is shown?
 
-(Its flags and metrics still say "canary" — ``--canary-rate``, ``citemon_judge_canary_*`` — a
-name kept for compatibility; the *deploy* canary is :mod:`citemon.rollout`.)
+(Its flags were ``--canary-rate``/``--canary-window``, still accepted as deprecated aliases of
+``--probe-rate``/``--probe-window``. Its Prometheus metrics keep the old name,
+``citemon_judge_canary_*``, because the dashboards and alert rules read them; the *deploy*
+canary is :mod:`citemon.rollout`.)
 
-``citemon run --canary-rate R`` re-checks a fraction ``R`` of the answers it scored with their
+``citemon run --probe-rate R`` re-checks a fraction ``R`` of the answers it scored with their
 citations rotated between their cited sentences (:func:`citemon.checks.shuffle.rotate_citations`),
 and exports how far citation accuracy fell, relative to the answers as cited:
 

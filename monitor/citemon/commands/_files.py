@@ -12,7 +12,8 @@ from pydantic import ValidationError
 
 from citemon.core.errors import InputError
 from citemon.core.records import AnswerRecord, AnswerScore
-from citemon.engine.scoring import Policy, Summary
+from citemon.engine.scoring import Policy
+from citemon.engine.summary import Summary
 
 if TYPE_CHECKING:
     from citemon.core.calibration import Calibration

@@ -27,9 +27,10 @@ from typing import Any, Final
 
 from pydantic import Field, ValidationError, field_validator
 
-from citemon.core.errors import InputError
+from citemon.core.errors import ConfigError, InputError
 from citemon.core.labels import OTHER, UNKNOWN
 from citemon.core.records import VERDICTS, AnswerScore, ClaimResult, VerdictName
+from citemon.core.settings import parse_duration_s
 
 __all__ = [
     "DEFAULT_VERDICTS",
@@ -94,6 +95,22 @@ def parse_time_ms(text: str) -> int:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return int(when.timestamp() * 1000)
+
+
+def time_flag_ms(flag: str, text: str, now_ms: int) -> int:
+    """A time flag's value (``--since``, ``--until`` of ``inspect`` and ``review pull``): a
+    duration ago (``30m``) or an ISO 8601 time → ms since the epoch; ConfigError naming
+    ``flag`` otherwise."""
+    try:
+        return now_ms - int(parse_duration_s(text) * 1000)
+    except ValueError:
+        pass
+    try:
+        return parse_time_ms(text)
+    except ValueError:
+        raise ConfigError(
+            f"{flag} {text!r}: not a duration (30m, 2h) or an ISO 8601 time (2026-12-01T08:00:00Z)"
+        ) from None
 
 
 def format_time(timestamp_ms: int | None) -> str:

@@ -16,7 +16,14 @@ from citemon.core.settings import Flag, FlagSettings, whole_at_least_0
 from citemon.core.text import DEFAULT_MARKER_PATTERN, DEFAULT_PASSAGE_ID_KEYS, CitationSyntax
 from citemon.engine.scoring import DEFAULT_MAX_JUDGE_CALLS_PER_ANSWER, ScoringOptions
 
-__all__ = ["ScoringSettings", "add_scoring_arguments", "open_input", "scoring_options"]
+__all__ = [
+    "ScoringSettings",
+    "add_marker_arguments",
+    "add_scoring_arguments",
+    "citation_syntax",
+    "open_input",
+    "scoring_options",
+]
 
 
 class ScoringSettings(FlagSettings):
@@ -86,12 +93,34 @@ def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:
     ScoringSettings.add_arguments(parser, title="scoring")
 
 
+def add_marker_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--marker-pattern`` alone, for a command that reads citation markers in answers but
+    neither scores them nor resolves their IDs (``calibrate``)."""
+    ScoringSettings.add_arguments(parser, title="citation markers", only=("marker_pattern",))
+
+
+def citation_syntax(args: argparse.Namespace) -> CitationSyntax:
+    """``--marker-pattern`` and ``--passage-id-keys``, checked now: a bad pattern would
+    otherwise surface as a traceback on the first answer."""
+    return _syntax(ScoringSettings.from_args(args))
+
+
 def scoring_options(args: argparse.Namespace) -> ScoringOptions:
-    """The scoring flags, checked now: a bad ``--marker-pattern`` would otherwise surface as a
-    traceback on the first answer, and ``--overlap-tokens`` below 1 flags every pair."""
+    """The scoring flags, checked now (:func:`citation_syntax`; ``--overlap-tokens`` below 1
+    flags every pair)."""
     given = ScoringSettings.from_args(args)
     if given.overlap_tokens < 1:
         raise ConfigError(f"--overlap-tokens must be at least 1, not {given.overlap_tokens}")
+    return ScoringOptions(
+        policy=given.policy,
+        decompose=given.decompose,
+        overlap_tokens=given.overlap_tokens,
+        syntax=_syntax(given),
+        max_judge_calls_per_answer=given.max_judge_calls_per_answer,
+    )
+
+
+def _syntax(given: ScoringSettings) -> CitationSyntax:
     syntax = CitationSyntax(given.marker_pattern, passage_id_keys=_keys(given.passage_id_keys))
     try:
         groups = syntax.regex.groups
@@ -100,13 +129,7 @@ def scoring_options(args: argparse.Namespace) -> ScoringOptions:
         raise ConfigError(f"--marker-pattern is not a valid regex: {exc}") from None
     if groups < 1:
         raise ConfigError("--marker-pattern needs a capturing group: group 1 holds the IDs")
-    return ScoringOptions(
-        policy=given.policy,
-        decompose=given.decompose,
-        overlap_tokens=given.overlap_tokens,
-        syntax=syntax,
-        max_judge_calls_per_answer=given.max_judge_calls_per_answer,
-    )
+    return syntax
 
 
 def open_input(path: str) -> AbstractContextManager[IO[str]]:

@@ -24,26 +24,20 @@ from typing import IO, Final
 
 from pydantic import ValidationError
 
-from citemon.commands._inspection import parse_time_ms
+from citemon.commands._inspection import parse_time_ms, time_flag_ms
 from citemon.core.errors import ConfigError, InputError
 from citemon.review.model import ReviewRecord, read_review_records
 from citemon.review.selection import DEFAULT_SIZE, SeededSample
 from citemon.service.results import ResultsReader, Start
-from citemon.service.settings import add_settings_arguments, parse_duration_s, settings_from_args
+from citemon.service.settings import (
+    KAFKA_CONNECTION_FIELDS,
+    add_settings_arguments,
+    settings_from_args,
+)
 
 __all__ = ["add_arguments", "main"]
 
-_KAFKA_FIELDS: Final = (
-    "bootstrap_servers",
-    "review_topic",
-    "security_protocol",
-    "sasl_mechanism",
-    "kafka_username",
-    "kafka_password_file",
-    "ssl_cafile",
-    "ssl_certfile",
-    "ssl_keyfile",
-)
+_KAFKA_FIELDS: Final = (*KAFKA_CONNECTION_FIELDS, "review_topic")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,21 +66,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--output", "-o", required=True, help="the review set, JSON lines (- = stdout)"
     )
     add_settings_arguments(parser, _KAFKA_FIELDS, "kafka (as citemon run)")
-
-
-def _time_ms(flag: str, text: str | None, now_ms: int) -> int | None:
-    if text is None:
-        return None
-    try:
-        return now_ms - int(parse_duration_s(text) * 1000)
-    except ValueError:
-        pass
-    try:
-        return parse_time_ms(text)
-    except ValueError:
-        raise ConfigError(
-            f"{flag} {text!r}: not a duration (30m, 2h) or an ISO 8601 time (2026-12-01T08:00:00Z)"
-        ) from None
 
 
 def _from_files(
@@ -146,8 +125,8 @@ def main(args: argparse.Namespace) -> int:
     if args.size < 0:
         raise ConfigError(f"--size must be 0 or more, not {args.size}")
     now_ms = int(time.time() * 1000)
-    since_ms = _time_ms("--since", args.since, now_ms)
-    until_ms = _time_ms("--until", args.until, now_ms)
+    since_ms = time_flag_ms("--since", args.since, now_ms) if args.since is not None else None
+    until_ms = time_flag_ms("--until", args.until, now_ms) if args.until is not None else None
     if since_ms is not None and until_ms is not None and until_ms <= since_ms:
         raise ConfigError(f"--until {args.until!r} is not after --since {args.since!r}")
     chosen = SeededSample(args.size, args.seed, services=args.service, versions=args.version)

@@ -3,7 +3,8 @@
 Reads labelled JSONL in either shape (detected per line): pairs {claim, passage, label} with
 WiCE labels (supported | partially_supported | not_supported), or citemon answer records with
 ExpertQA-style `labels` (Complete | Partial | Incomplete | Missing | N/A), whose annotator claims
-are matched to citemon's own extracted claims and judged on the passages the label cites.
+are matched to citemon's own extracted claims and judged on the passages the label cites; the
+answers' citation markers are read with --marker-pattern (as `score` and `run` read them).
 Reports the confusion matrix, sensitivity, specificity, balanced accuracy and Cohen's kappa with
 95% intervals, what was skipped and why, and the judge's most confident wrong verdicts.
 For a judge whose confidence is a P(entailed) (the classifier's entailment score; the learned
@@ -31,9 +32,14 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
-from citemon.checks.calibration import CalibrationReport, evaluate, judge_pairs, pairs_from_rows
+from pydantic import BaseModel
+
+from citemon.checks.calibration import CalibrationReport, evaluate, judge_pairs
+from citemon.checks.labelled_pairs import pairs_from_rows
+from citemon.commands._options import add_marker_arguments, citation_syntax
 from citemon.core.calibration import Calibration, Confusion
 from citemon.core.errors import ConfigError
 from citemon.core.human_labels import PartialMapping, read_label_rows
@@ -72,6 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="write the judge's own verdicts' counts to --output, not the chosen threshold",
     )
+    add_marker_arguments(parser)
     add_judge_arguments(parser)
 
 
@@ -136,7 +143,8 @@ def render_table(report: CalibrationReport) -> str:
 async def _run(args: argparse.Namespace) -> CalibrationReport:
     partial: PartialMapping = args.partial
     rows = read_label_rows(args.labels)
-    pairs, skipped = pairs_from_rows(rows, partial=partial, limit=args.limit)
+    syntax = citation_syntax(args)
+    pairs, skipped = pairs_from_rows(rows, partial=partial, limit=args.limit, syntax=syntax)
     judge = load_judge(args.judge, judge_options(args))
     means = getattr(judge, "confidence_means", None)
     try:
@@ -158,6 +166,7 @@ async def _run(args: argparse.Namespace) -> CalibrationReport:
 
 def _check_args(args: argparse.Namespace) -> None:
     """Fail before judging (minutes with an HTTP judge), not after it."""
+    citation_syntax(args)  # a bad --marker-pattern
     if args.limit is not None and args.limit < 1:
         raise ConfigError(f"--limit must be at least 1, not {args.limit}")
     if args.disagreements < 0:
@@ -175,6 +184,7 @@ def _production(args: argparse.Namespace) -> int:
     labels = read_labels(args.labels)
     records = [r for path in args.review_records for r in read_review_records(path)]
     report = estimate(records, labels, partial=args.partial)
+    calibration = None
     if args.output is not None:
         overall = report.groups[-1]
         confusion = Confusion(tp=overall.tp, fn=overall.fn, tn=overall.tn, fp=overall.fp)
@@ -184,20 +194,33 @@ def _production(args: argparse.Namespace) -> int:
             data=f"{args.labels.name} (production)",
             partial=args.partial,
         )
+    _deliver(args, report, lambda: render_estimates(report), calibration)
+    if not any(g.labelled_claims for g in report.groups):
+        print("citemon: no label matches a cited claim of the review records", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _deliver(
+    args: argparse.Namespace,
+    report: BaseModel,
+    render: Callable[[], str],
+    calibration: Calibration | None,
+    applied: str = "",
+) -> None:
+    """Write ``calibration`` to ``--output`` (when given) and print the report as ``--format``
+    asks; both kinds of calibration (benchmark and production labels) end here."""
+    if args.output is not None and calibration is not None:
         try:
             calibration.save(args.output)
         except OSError as exc:
             raise ConfigError(f"cannot write --output {args.output}: {exc.strerror}") from None
     if args.format == "json":
         print(json.dumps(report.model_dump(mode="json"), indent=2))
-    else:
-        print(render_estimates(report))
-        if args.output is not None:
-            print(f"\ncalibration written to {args.output}")
-    if not any(g.labelled_claims for g in report.groups):
-        print("citemon: no label matches a cited claim of the review records", file=sys.stderr)
-        return 1
-    return 0
+        return
+    print(render())
+    if args.output is not None:
+        print(f"\ncalibration written to {args.output}{applied}")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -206,22 +229,12 @@ def main(args: argparse.Namespace) -> int:
         return _production(args)
     report = asyncio.run(_run(args))
     calibration = report.calibration(with_threshold=not args.no_threshold)
-    if args.output is not None:
-        try:
-            calibration.save(args.output)
-        except OSError as exc:
-            raise ConfigError(f"cannot write --output {args.output}: {exc.strerror}") from None
-    if args.format == "json":
-        print(json.dumps(report.model_dump(mode="json"), indent=2))
-    else:
-        print(render_table(report))
-        if args.output is not None:
-            applied = (
-                f" with threshold {calibration.threshold:.3f} (score and run apply it)"
-                if calibration.threshold is not None
-                else ""
-            )
-            print(f"\ncalibration written to {args.output}{applied}")
+    applied = (
+        f" with threshold {calibration.threshold:.3f} (score and run apply it)"
+        if calibration.threshold is not None
+        else ""
+    )
+    _deliver(args, report, lambda: render_table(report), calibration, applied)
     if report.pairs == 0:
         print("citemon: no usable labelled pairs", file=sys.stderr)
         return 1

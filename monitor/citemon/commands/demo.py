@@ -36,7 +36,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
 
@@ -48,16 +48,15 @@ from citemon.commands._collector import (
     log_tail,
     run_collector,
 )
+from citemon.commands._demo_review import offline_review, review_dir, save_review_topic
 from citemon.commands._files import render_table
 from citemon.core.errors import ConfigError
-from citemon.core.stats import two_proportion_z, wilson
 from citemon.demo.data import sample_records
 from citemon.demo.live_table import LiveTable, open_table
-from citemon.engine.scoring import Scorer, summarize
+from citemon.demo.version_table import render_versions, verdict_line
+from citemon.engine.scoring import Scorer
+from citemon.engine.summary import summarize
 from citemon.judges import add_judge_arguments, judge_options, load_judge
-from citemon.review.model import ReviewRecord
-from citemon.review.selection import DEFAULT_SIZE, SeededSample
-from citemon.service.results import ResultsReader, Start
 from citemon.service.settings import Settings
 
 if TYPE_CHECKING:
@@ -65,9 +64,7 @@ if TYPE_CHECKING:
 
     from citemon.demo.service import FakeRAGService
 
-__all__ = ["add_arguments", "main", "render_versions"]
-
-_MIX: Final = ("correct", "misattributed", "multi_hop", "unsupported", "dangling", "uncited")
+__all__ = ["add_arguments", "main"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -110,82 +107,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "DIR (with --offline: the review loop's worked example, no Kafka)",
     )
     add_judge_arguments(parser)
-
-
-# -- the table -------------------------------------------------------------------------------
-
-
-def _per_version(registry: CollectorRegistry) -> dict[str, dict[str, float]]:
-    out: dict[str, dict[str, float]] = {}
-    for metric in registry.collect():
-        for sample in metric.samples:
-            version = sample.labels.get("version")
-            if version is None:
-                continue
-            row = out.setdefault(version, {})
-            if sample.name == "citemon_claims_total":
-                row[sample.labels["verdict"]] = row.get(sample.labels["verdict"], 0) + sample.value
-            elif sample.name in (
-                "citemon_answers_total",
-                "citemon_cited_ids_total",
-                "citemon_faithful_claims_total",
-            ):
-                row[sample.name] = row.get(sample.name, 0) + sample.value
-    return {v: row for v, row in out.items() if row.get("citemon_answers_total")}
-
-
-def _cited(row: dict[str, float]) -> int:
-    return int(sum(row.get(v, 0) for v in _MIX if v != "uncited"))
-
-
-def _fmt(value: float | None, spec: str = ".2f") -> str:
-    return "  –" if value is None else format(value, spec)
-
-
-def render_versions(registry: CollectorRegistry) -> str:
-    """Per version: answers, accuracy with its 95% Wilson interval, coverage, IDs per claim,
-    and the verdict mix — all from the monitor's Prometheus counters."""
-    lines = [
-        f"{'version':<8}{'answers':>8}{'accuracy':>10}  {'95% CI':<13}{'coverage':>9}"
-        f"{'IDs/claim':>11}{'faithful':>10}   verdicts: correct/misattr/multi-hop/"
-        "unsupp/dangling/uncited"
-    ]
-    for version, row in sorted(_per_version(registry).items()):
-        cited = _cited(row)
-        correct = int(row.get("correct", 0))
-        judged = cited + int(row.get("uncited", 0))
-        faithful = row.get("citemon_faithful_claims_total", 0)
-        ci = wilson(correct, cited)
-        mix = "/".join(str(int(row.get(v, 0))) for v in _MIX)
-        unjudged = int(row.get("unjudged", 0))
-        lines.append(
-            f"{version:<8}{int(row['citemon_answers_total']):>8}"
-            f"{_fmt(correct / cited if cited else None):>10}  "
-            f"{(f'[{ci[0]:.2f}, {ci[1]:.2f}]' if ci else '–'):<13}"
-            f"{_fmt(cited / judged if judged else None):>9}"
-            f"{_fmt(row.get('citemon_cited_ids_total', 0) / cited if cited else None):>11}"
-            f"{_fmt(faithful / judged if judged else None):>10}   "
-            f"{mix}" + (f" (+{unjudged} unjudged)" if unjudged else "")
-        )
-    return "\n".join(lines)
-
-
-def _verdict_line(registry: CollectorRegistry) -> str | None:
-    rows = _per_version(registry)
-    if "v1" not in rows or "v2" not in rows:
-        return None
-    a, b = rows["v1"], rows["v2"]
-    s1, n1, s2, n2 = int(a.get("correct", 0)), _cited(a), int(b.get("correct", 0)), _cited(b)
-    test = two_proportion_z(s1, n1, s2, n2)
-    if test is None or not n1 or not n2:
-        return None
-    z, p = test
-    return (
-        f"v1 → v2: citation accuracy {s1 / n1:.2f} → {s2 / n2:.2f} "
-        f"({s2 / n2 - s1 / n1:+.2f}; two-proportion z = {z:.1f}, "
-        f"{'p < 1e-6' if p < 1e-6 else f'p = {p:.1g}'}).\n"
-        "Faithfulness does not move: v2 says the same things and cites the wrong passage."
-    )
 
 
 # -- the live demo ---------------------------------------------------------------------------
@@ -307,7 +228,7 @@ async def _live(args: argparse.Namespace) -> int:
     topics = [topic, f"{topic}.dlq"]
     review_topic = f"citemon.demo.{run_id}.review"
     if args.review is not None:
-        _review_dir(args.review)  # refuse before any topic exists
+        review_dir(args.review)  # refuse before any topic exists
         topics.append(review_topic)
     duration = max(5.0, args.duration)
     deploy_at = args.deploy_at if args.deploy_at is not None else 0.4 * duration
@@ -423,13 +344,13 @@ async def _live(args: argparse.Namespace) -> int:
                 loop.remove_signal_handler(sig)
         try:
             if args.review is not None and not stop.is_set():
-                await _save_review_topic(settings, args.review)
+                await save_review_topic(settings, args.review)
         finally:
             if not args.keep_topics:
                 await _delete_topics(args.bootstrap_servers, topics)
     print("final, from the monitor's Prometheus counters:")
     print(render_versions(registry))
-    verdict = _verdict_line(registry)
+    verdict = verdict_line(registry)
     if verdict:
         print("\n" + verdict)
     return 130 if stop.is_set() else 0
@@ -442,66 +363,7 @@ async def _offline(args: argparse.Namespace) -> int:
     return 0
 
 
-def _review_dir(directory: Path) -> None:
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"--review {directory}: {exc.strerror}") from None
-
-
-def _write_review_set(directory: Path, reviews: list[ReviewRecord]) -> None:
-    """The review records to DIR/review-records.jsonl and a set of 50 (seed 0) pulled from
-    them to DIR/review-set.jsonl, as `citemon review pull` would."""
-    chosen = SeededSample(DEFAULT_SIZE, seed=0)
-    for review in reviews:
-        chosen.offer(review)
-    pool, review_set = directory / "review-records.jsonl", directory / "review-set.jsonl"
-    pool.write_text("".join(r.to_json() + "\n" for r in reviews), encoding="utf-8")
-    picked = chosen.records()
-    review_set.write_text("".join(r.to_json() + "\n" for r in picked), encoding="utf-8")
-    print(
-        f"{len(reviews)} review records → {pool}\n"
-        f"review set of {len(picked)} answers "
-        f"({sum(len(r.claims) for r in picked)} claims, seed 0) → {review_set}"
-    )
-
-
-async def _save_review_topic(settings: Settings, directory: Path) -> None:
-    """Everything the monitor committed to the demo's review topic, as files."""
-    reviews: list[ReviewRecord] = []
-    async with ResultsReader(
-        settings, settings.review_topic, what="review topic", set_by="the demo"
-    ) as reader:
-        await reader.seek(Start("offset", 0))
-        async for batch in reader.batches(asyncio.Event()):
-            reviews += [ReviewRecord.model_validate_json(r.value) for r in batch]
-    print()
-    _write_review_set(directory, reviews)
-
-
-def _review(args: argparse.Namespace, directory: Path) -> int:
-    """The worked example: the review traffic scored offline, deterministic."""
-    from citemon.demo.review import review_traffic
-    from citemon.review.sample import review_record
-
-    _review_dir(directory)
-    scorer = Scorer(load_judge(args.judge, judge_options(args)))
-    scores = asyncio.run(scorer.score_many(review_traffic()))
-    reviews = [review_record(score) for score in scores]
-    for version in ("v1", "v2"):
-        summary = summarize(s for s in scores if s.version == version)
-        counts = " · ".join(f"{v} {n}" for v, n in summary.verdicts.items() if n)
-        correct = summary.verdicts["correct"]
-        print(
-            f"{version}: {summary.answers} answers, citemon's citation accuracy "
-            f"{correct / max(1, summary.cited_claims):.3f} ({counts}; overlap "
-            f"{summary.overlap_misattributions})"
-        )
-    _write_review_set(directory, reviews)
-    return 0
-
-
 def main(args: argparse.Namespace) -> int:
     if args.review is not None and args.offline:
-        return _review(args, args.review)
+        return offline_review(args, args.review)
     return asyncio.run(_offline(args) if args.offline else _live(args))

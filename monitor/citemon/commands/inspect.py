@@ -32,17 +32,21 @@ from citemon.commands._inspection import (
     findings,
     format_time,
     parse_result,
-    parse_time_ms,
     read_results_file,
     render_json_line,
     render_table,
     summary_line,
+    time_flag_ms,
 )
 from citemon.commands._options import open_input
 from citemon.core.errors import ConfigError, InputError, KafkaUnavailable
 from citemon.core.records import VERDICTS
 from citemon.service.results import DEFAULT_RESULTS_TOPIC, ResultsReader, Start
-from citemon.service.settings import add_settings_arguments, parse_duration_s, settings_from_args
+from citemon.service.settings import (
+    KAFKA_CONNECTION_FIELDS,
+    add_settings_arguments,
+    settings_from_args,
+)
 
 __all__ = ["ENV_TRACE_URL", "add_arguments", "main"]
 
@@ -52,17 +56,7 @@ ENV_TRACE_URL: Final = "CITEMON_TRACE_URL"
 DEFAULT_SINCE: Final = "1h"
 DEFAULT_LIMIT: Final = 20
 
-_KAFKA_FIELDS: Final = (
-    "bootstrap_servers",
-    "results_topic",
-    "security_protocol",
-    "sasl_mechanism",
-    "kafka_username",
-    "kafka_password_file",
-    "ssl_cafile",
-    "ssl_certfile",
-    "ssl_keyfile",
-)
+_KAFKA_FIELDS: Final = (*KAFKA_CONNECTION_FIELDS, "results_topic")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -118,21 +112,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_settings_arguments(parser, _KAFKA_FIELDS, "kafka (as citemon run)")
 
 
-def _time_ms(flag: str, text: str, now_ms: int) -> int:
-    """A duration ago (``30m``) or an ISO 8601 time → ms since the epoch; ConfigError naming
-    ``flag`` otherwise."""
-    try:
-        return now_ms - int(parse_duration_s(text) * 1000)
-    except ValueError:
-        pass
-    try:
-        return parse_time_ms(text)
-    except ValueError:
-        raise ConfigError(
-            f"{flag} {text!r}: not a duration (30m, 2h) or an ISO 8601 time (2026-12-01T08:00:00Z)"
-        ) from None
-
-
 def _trace_url(args: argparse.Namespace) -> str | None:
     template: str | None = args.trace_url or os.environ.get(ENV_TRACE_URL) or None
     if template is None:
@@ -152,8 +131,8 @@ def _filter(args: argparse.Namespace, now_ms: int, *, from_file: bool) -> Filter
     since = args.since
     if since is None and not from_file and args.offset is None and args.last is None:
         since = DEFAULT_SINCE  # the topic holds days: without a start, the last hour
-    since_ms = _time_ms("--since", since, now_ms) if since is not None else None
-    until_ms = _time_ms("--until", args.until, now_ms) if args.until is not None else None
+    since_ms = time_flag_ms("--since", since, now_ms) if since is not None else None
+    until_ms = time_flag_ms("--until", args.until, now_ms) if args.until is not None else None
     if since_ms is not None and until_ms is not None and until_ms <= since_ms:
         raise ConfigError(f"--until {args.until!r} is not after --since {since!r}")
     return Filter(

@@ -13,9 +13,11 @@ judge calls (the misattribution search is cut, least likely passages first, and 
 
 Self-checks: --calibration FILE (from `citemon calibrate --output`) adds the gauge
 citemon_citation_accuracy_corrected, the windowed accuracy corrected for the judge's measured
-error; --canary-rate R re-checks that share of scored answers with their citations shuffled and
-exports citemon_judge_canary_sensitivity over --canary-window (R x cited claims more judge
-calls, about +2% at R = 0.02; the canary is never counted in the quality metrics).
+error; --probe-rate R (the shuffle probe; --canary-rate is its deprecated alias) re-checks that
+share of scored answers with their citations shuffled and exports
+citemon_judge_canary_sensitivity (the metric keeps its old name: dashboards read it) over
+--probe-window (R x cited claims more judge calls, about +2% at R = 0.02; the probe is never
+counted in the quality metrics).
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ async def serve(
         window_s=settings.window,
         max_versions=settings.max_versions,
         calibration=calibration,
-        canary_window_s=settings.canary_window,
+        canary_window_s=settings.probe_window,
     )
     # --evaluation-events: a missing exporter stops us here (exit 2), before anything started.
     event_exporter = _event_exporter(settings)

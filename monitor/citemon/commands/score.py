@@ -25,7 +25,8 @@ from citemon.core.calibration import Calibration
 from citemon.core.errors import CitemonError, ConfigError, InputError
 from citemon.core.records import AnswerRecord, AnswerScore
 from citemon.engine.excerpts import MAX_EXCERPT_CHARS
-from citemon.engine.scoring import Scorer, summarize
+from citemon.engine.scoring import Scorer
+from citemon.engine.summary import summarize
 from citemon.judges import add_judge_arguments, judge_options, load_judge
 from citemon.otlp.files import NoAnswer, iter_otlp_json_lines
 from citemon.review.sample import (

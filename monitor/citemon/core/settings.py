@@ -24,12 +24,17 @@ How a flag and its variable behave (the same for all):
   else the model's default);
 * :meth:`FlagSettings.from_args` builds the model from the flags' values (and the variables of
   fields without a flag); a value the model refuses (a range, a combination) is a
-  :class:`~citemon.core.errors.ConfigError` naming the field, never echoing the input (secrets).
+  :class:`~citemon.core.errors.ConfigError` naming the field, never echoing the input (secrets);
+* a renamed setting keeps its old flag and variable as deprecated aliases (:attr:`Flag.aliases`,
+  :attr:`Flag.env_aliases`): they still work, each use logs one warning line naming the new
+  spelling, and the new spelling wins when both are given.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -39,6 +44,8 @@ from pydantic import ValidationError
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
 from citemon.core.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "ENV_PREFIX",
@@ -98,6 +105,11 @@ class Flag:
     what: str | None = None
     dest: str | None = None
     metavar: str | None = None
+    aliases: tuple[str, ...] = ()
+    """Deprecated spellings of ``flag``: accepted, not in ``--help``, a warning when used."""
+    env_aliases: tuple[str, ...] = ()
+    """Deprecated variables of ``field``: read when its own variable is unset, with a warning
+    (ignored, with a warning, when it is set)."""
 
 
 class FlagSettings(BaseSettings):
@@ -139,6 +151,16 @@ class FlagSettings(BaseSettings):
                 if key in raw and isinstance(raw[key], str):
                     out[field] = raw[key]
                     break
+        for row in cls.FLAGS:
+            for old in row.env_aliases:
+                if old not in os.environ:
+                    continue
+                new = cls.env_var(row.field)
+                if row.field in out:
+                    log.warning("%s is deprecated and ignored: %s is set", old, new)
+                    continue
+                log.warning("%s is deprecated: use %s (same meaning)", old, new)
+                out[row.field] = os.environ[old]
         return out
 
     @classmethod
@@ -180,17 +202,32 @@ class FlagSettings(BaseSettings):
                     default=None,
                     help=f"{row.help} [env {variable}]",
                 )
-                continue
-            default = environment.get(row.field, cls.model_fields[row.field].default)
-            group.add_argument(
-                row.flag,
-                dest=cls.dest(row),
-                metavar=row.metavar,
-                type=_from_flag_or_variable(row, variable),
-                choices=row.choices,
-                default=default,
-                help=f"{row.help} [env {variable}]",
-            )
+            else:
+                default = environment.get(row.field, cls.model_fields[row.field].default)
+                group.add_argument(
+                    row.flag,
+                    dest=cls.dest(row),
+                    metavar=row.metavar,
+                    type=_from_flag_or_variable(row, variable),
+                    choices=row.choices,
+                    default=default,
+                    help=f"{row.help} [env {variable}]",
+                )
+            for alias in row.aliases:
+                # Hidden, and without a default of its own: the new flag's stands.
+                switch = row.kind is bool
+                converted: dict[str, Any] = (
+                    {} if switch else {"type": _from_flag_or_variable(row, variable)}
+                )
+                group.add_argument(
+                    alias,
+                    dest=cls.dest(row),
+                    action=_deprecated(row.flag, switch=switch),
+                    choices=row.choices,
+                    default=argparse.SUPPRESS,
+                    help=argparse.SUPPRESS,
+                    **converted,
+                )
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, **overrides: Any) -> Self:
@@ -214,6 +251,28 @@ class FlagSettings(BaseSettings):
                 for e in exc.errors(include_input=False)
             )
             raise ConfigError(f"invalid settings: {problems}") from None
+
+
+def _deprecated(use: str, *, switch: bool) -> type[argparse.Action]:
+    """The argparse action of a deprecated flag: stores as ``use`` would, and says so once."""
+
+    class Deprecated(argparse.Action):
+        def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+            if switch:
+                kwargs["nargs"] = 0
+            super().__init__(option_strings, dest, **kwargs)
+
+        def __call__(
+            self,
+            parser: argparse.ArgumentParser,
+            namespace: argparse.Namespace,
+            values: Any,
+            option_string: str | None = None,
+        ) -> None:
+            log.warning("%s is deprecated: use %s (same meaning)", option_string, use)
+            setattr(namespace, self.dest, True if switch else values)
+
+    return Deprecated
 
 
 def _from_flag_or_variable(row: Flag, variable: str) -> Callable[[str], Any]:

@@ -43,20 +43,23 @@ one call per distinct cited-passage set (carrying every claim citing exactly tha
 retrieved passages for the claims still open (which single passages entail each, and whether all
 jointly do). A judge with ``entails`` alone is scored exactly as above.
 
-Why one module (about 600 lines): the steps of scoring one answer (the citation check under the
-policy, precision, faithfulness, the failure taxonomy) fill in one claim result together, and the
-summary reads exactly what they wrote; apart, each step would need the others' private fields.
+The verdicts themselves are decided in :mod:`citemon.engine.verdicts` (both paths call it),
+the search's shares in :mod:`citemon.engine.support_search`, and the totals over answers in
+:mod:`citemon.engine.summary`.
+
+Why this module is still about 450 lines: it is the one :class:`Scorer`, whose two paths (per
+claim and batched) ask the same questions under the same options, call count and executor;
+apart, each would need the other's step 1 grouping (:meth:`Scorer.cited_sets`) and state.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 from citemon.core.errors import ConfigError, JudgeError, JudgeInvalidReply
 from citemon.core.judge import (
@@ -67,29 +70,30 @@ from citemon.core.judge import (
     SupportOutcome,
     SupportVerdict,
 )
-from citemon.core.records import (
-    CITED_VERDICTS,
-    VERDICTS,
-    AnswerRecord,
-    AnswerScore,
-    Claim,
-    ClaimResult,
-    UnjudgedCause,
-    Verdict,
-    VerdictName,
-)
-from citemon.core.stats import ratio, wilson
-from citemon.core.text import CitationSyntax, overlap_words
+from citemon.core.records import AnswerRecord, AnswerScore, Claim, ClaimResult, Verdict
+from citemon.core.text import CitationSyntax
 from citemon.engine.claims import extract_claims
 from citemon.engine.excerpts import excerpts
+from citemon.engine.support_search import allot, by_overlap
+from citemon.engine.verdicts import (
+    apply_truncation,
+    attribute,
+    citation_groups,
+    mark_correct,
+    mark_unjudged,
+    merge_textless,
+    needs_search,
+    open_result,
+)
 
-if TYPE_CHECKING:
-    from citemon.core.calibration import Calibration
-
-__all__ = ["DEFAULT_MAX_JUDGE_CALLS_PER_ANSWER", "Scorer", "ScoringOptions", "Summary", "summarize"]
+__all__ = [
+    "DEFAULT_MAX_JUDGE_CALLS_PER_ANSWER",
+    "Policy",
+    "Scorer",
+    "ScoringOptions",
+]
 
 Policy = Literal["any_of", "single"]
-_TOKENS = re.compile(r"\w+")
 _R = TypeVar("_R")
 _T = TypeVar("_T")
 _WAVE: Final = 256  # claims of one answer checked concurrently
@@ -205,9 +209,9 @@ class Scorer:
             judged_results = await self._batch(self.judge, judged, passages, calls)
         else:
             judged_results = await self._per_claim(judged, passages, calls)
-        results = _merge_textless(claims, textless, judged_results)
+        results = merge_textless(claims, textless, judged_results)
         for result in results:
-            _truncation(result, record)
+            apply_truncation(result, record)
         score = AnswerScore(
             id=record.id,
             service=record.service,
@@ -250,22 +254,13 @@ class Scorer:
         self, claims: Sequence[Claim], passages: Mapping[str, str], calls: _Calls
     ) -> list[ClaimResult]:
         """Steps 1, 2 and 4 of every claim, then the support searches within the bound."""
-        results = [
-            ClaimResult(
-                sentence=c.sentence,
-                text=c.text,
-                cited_ids=c.cited_ids,
-                resolved_ids=c.resolved_ids,
-                verdict="uncited",
-            )
-            for c in claims
-        ]
+        results = [open_result(c) for c in claims]
 
         async def first(i: int) -> _Search | None:
             try:
                 return await self._judge_claim(claims[i], passages, results[i], calls, i)
             except _Unjudged as exc:
-                _unjudged(results[i], claims[i], exc.reason)
+                mark_unjudged(results[i], claims[i], exc.reason)
                 return None
 
         searches = [s for s in await _waves(first, list(range(len(claims)))) if s]
@@ -273,7 +268,7 @@ class Scorer:
             return results
         limit = self.options.max_judge_calls_per_answer
         grants = (
-            _allot([len(s.others) for s in searches], max(0, limit - calls.made))
+            allot([len(s.others) for s in searches], max(0, limit - calls.made))
             if limit
             else [len(s.others) for s in searches]
         )
@@ -282,7 +277,7 @@ class Scorer:
                 search.asked = search.others
             else:
                 ranked = await self._cpu(
-                    _by_overlap, claims[search.index].text, search.others, passages
+                    by_overlap, claims[search.index].text, search.others, passages
                 )
                 search.asked = ranked[:grant]
 
@@ -293,13 +288,13 @@ class Scorer:
                     *(self._ask(claim.text, {p: passages[p]}, calls) for p in search.asked)
                 )
             except _Unjudged as exc:
-                _unjudged(result, claim, exc.reason)
+                mark_unjudged(result, claim, exc.reason)
                 return
             found = set(p for p, ok in zip(search.asked, checks, strict=True) if ok)
             result.search_cut = len(search.others) - len(search.asked)
             supporters = [p for p in search.others if p in found]  # in retrieval order
             if not supporters and result.search_cut:
-                _unjudged(
+                mark_unjudged(
                     result,
                     claim,
                     f"support search cut: {len(search.asked)} of {len(search.others)} passages "
@@ -308,7 +303,7 @@ class Scorer:
                 )
                 result.faithful = True  # the context does entail it (step 2)
                 return
-            self._attribute(result, search.cited, passages, supporters)
+            attribute(result, search.cited, passages, supporters, self.options.overlap_tokens)
 
         await _waves(search_one, searches)
         return results
@@ -328,14 +323,14 @@ class Scorer:
             check = await self._verdict(claim.text, shown, calls)
             result.reason = check.reason and f"cited: {check.reason}"
             if check.entailed:
-                groups = _groups(claim, passages)
+                groups = citation_groups(claim, passages)
                 irrelevant: list[str] = []
                 if self.options.precision and len(groups) > 1:
                     irrelevant = await self._irrelevant(claim.text, groups, calls)
-                _correct(result, cited, irrelevant, groups)
+                mark_correct(result, cited, irrelevant, groups)
                 return None
         result.faithful = bool(passages) and await self._ask(claim.text, passages, calls)
-        if not _needs_search(result, claim):
+        if not needs_search(result, claim):
             return None
         return _Search(index, cited, self._others(cited, passages))
 
@@ -343,26 +338,6 @@ class Scorer:
         """The passages a failed claim's support is searched in, in retrieval order."""
         # Under `single`, a multi-ID citation fails the policy; its own passages may still support.
         return [p for p in passages if p not in cited or self.options.policy == "single"]
-
-    def _attribute(
-        self,
-        result: ClaimResult,
-        cited: list[str],
-        passages: Mapping[str, str],
-        supported_by: list[str],
-    ) -> None:
-        """A faithful claim whose citation failed: ``misattributed`` or ``multi_hop``."""
-        result.supported_by = supported_by
-        if not supported_by:
-            result.verdict = "multi_hop"
-            return
-        result.verdict = "misattributed"
-        result.overlap = any(
-            _share_run(passages[s], passages[c], self.options.overlap_tokens)
-            for s in supported_by
-            for c in cited
-            if s != c
-        )
 
     # -- the batch path (wire contract v2) ---------------------------------------------------
 
@@ -374,16 +349,7 @@ class Scorer:
         calls: _Calls,
     ) -> list[ClaimResult]:
         """Every claim of one answer in one call per cited-passage set plus one support search."""
-        results = [
-            ClaimResult(
-                sentence=c.sentence,
-                text=c.text,
-                cited_ids=c.cited_ids,
-                resolved_ids=c.resolved_ids,
-                verdict="uncited",
-            )
-            for c in claims
-        ]
+        results = [open_result(c) for c in claims]
         valid = [[c for c in claim.resolved_ids if c in passages] for claim in claims]
         sets, still_open = self.cited_sets(claims, passages)  # still_open: the support search's
 
@@ -399,20 +365,20 @@ class Scorer:
             for i, cited_out in zip(members, outcomes, strict=True):
                 result = results[i]
                 if isinstance(cited_out, JudgeError):
-                    _unjudged(result, claims[i], f"judge failed: {cited_out}")
+                    mark_unjudged(result, claims[i], f"judge failed: {cited_out}")
                     continue
                 result.reason = cited_out.reason and f"cited: {cited_out.reason}"
                 if not cited_out.entailed:
                     still_open.append(i)
                     continue
-                groups = _groups(claims[i], passages)
+                groups = citation_groups(claims[i], passages)
                 irrelevant = []
                 if self.options.precision and len(groups) > 1:
                     # The judge weighs passages; a citation is irrelevant when every passage
                     # it named is.
                     weak = set(cited_out.irrelevant(list(dict.fromkeys(valid[i]))))
                     irrelevant = [name for name, pids in groups.items() if weak.issuperset(pids)]
-                _correct(result, valid[i], irrelevant, groups)
+                mark_correct(result, valid[i], irrelevant, groups)
         if not still_open:
             return results
         still_open.sort()
@@ -425,13 +391,13 @@ class Scorer:
         for i, support in zip(still_open, found, strict=True):
             result, claim = results[i], claims[i]
             if isinstance(support, JudgeError):
-                _unjudged(result, claim, f"judge failed: {support}")
+                mark_unjudged(result, claim, f"judge failed: {support}")
                 continue
             result.faithful = support.faithful
-            if _needs_search(result, claim):  # searched already: the judge said who supports
+            if needs_search(result, claim):  # searched already: the judge said who supports
                 others = self._others(valid[i], passages)
                 supporters = [p for p in others if p in support.supported_by]
-                self._attribute(result, valid[i], passages, supporters)
+                attribute(result, valid[i], passages, supporters, self.options.overlap_tokens)
         return results
 
     def _citable(self, claim: Claim, cited: list[str]) -> bool:
@@ -500,108 +466,6 @@ async def _outcomes(call: Awaitable[list[_O]], claims: list[str]) -> list[_O | J
     return got
 
 
-def _correct(
-    result: ClaimResult,
-    cited: list[str],
-    irrelevant: list[str],
-    groups: Mapping[str, Mapping[str, str]],
-) -> None:
-    """Step 1 passed: the cited passages entail the claim. ``irrelevant``: the citations ALCE's
-    precision finds irrelevant (empty when precision was not asked); ``groups``: each citation →
-    the passages it named, so that dropping a citation drops all of its passages."""
-    result.verdict, result.faithful = "correct", True
-    result.irrelevant_ids = irrelevant
-    result.supported_by = _kept(cited, groups, irrelevant) if irrelevant else list(cited)
-
-
-def _needs_search(result: ClaimResult, claim: Claim) -> bool:
-    """Step 2's verdict, once ``result.faithful`` is known, for a claim whose citation check
-    failed or that cites nothing: ``uncited`` stays, ``dangling`` (cites an ID not retrieved),
-    ``unsupported`` (the context does not entail it); True when it is faithful and cited, so
-    step 3 (who supports it: ``misattributed`` or ``multi_hop``) decides. Both paths, per claim
-    and batched, decide through here."""
-    if not claim.cited:
-        return False
-    if claim.dangling_ids:
-        result.verdict = "dangling"
-        result.reason = f"cites IDs not retrieved: {', '.join(claim.dangling_ids)}"
-        return False
-    if not result.faithful:
-        result.verdict = "unsupported"
-        return False
-    return True
-
-
-def _unjudged(
-    result: ClaimResult, claim: Claim, reason: str, cause: UnjudgedCause = "judge_failure"
-) -> None:
-    result.verdict = "unjudged" if claim.cited else "uncited"
-    result.faithful = None
-    result.supported_by = []
-    result.reason = reason
-    result.unjudged_cause = cause
-
-
-def _groups(claim: Claim, passages: Mapping[str, str]) -> dict[str, dict[str, str]]:
-    """Each retrieved cited ID → the passages it named (``Claim.resolution``; a claim made
-    without one counts each resolved passage as its own citation)."""
-    resolution = claim.resolution or {p: [p] for p in claim.resolved_ids}
-    groups = {
-        name: {p: passages[p] for p in pids if p in passages} for name, pids in resolution.items()
-    }
-    return {name: shown for name, shown in groups.items() if shown}
-
-
-def _kept(
-    cited: Sequence[str], groups: Mapping[str, Mapping[str, str]], dropped: list[str]
-) -> list[str]:
-    """The cited passages that some relevant citation named."""
-    keep = {p for name, shown in groups.items() if name not in dropped for p in shown}
-    return [p for p in cited if p in keep]
-
-
-def _merge_textless(
-    claims: Sequence[Claim], textless: Sequence[bool], judged: Sequence[ClaimResult]
-) -> list[ClaimResult]:
-    """The judged claims' results with ``unjudged`` (``no_passage_text``) ones in between."""
-    rest = iter(judged)
-    out: list[ClaimResult] = []
-    for claim, blind in zip(claims, textless, strict=True):
-        if not blind:
-            out.append(next(rest))
-            continue
-        result = ClaimResult(
-            sentence=claim.sentence,
-            text=claim.text,
-            cited_ids=claim.cited_ids,
-            resolved_ids=claim.resolved_ids,
-            verdict="uncited",
-        )
-        _unjudged(
-            result,
-            claim,
-            f"no text for the cited passages: {', '.join(claim.resolved_ids)}",
-            cause="no_passage_text",
-        )
-        out.append(result)
-    return out
-
-
-def _truncation(result: ClaimResult, record: AnswerRecord) -> None:
-    if result.unjudged_cause == "no_passage_text":
-        return
-    if not record.truncated or result.unjudged_cause == "judge_failure":
-        # A judge failure stays one: it is retried, and it is evidence about the judge that
-        # the truncation must not turn into a clean score.
-        return
-    if result.verdict not in ("correct", "uncited"):
-        # The monitor never saw the whole answer: a failure may be the truncation's.
-        result.verdict, result.reason = "unjudged", "input truncated by the producer"
-        result.unjudged_cause = "truncated"
-    if result.faithful is False:
-        result.faithful = None
-
-
 async def _waves(fn: Callable[[_T], Awaitable[_R]], items: Sequence[_T]) -> list[_R]:
     """``fn`` over ``items``, ``_WAVE`` at a time: a 1 MB answer has ~12,000 claims, and
     starting a task for each in one go held the event loop for 1.5 s (in waves: 0.1 s; an
@@ -618,116 +482,3 @@ def _score_in_thread(
 ) -> AnswerScore:
     """An executor job: one answer on this thread's own event loop (CPU judges only)."""
     return asyncio.run(scorer.score(record, claims))
-
-
-def _allot(needs: Sequence[int], budget: int) -> list[int]:
-    """Share ``budget`` among ``needs`` fairly: the smallest needs are met first, the rest get
-    equal shares (max-min fairness); deterministic."""
-    grants = [0] * len(needs)
-    left = budget
-    order = sorted(range(len(needs)), key=lambda i: needs[i])
-    for k, i in enumerate(order):
-        grants[i] = min(needs[i], left // (len(needs) - k))
-        left -= grants[i]
-    return grants
-
-
-def _by_overlap(claim: str, candidates: Sequence[str], passages: Mapping[str, str]) -> list[str]:
-    """``candidates`` most likely first: content words shared with the claim, then retrieval
-    order (``sorted`` is stable)."""
-    words = overlap_words(claim)
-    return sorted(candidates, key=lambda p: -len(words & overlap_words(passages[p])))
-
-
-def _share_run(a: str, b: str, n: int) -> bool:
-    """Whether ``a`` and ``b`` share ``n`` or more consecutive word tokens."""
-    ta, tb = _TOKENS.findall(a.lower()), _TOKENS.findall(b.lower())
-    if len(ta) < n or len(tb) < n:
-        return False
-    grams = {tuple(tb[i : i + n]) for i in range(len(tb) - n + 1)}
-    return any(tuple(ta[i : i + n]) in grams for i in range(len(ta) - n + 1))
-
-
-@dataclass(slots=True)
-class Summary:
-    """Totals over scored answers; ratios exclude ``unjudged`` everywhere."""
-
-    answers: int = 0
-    claims: int = 0
-    verdicts: dict[VerdictName, int] = field(default_factory=lambda: dict.fromkeys(VERDICTS, 0))
-    faithful: int = 0
-    faithfulness_judged: int = 0
-    cited_ids: int = 0
-    correct_citations: int = 0
-    irrelevant_citations: int = 0
-    overlap_misattributions: int = 0
-
-    def add(self, score: AnswerScore) -> None:
-        self.answers += 1
-        for c in score.claims:
-            self.claims += 1
-            self.verdicts[c.verdict] += 1
-            if c.faithful is not None:
-                self.faithfulness_judged += 1
-                self.faithful += c.faithful
-            if c.verdict in CITED_VERDICTS:
-                self.cited_ids += len(c.cited_ids)
-            if c.verdict == "correct":
-                self.correct_citations += len(c.cited_ids)
-                self.irrelevant_citations += len(c.irrelevant_ids)
-            self.overlap_misattributions += c.verdict == "misattributed" and c.overlap
-
-    @property
-    def cited_claims(self) -> int:
-        return sum(n for v, n in self.verdicts.items() if v in CITED_VERDICTS)
-
-    def as_dict(
-        self, policy: Policy = "any_of", calibration: Calibration | None = None
-    ) -> dict[str, Any]:
-        """The ``summary`` object of the JSON output; with a calibration, corrected accuracy too."""
-        cited, correct = self.cited_claims, self.verdicts["correct"]
-        judged = cited + self.verdicts["uncited"]
-        precise = self.correct_citations - self.irrelevant_citations
-        return {
-            "answers": self.answers,
-            "claims": self.claims,
-            "cited_claims": cited,
-            "citation_accuracy": _round(ratio(correct, cited)),
-            "citation_accuracy_ci95": _interval(correct, cited),
-            "citation_coverage": _round(ratio(cited, judged)),
-            "citation_coverage_ci95": _interval(cited, judged),
-            "faithfulness": _round(ratio(self.faithful, self.faithfulness_judged)),
-            "ids_per_claim": _round(ratio(self.cited_ids, cited)),
-            "citation_precision": _round(ratio(precise, self.correct_citations)),
-            "policy": policy,
-            "overlap_misattributions": self.overlap_misattributions,
-            "verdicts": dict(self.verdicts),
-        } | (self._corrected(calibration) if calibration is not None else {})
-
-    def _corrected(self, calibration: Calibration) -> dict[str, Any]:
-        from citemon.core.calibration import corrected_accuracy
-
-        got = corrected_accuracy(self.verdicts["correct"], self.cited_claims, calibration)
-        if got is None:
-            return {"citation_accuracy_corrected": None, "citation_accuracy_corrected_ci95": None}
-        point, (lo, hi) = got
-        return {
-            "citation_accuracy_corrected": round(point, 4),
-            "citation_accuracy_corrected_ci95": [round(lo, 2), round(hi, 2)],
-        }
-
-
-def summarize(scores: Iterable[AnswerScore]) -> Summary:
-    summary = Summary()
-    for score in scores:
-        summary.add(score)
-    return summary
-
-
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 4)
-
-
-def _interval(successes: int, n: int) -> list[float] | None:
-    bounds = wilson(successes, n)
-    return None if bounds is None else [round(bounds[0], 2), round(bounds[1], 2)]

@@ -15,8 +15,10 @@ Two kinds of numbers:
   ``window_s`` seconds as seen by *this* replica, computed at scrape time from a ring of
   per-bucket counts. A convenience for ``curl /metrics`` and single-replica setups. With a
   judge calibration, ``citemon_citation_accuracy_corrected`` is computed in the same pass from
-  the very counts behind ``citemon_citation_accuracy``; the shuffle canary's
-  ``citemon_judge_canary_sensitivity`` has a window of its own (``canary_window_s``).
+  the very counts behind ``citemon_citation_accuracy``; the shuffle probe's
+  ``citemon_judge_canary_sensitivity`` has a window of its own (``canary_window_s``). The probe
+  was once called the "canary" and its metrics keep that name on purpose: the dashboards and
+  alert rules read them (its flags are ``--probe-rate``/``--probe-window`` now).
 
 Cardinality is bounded: at most ``max_services`` services, ``max_environments`` environments and
 ``max_versions`` versions per service get their own label value; the rest are folded into
@@ -27,7 +29,7 @@ months still shows this week's deploy instead of folding every deploy after the 
 
 Everything is built on a ``CollectorRegistry`` passed in; nothing touches the global registry.
 
-Why one module (about 500 lines): every metric name, type and label is a contract the rules and
+Why one module (about 550 lines): every metric name, type and label is a contract the rules and
 the dashboard read; kept together, the whole contract is read (and reviewed) in one place.
 """
 

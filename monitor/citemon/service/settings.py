@@ -9,6 +9,10 @@ is only ever handed to the Kafka client in :meth:`Settings.kafka_options`.
 The judge's flags and env vars (``--judge``, ``CITEMON_JUDGE_*``) are shared with ``citemon
 score`` and live in :mod:`citemon.judges.settings`; the scoring flags (``--policy``,
 ``--marker-pattern``, ``--overlap-tokens``…) are shared too, from :mod:`citemon.commands._options`.
+
+Why one module (about 440 lines): it is one model, its flag table (renamed flags and their
+deprecated aliases included) and the checks that span fields (SASL and TLS, the derived
+transactional-ID prefix); apart, a flag and the check of its field would live in two places.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from citemon.review.sample import DEFAULT_REVIEW_PASSAGE_CHARS, DEFAULT_REVIEW_T
 
 __all__ = [
     "ENV_PREFIX",
+    "KAFKA_CONNECTION_FIELDS",
     "SERVICE_FLAGS",
     "SecurityProtocol",
     "Settings",
@@ -41,7 +46,7 @@ SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 
 
-# (flag, field, type, help): the rows of SERVICE_FLAGS.
+# (flag, field, type, help): the rows of SERVICE_FLAGS (renamed flags: _ALIASES).
 _ROWS: Final[tuple[tuple[str, str, Any, str], ...]] = (
     ("--bootstrap-servers", "bootstrap_servers", str, "Kafka brokers (default 127.0.0.1:9092)"),
     ("--topic", "topic", str, "topic of OTLP span batches (default otlp_spans)"),
@@ -119,12 +124,18 @@ _ROWS: Final[tuple[tuple[str, str, Any, str], ...]] = (
         "judge calibration file (citemon calibrate --output): export corrected accuracy",
     ),
     (
-        "--canary-rate",
-        "canary_rate",
+        "--probe-rate",
+        "probe_rate",
         float,
-        "share of scored answers re-checked with shuffled citations, e.g. 0.02 (default 0 = off)",
+        "share of scored answers re-checked with shuffled citations (the shuffle probe), "
+        "e.g. 0.02 (default 0 = off)",
     ),
-    ("--canary-window", "canary_window", str, "window of the canary sensitivity (default 1h)"),
+    (
+        "--probe-window",
+        "probe_window",
+        str,
+        "window of the shuffle probe's sensitivity gauge (default 1h)",
+    ),
     (
         "--evaluation-events",
         "evaluation_events",
@@ -141,8 +152,38 @@ _ROWS: Final[tuple[tuple[str, str, Any, str], ...]] = (
 )
 
 
+# field → (old flags, old variables): still accepted, each use logs a deprecation warning.
+# The shuffle probe was called the "canary" until 0.x; its Prometheus metrics keep that name
+# (citemon_judge_canary_sensitivity, citemon_judge_canary_answers_total): the dashboards and
+# alert rules read them, so renaming them would break every deployed panel.
+_ALIASES: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
+    "probe_rate": (("--canary-rate",), ("CITEMON_CANARY_RATE",)),
+    "probe_window": (("--canary-window",), ("CITEMON_CANARY_WINDOW",)),
+}
+
+KAFKA_CONNECTION_FIELDS: Final = (
+    "bootstrap_servers",
+    "security_protocol",
+    "sasl_mechanism",
+    "kafka_username",
+    "kafka_password_file",
+    "ssl_cafile",
+    "ssl_certfile",
+    "ssl_keyfile",
+)
+"""The fields whose flags reach the brokers: what a command that reads a topic offers (with the
+topic's own field) through ``add_settings_arguments(parser, only=...)``."""
+
 SERVICE_FLAGS: Final = tuple(
-    Flag(flag, field, text, kind, metavar=flag[2:].upper().replace("-", "_"))
+    Flag(
+        flag,
+        field,
+        text,
+        kind,
+        metavar=flag[2:].upper().replace("-", "_"),
+        aliases=_ALIASES.get(field, ((), ()))[0],
+        env_aliases=_ALIASES.get(field, ((), ()))[1],
+    )
     for flag, field, kind, text in _ROWS
 )
 """The ``citemon run`` flags: each sets the :class:`Settings` field of its name."""
@@ -236,13 +277,15 @@ class Settings(FlagSettings):
     # -- self-checks -------------------------------------------------------------------------
     calibration: Path | None = None
     """A ``citemon calibrate --output`` file: export ``citemon_citation_accuracy_corrected``."""
-    canary_rate: float = Field(default=0.0, ge=0.0, le=1.0)
-    """Share of scored answers re-checked with shuffled citations (the shuffle canary); 0 = off.
+    probe_rate: float = Field(default=0.0, ge=0.0, le=1.0)
+    """``CITEMON_PROBE_RATE`` (deprecated alias ``CITEMON_CANARY_RATE``, ``--canary-rate``):
+    share of scored answers re-checked with shuffled citations (the shuffle probe); 0 = off.
     Costs one judge call per cited claim of each such answer
     (:mod:`citemon.checks.shuffle_probe`)."""
-    canary_window: float = Field(default=3600.0, gt=0)
-    """``CITEMON_CANARY_WINDOW``: span of the canary's sums, in seconds here (``1h``…). Longer
-    than ``window`` because the canary sees only ``canary_rate`` of the answers."""
+    probe_window: float = Field(default=3600.0, gt=0)
+    """``CITEMON_PROBE_WINDOW`` (deprecated alias ``CITEMON_CANARY_WINDOW``,
+    ``--canary-window``): span of the probe's sums, in seconds here (``1h``…). Longer than
+    ``window`` because the probe sees only ``probe_rate`` of the answers."""
 
     # -- verdicts back on the trace ------------------------------------------------------------
     evaluation_events: bool = False
@@ -251,7 +294,7 @@ class Settings(FlagSettings):
     evaluation_events_max_queue: int = Field(default=2048, ge=1)
     """Events waiting for export at most; more are dropped, and counted, rather than queued."""
 
-    @field_validator("window", "canary_window", mode="before")
+    @field_validator("window", "probe_window", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> Any:
         return parse_duration_s(value) if isinstance(value, str) else value
@@ -280,6 +323,11 @@ class Settings(FlagSettings):
         return self
 
     # -- derived -----------------------------------------------------------------------------
+
+    @property
+    def canary_rate(self) -> float:
+        """The old name of :attr:`probe_rate`, for code not yet moved to it (the pipeline)."""
+        return self.probe_rate
 
     @property
     def transactional(self) -> bool:
