@@ -154,7 +154,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             scorer,
             self.gate,
             metrics,
-            rate=settings.canary_rate,
+            rate=settings.probe_rate,
             max_inflight=max_inflight_canaries or settings.max_inflight_answers,
         )
         self._answers = AnswerJobs(

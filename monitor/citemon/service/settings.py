@@ -325,11 +325,6 @@ class Settings(FlagSettings):
     # -- derived -----------------------------------------------------------------------------
 
     @property
-    def canary_rate(self) -> float:
-        """The old name of :attr:`probe_rate`, for code not yet moved to it (the pipeline)."""
-        return self.probe_rate
-
-    @property
     def transactional(self) -> bool:
         """Whether results are produced in per-partition transactions with the offsets: with a
         results topic or a review sample (both exactly once)."""
