@@ -141,3 +141,19 @@ async def test_two_replicas_split_partitions_and_their_counters_add_up(
         b = metric_sum(second.registry, "citemon_answers_total")
         assert a > 0 and b > 0, (a, b)
         assert verdicts_by_version(first.registry, second.registry) == expected
+
+
+async def test_a_second_caught_up_waits_for_what_was_written_since_the_first(
+    kafka_bootstrap: str, kafka_topic: TopicFactory
+) -> None:
+    topic = await kafka_topic(partitions=1)
+    await asyncio.to_thread(publish, kafka_bootstrap, topic, [("v1", 10, False)], seed=3)
+    settings, args = settings_for(kafka_bootstrap, topic)
+    async with run_monitor(settings, args) as mon:
+        first = await asyncio.wait_for(mon.pipeline.caught_up(), 60)
+        assert list(first.values()) == [10]
+        assert metric_sum(mon.registry, "citemon_answers_total") == 10
+        await asyncio.to_thread(publish, kafka_bootstrap, topic, [("v1", 15, False)], seed=4)
+        second = await asyncio.wait_for(mon.pipeline.caught_up(), 60)
+        assert list(second.values()) == [25]
+        assert metric_sum(mon.registry, "citemon_answers_total") == 25

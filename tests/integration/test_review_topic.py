@@ -14,9 +14,10 @@ import signal
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from citemon.cli import main
 from citemon.review.model import ReviewRecord, read_review_records
@@ -26,9 +27,12 @@ from citemon.service.sampling import ratio_bound, trace_id_sampled
 from citemon.service.settings import Settings
 from tests.integration.conftest import TopicFactory
 from tests.integration.monitor_support import (
+    metric_sum,
     publish,
     read_topic,
     ready,
+    run_monitor,
+    settings_for,
     start_process,
     wait_for,
 )
@@ -156,3 +160,79 @@ async def test_review_topic_holds_each_sampled_trace_once_across_a_kill_9(
     gone = [*base, "--review-topic", "no.such.topic", "-o", "-"]
     assert await asyncio.to_thread(main, gone) == 2
     assert "review topic 'no.such.topic' does not exist" in capsys.readouterr().err
+
+
+def _otlp_json_span(span: dict[str, Any]) -> bytes:
+    attrs = [{"key": k, "value": {"stringValue": v}} for k, v in span.pop("attrs").items()]
+    resource = [{"key": "service.name", "value": {"stringValue": "bot"}}]
+    body = {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": resource},
+                "scopeSpans": [{"spans": [{**span, "attributes": attrs}]}],
+            }
+        ]
+    }
+    return json.dumps(body, ensure_ascii=False).encode()
+
+
+def _trace(trace_id: str, question: str, passage: str) -> list[bytes]:
+    """An OpenInference trace in two Kafka records, each under 1 MB: the retriever's 32
+    passages, then the root CHAIN span with the question and the answer citing each."""
+    root, retriever = "1" * 16, "2" * 16
+    docs = {}
+    for i in range(32):
+        docs[f"retrieval.documents.{i}.document.id"] = f"d{i}"
+        docs[f"retrieval.documents.{i}.document.content"] = f"Fact {i} is so. {passage}"
+    answer = " ".join(f"Fact {i} is so [d{i}]." for i in range(32))
+    times = {"startTimeUnixNano": "1", "endTimeUnixNano": "2"}
+    return [
+        _otlp_json_span(
+            {
+                "traceId": trace_id, "spanId": retriever, "parentSpanId": root,
+                "name": "retrieve", **times,
+                "attrs": {"openinference.span.kind": "RETRIEVER", **docs},
+            }
+        ),
+        _otlp_json_span(
+            {
+                "traceId": trace_id, "spanId": root, "name": "chain", **times,
+                "attrs": {
+                    "openinference.span.kind": "CHAIN",
+                    "input.value": question,
+                    "output.value": answer,
+                },
+            }
+        ),
+    ]  # fmt: skip
+
+
+async def test_a_review_record_over_kafkas_message_limit_does_not_stall_its_partition(
+    kafka_bootstrap: str, kafka_topic: TopicFactory
+) -> None:
+    """A sampled trace whose review record would be over 1 MB (a 700 KB question, 32 passages
+    of 4000 four-byte characters; each of its Kafka records under 1 MB) is scored and counted
+    without a review record; the trace after it on the same partition gets its record."""
+    topic = await kafka_topic(partitions=1)
+    review = await kafka_topic(partitions=1)
+    big, small = "a" * 32, "b" * 32
+    values = [
+        *_trace(big, "q" * 700_000, "\U0001f600" * 4000),
+        *_trace(small, "What holds?", "short"),
+    ]
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, max_request_size=1_048_576)
+    await producer.start()
+    try:
+        for value in values:
+            assert len(value) < 1_000_000
+            await producer.send_and_wait(topic, value)
+    finally:
+        await producer.stop()
+    settings, args = settings_for(
+        kafka_bootstrap, topic, review_rate=1.0, review_topic=review, trace_window_s=60.0
+    )
+    async with run_monitor(settings, args) as mon:
+        await asyncio.wait_for(mon.pipeline.caught_up(), 60)
+        assert metric_sum(mon.registry, "citemon_answers_total") == 2
+    got = await _review_records(kafka_bootstrap, review)
+    assert [record.trace_id for _, record in got] == [small]

@@ -4,13 +4,14 @@ batch or a :class:`DecodeError`, never another exception (nothing crashes the mo
 from __future__ import annotations
 
 import itertools
+import json
 from collections import Counter
 from typing import Any
 
 import pytest
 
 from citemon.core.errors import DecodeError
-from citemon.otlp.decoding import read_spans
+from citemon.otlp.decoding import decode_otlp, read_spans
 from citemon.otlp.spans import Limits, RawSpan, ResourceInfo
 
 KEYS = (
@@ -94,3 +95,63 @@ def test_malformed_values_are_decode_errors_or_nothing(key: str) -> None:
             outcomes["decoded"] += 1
     assert outcomes["decoded"] > 0
     assert set(outcomes) <= {"decoded", "bad_attribute", "no_answer_spans", "invalid_utf8"}
+
+
+def _otlp_json(resource: list[dict[str, Any]], attrs: list[dict[str, Any]]) -> bytes:
+    span = {"traceId": "a" * 32, "spanId": "b" * 16, "name": "rag.answer", "attributes": attrs}
+    return json.dumps(
+        {
+            "resourceSpans": [
+                {"resource": {"attributes": resource}, "scopeSpans": [{"spans": [span]}]}
+            ]
+        }
+    ).encode()
+
+
+_ANSWER = [
+    {"key": "output.value", "value": {"stringValue": "An answer [1]."}},
+    {"key": "retrieval.documents.0.document.content", "value": {"stringValue": "A passage."}},
+]
+_HUGE = 10**400  # a JSON integer no float holds
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        # A document score past float's range (an OTLP JSON intValue is a decimal string).
+        (
+            _otlp_json(
+                [],
+                [
+                    *_ANSWER,
+                    {
+                        "key": "retrieval.documents.0.document.score",
+                        "value": {"intValue": str(_HUGE)},
+                    },
+                ],
+            ),
+            "bad_attribute",
+        ),
+        (
+            _otlp_json([], [*_ANSWER, {"key": "x", "value": {"doubleValue": _HUGE}}]),
+            "bad_attribute",
+        ),
+        (_otlp_json([{"key": "x", "value": {"doubleValue": _HUGE}}], _ANSWER), "bad_attribute"),
+        (_otlp_json([{"key": "x", "value": {"doubleValue": "abc"}}], _ANSWER), "bad_attribute"),
+        # An integer literal of more digits than Python converts (4300).
+        (b'{"resourceSpans": [], "x": ' + b"1" * 5000 + b"}", "not_json"),
+    ],
+    ids=["document-score", "span-double", "resource-double", "resource-double-text", "digits"],
+)
+def test_numbers_python_cannot_convert_are_decode_errors(payload: bytes, reason: str) -> None:
+    with pytest.raises(DecodeError) as caught:
+        decode_otlp(payload)
+    assert caught.value.reason == reason
+
+
+def test_a_huge_document_score_in_a_dialects_json_is_a_decode_error() -> None:
+    docs = json.dumps([{"id": "a", "content": "t", "score": _HUGE}])
+    attrs = {"gen_ai.operation.name": "retrieval", "gen_ai.retrieval.documents": docs}
+    with pytest.raises(DecodeError) as caught:
+        read_spans([span(attrs, "c" * 16)], Limits())
+    assert caught.value.reason == "bad_attribute"

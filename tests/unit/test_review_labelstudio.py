@@ -109,6 +109,16 @@ def test_a_json_min_export_reads_the_flat_rows(tmp_path: Path) -> None:
         (json.dumps([_task(0, _annotation("entailed", "lazy"))]), "checker 'lazy' is not one of"),
         (json.dumps([{"data": {"text": "x"}, "annotations": [_annotation("entailed")]}]),
          "not a citemon task"),
+        # Shapes no Label Studio export has: named, never a traceback.
+        (json.dumps([{**_task(0), "annotations": 5}]), "annotations is not a list"),
+        (json.dumps([{**_task(0), "annotations": {"a": 1}}]), "annotations is not a list"),
+        (json.dumps([_task(0, "x")]), "annotation 0: not an object"),  # type: ignore[arg-type]
+        (json.dumps([_task(0, _annotation(None, result=5))]), "result is not a list of objects"),
+        (json.dumps([_task(0, _annotation(None, result=["x"]))]),
+         "result is not a list of objects"),
+        (json.dumps([_task(0, _annotation(None, result=[
+            {"type": "choices", "from_name": "label", "value": ["entailed"]}]))]),
+         "value is not an object"),
     ],
 )  # fmt: skip
 def test_a_bad_export_is_named_and_adds_no_label(
@@ -125,6 +135,13 @@ def test_a_bad_export_is_named_and_adds_no_label(
     assert main(["review", "import", str(export), "--labels", str(labels)]) == 2
     assert error.split("'")[0] in capsys.readouterr().err
     assert not labels.exists()
+
+
+def test_an_export_that_is_not_utf8_is_named(tmp_path: Path) -> None:
+    export = tmp_path / "export.json"
+    export.write_bytes(b'[{"data": "\xff"}]')
+    with pytest.raises(InputError, match="not UTF-8 text"):
+        labels_from_export(export)
 
 
 def test_export_writes_tasks_and_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -58,3 +58,23 @@ def test_review_records_round_trip_with_the_schema_field(tmp_path: Path) -> None
     path.write_text(line + "\n")
     (back,) = read_review_records(path)
     assert back == record
+
+
+@pytest.mark.parametrize(
+    ("line", "error"),
+    [
+        (b'{"trace_id": "\xff"}\n', ":2: not UTF-8 text"),
+        (b"[" * 100_000 + b"\n", ":2: not JSON"),
+        (b'{"claim": ' + b"1" * 5000 + b"}\n", ":2: not JSON"),
+    ],
+    ids=["latin-1", "deep", "digits"],
+)
+def test_lines_json_cannot_read_are_named_in_both_files(
+    tmp_path: Path, line: bytes, error: str
+) -> None:
+    good = Label(trace_id="t1", claim=0, text="a", label="entailed", reviewer="ann")
+    for read in (read_labels, read_review_records):
+        path = tmp_path / f"{read.__name__}.jsonl"
+        path.write_bytes(good.model_dump_json().encode() + b"\n" + line)
+        with pytest.raises(InputError, match=error):
+            read(path)

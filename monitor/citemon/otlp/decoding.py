@@ -92,7 +92,14 @@ def _read(raw: RawSpan, limits: Limits, dialects: Sequence[Dialect]) -> SpanRead
     for dialect in dialects:
         try:
             out = dialect.read_span(raw, limits)
-        except (TypeError, ValueError, AttributeError, KeyError, RecursionError) as exc:
+        except (
+            TypeError,
+            ValueError,
+            AttributeError,
+            KeyError,
+            RecursionError,
+            OverflowError,  # float() of an integer past its range (a document's score)
+        ) as exc:
             # A shape no reader foresaw is this span's error, not the monitor's crash.
             raise DecodeError(
                 "bad_attribute", f"{dialect.name}: span {raw.name!r} is malformed ({exc})"

@@ -155,7 +155,12 @@ def _jv(v: Any) -> Any:
             raise DecodeError("bad_attribute", "intValue is not an integer") from exc
     if "doubleValue" in v:
         d = v["doubleValue"]
-        return float(d) if isinstance(d, int | float | str) else None
+        if not isinstance(d, int | float | str):
+            return None
+        try:
+            return float(d)
+        except (ValueError, OverflowError) as exc:  # "abc", or an integer past float's range
+            raise DecodeError("bad_attribute", "doubleValue is not a number") from exc
     if "boolValue" in v:
         return bool(v["boolValue"])
     if "arrayValue" in v:
@@ -237,7 +242,7 @@ def parse_otlp_json(payload: bytes | str) -> SpanStream:
         text = payload
     try:
         obj = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:  # ValueError: also an integer of > 4300 digits
         raise DecodeError("not_json", f"not JSON: {exc}") from exc
     if not isinstance(obj, dict) or "resourceSpans" not in obj:
         what = next(

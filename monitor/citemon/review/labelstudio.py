@@ -211,20 +211,30 @@ def _from_full(rows: Iterable[Mapping[str, Any]], reviewer: str | None) -> Impor
         if not isinstance(data, Mapping):
             raise InputError(f"task {n}: no data object (not a Label Studio JSON export)")
         annotations = task.get("annotations") or []
+        if not isinstance(annotations, list):
+            raise InputError(f"task {n}: annotations is not a list (not a Label Studio export)")
         if not annotations:
             out.unlabelled += 1
         for a, annotation in enumerate(annotations):
             where = f"task {n} (id {task.get('id')}) annotation {a}"
+            if not isinstance(annotation, Mapping):
+                raise InputError(f"{where}: not an object (not a Label Studio export)")
             if annotation.get("was_cancelled"):
                 out.cancelled += 1
                 continue
             choices: dict[str, object] = {}
-            for result in annotation.get("result") or []:
+            results = annotation.get("result") or []
+            if not isinstance(results, list) or not all(isinstance(r, Mapping) for r in results):
+                raise InputError(f"{where}: result is not a list of objects")
+            for result in results:
                 if result.get("type") == "choices" and result.get("from_name") in (
                     LABEL_TAG,
                     CHECKER_TAG,
                 ):
-                    choices[result["from_name"]] = (result.get("value") or {}).get("choices")
+                    value = result.get("value") or {}
+                    if not isinstance(value, Mapping):
+                        raise InputError(f"{where}: a choices result's value is not an object")
+                    choices[result["from_name"]] = value.get("choices")
             label = _choice(choices.get(LABEL_TAG), LABEL_TAG, where)
             if label is None:
                 out.unlabelled += 1
@@ -259,6 +269,8 @@ def labels_from_export(path: Path, reviewer: str | None = None) -> ImportResult:
         rows = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: not JSON: {exc.msg}") from exc
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):

@@ -142,14 +142,20 @@ def append_label(path: Path, label: Label) -> None:
 
 def _json_lines(path: Path) -> Iterator[tuple[int, dict[str, object]]]:
     try:
-        with path.open(encoding="utf-8") as fh:
-            for n, raw in enumerate(fh, 1):
+        with path.open("rb") as fh:
+            for n, line in enumerate(fh, 1):
+                try:
+                    raw = line.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise InputError(f"{path}:{n}: not UTF-8 text") from exc
                 if not raw.strip():
                     continue
                 try:
                     row = json.loads(raw)
                 except json.JSONDecodeError as exc:
                     raise InputError(f"{path}:{n}: not JSON: {exc.msg}") from exc
+                except (ValueError, RecursionError) as exc:  # > 4300 digits; nested too deep
+                    raise InputError(f"{path}:{n}: not JSON: {exc}") from exc
                 if not isinstance(row, dict):
                     raise InputError(f"{path}:{n}: expected a JSON object")
                 yield n, row

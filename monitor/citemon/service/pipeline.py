@@ -183,7 +183,6 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         self._supervisor = Supervisor(on_fatal=self._changed)
         self._faults = LoopFaults(self.hooks, clock)
         self._pressure = Backpressure(settings, self._parts)
-        self._catch_up = CatchUp(self._parts, self._tracker)
         self._commit_lock = asyncio.Lock()
         self._consumer: Any = None
         self._delivery: KafkaDelivery | None = None
@@ -356,14 +355,16 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
 
     async def caught_up(self, ends: Mapping[Any, int] | None = None) -> dict[Any, int]:
         """Return once every partition this replica owns is committed up to ``ends`` (by
-        default each one's log end, read when first seen here) and no answer or shuffle probe
-        is in flight; returns the ends it waited for (:mod:`citemon.service.catch_up`).
-        Every answer up to them is then counted in the metrics."""
+        default each one's log end, read when this call first sees it) and no answer or shuffle
+        probe is in flight; returns the ends it waited for (:mod:`citemon.service.catch_up`).
+        Every answer up to them is then counted in the metrics. Each call has ends of its own:
+        a later call waits for what was written since the earlier one returned."""
+        catch_up = CatchUp(self._parts, self._tracker)
         while True:
             if self._supervisor.fatal is not None:
                 raise self._supervisor.fatal
             if self._started and self.ready:
-                done = await self._catch_up.check(self._consumer, ends)
+                done = await catch_up.check(self._consumer, ends)
                 if done is not None and not self._answers and not len(self._probes):
                     return done
             self._progress.clear()

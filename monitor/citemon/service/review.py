@@ -3,18 +3,31 @@
 Built where the result message is (:meth:`Pipeline._outputs`), so it is produced in the same
 per-partition transaction as the result and the input offsets, and deduplicated with them:
 each sampled answer reaches ``review_topic`` exactly once, keyed by its trace ID.
+
+A record over :data:`MAX_REVIEW_RECORD_BYTES` (a question or answer near the 1 MB span limit,
+thousands of claims, 32 passages of 4000 multi-byte characters) is not written, with a warning:
+Kafka refuses a message over its 1 MB limit, and since the record is rebuilt for every retry
+of the commit, producing it would fail the partition's transaction on every retry, for ever.
 """
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
+from typing import Final
 
 from citemon.core.records import AnswerScore
 from citemon.review.sample import review_record, review_selected
 from citemon.service.entries import OutMessage
 from citemon.service.settings import Settings
 
-__all__ = ["review_message"]
+__all__ = ["MAX_REVIEW_RECORD_BYTES", "review_message"]
+
+log = logging.getLogger(__name__)
+
+MAX_REVIEW_RECORD_BYTES: Final = 900_000
+"""A larger review record is not written: under Kafka's default 1 MB ``message.max.bytes`` (and
+the producer's ``max_request_size``), as dead letters are (:mod:`citemon.service.batches`)."""
 
 
 def review_message(
@@ -30,4 +43,14 @@ def review_message(
         scored_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
         passage_chars=settings.review_passage_chars,
     )
-    return OutMessage(settings.review_topic, record.trace_id.encode(), record.to_json().encode())
+    value = record.to_json().encode()
+    if len(value) > MAX_REVIEW_RECORD_BYTES:
+        log.warning(
+            "review record of trace %s is %d bytes, over %d: not written to %s",
+            record.trace_id,
+            len(value),
+            MAX_REVIEW_RECORD_BYTES,
+            settings.review_topic,
+        )
+        return None
+    return OutMessage(settings.review_topic, record.trace_id.encode(), value)
