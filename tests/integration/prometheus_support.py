@@ -93,8 +93,15 @@ async def run_prometheus(
         log.close()
 
 
-async def query(client: httpx.AsyncClient, url: str, expr: str) -> list[dict[str, Any]]:
-    reply = await client.get(f"{url}/api/v1/query", params={"query": expr})
+async def query(
+    client: httpx.AsyncClient, url: str, expr: str, at: float | None = None
+) -> list[dict[str, Any]]:
+    """An instant query, evaluated now or at the Unix time ``at`` (so that several queries read
+    the same samples while the monitor and Prometheus go on)."""
+    params: dict[str, str | float] = {"query": expr}
+    if at is not None:
+        params["time"] = at
+    reply = await client.get(f"{url}/api/v1/query", params=params)
     body = reply.json()
     assert reply.status_code == 200 and body["status"] == "success", (expr, body)
     result: list[dict[str, Any]] = body["data"]["result"]

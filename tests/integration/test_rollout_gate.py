@@ -50,22 +50,26 @@ async def wait_for_claims(client: httpx.AsyncClient, url: str, version: str) -> 
         await asyncio.sleep(1.0)
 
 
-async def argo(client: httpx.AsyncClient, url: str, canary: str) -> list[tuple[str, Any, str]]:
+async def argo(
+    client: httpx.AsyncClient, url: str, canary: str, at: float
+) -> list[tuple[str, Any, str]]:
     out = []
     for metric in argo_metrics():
         args = {"service": "support-bot", "environment": "demo", "canary-version": canary}
         q = render_argo(metric["provider"]["prometheus"]["query"], args)
-        values = [float(r["value"][1]) for r in await query(client, url, q)]
+        values = [float(r["value"][1]) for r in await query(client, url, q, at)]
         out.append((metric["name"], values, argo_phase(metric, values)))
     return out
 
 
-async def flagger(client: httpx.AsyncClient, url: str, canary: str) -> list[tuple[str, Any, str]]:
+async def flagger(
+    client: httpx.AsyncClient, url: str, canary: str, at: float
+) -> list[tuple[str, Any, str]]:
     out = []
     variables = {"service": "support-bot", "environment": "demo", "canary_version": canary}
     for name, doc in flagger_templates().items():
         q = render_flagger(doc["spec"]["query"], variables)
-        values = [float(r["value"][1]) for r in await query(client, url, q)]
+        values = [float(r["value"][1]) for r in await query(client, url, q, at)]
         out.append((name, values, flagger_check(values, example_thresholds()[name])))
     return out
 
@@ -85,7 +89,10 @@ async def test_gates_fail_v2_and_pass_v1_on_live_traffic(
                 await wait_for_claims(client, url, "v1")
                 traffic.service.deploy("v2", first_passage_bug=True)
                 await wait_for_claims(client, url, "v2")
-            results = {c: (await argo(client, url, c), await flagger(client, url, c))
+            # One evaluation time for every query: Argo's and Flagger's must read the same
+            # samples (the counters move on while the monitor drains).
+            at = time.time()
+            results = {c: (await argo(client, url, c, at), await flagger(client, url, c, at))
                        for c in ("v1", "v2", "v9")}  # fmt: skip
     finally:
         monitor.send_signal(signal.SIGTERM)
