@@ -90,6 +90,17 @@ def captured() -> Iterator[tuple[Any, Callable[[], bytes]]]:
     provider.shutdown()
 
 
+@contextmanager
+def instrumented(instrumentor: Any) -> Iterator[Callable[[], bytes]]:
+    """:func:`captured`, with ``instrumentor`` tracing into its provider for the block."""
+    with captured() as (provider, encoded):
+        instrumentor.instrument(tracer_provider=provider)
+        try:
+            yield encoded
+        finally:
+            instrumentor.uninstrument()
+
+
 def _vector(text: str) -> list[float]:
     """A deterministic embedding: every document gets a distinct score (no random ties)."""
     return [b / 255 for b in hashlib.sha256(text.encode()).digest()[:16]]
@@ -132,28 +143,20 @@ def _langchain_docs() -> list[Any]:
 def openinference_langchain() -> bytes:
     from openinference.instrumentation.langchain import LangChainInstrumentor
 
-    with captured() as (provider, encoded):
-        instrumentor = LangChainInstrumentor()
-        instrumentor.instrument(tracer_provider=provider)
-        try:
-            _langchain_chain(_langchain_docs()).invoke(QUESTION)
-        finally:
-            instrumentor.uninstrument()
-        return encoded()
+    with instrumented(LangChainInstrumentor()) as encoded:
+        _langchain_chain(_langchain_docs()).invoke(QUESTION)
+        spans = encoded()
+    return spans
 
 
 @case("openllmetry-langchain")
 def openllmetry_langchain() -> bytes:
     from opentelemetry.instrumentation.langchain import LangchainInstrumentor
 
-    with captured() as (provider, encoded):
-        instrumentor = LangchainInstrumentor()
-        instrumentor.instrument(tracer_provider=provider)
-        try:
-            _langchain_chain(_langchain_docs()).invoke(QUESTION)
-        finally:
-            instrumentor.uninstrument()
-        return encoded()
+    with instrumented(LangchainInstrumentor()) as encoded:
+        _langchain_chain(_langchain_docs()).invoke(QUESTION)
+        spans = encoded()
+    return spans
 
 
 # -- LlamaIndex -----------------------------------------------------------------------------
@@ -198,14 +201,10 @@ def _llamaindex_query() -> None:
 def openinference_llamaindex() -> bytes:
     from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
 
-    with captured() as (provider, encoded):
-        instrumentor = LlamaIndexInstrumentor()
-        instrumentor.instrument(tracer_provider=provider)
-        try:
-            _llamaindex_query()
-        finally:
-            instrumentor.uninstrument()
-        return _only_query_trace(encoded())
+    with instrumented(LlamaIndexInstrumentor()) as encoded:
+        _llamaindex_query()
+        spans = _only_query_trace(encoded())
+    return spans
 
 
 @case("openllmetry-llamaindex")
@@ -213,14 +212,10 @@ def openllmetry_llamaindex() -> bytes:
     # Its import needs llama-index-llms-openai installed (no API is called).
     from opentelemetry.instrumentation.llamaindex import LlamaIndexInstrumentor
 
-    with captured() as (provider, encoded):
-        instrumentor = LlamaIndexInstrumentor()
-        instrumentor.instrument(tracer_provider=provider)
-        try:
-            _llamaindex_query()
-        finally:
-            instrumentor.uninstrument()
-        return _only_query_trace(encoded())
+    with instrumented(LlamaIndexInstrumentor()) as encoded:
+        _llamaindex_query()
+        spans = _only_query_trace(encoded())
+    return spans
 
 
 def _only_query_trace(payload: bytes) -> bytes:
@@ -265,35 +260,31 @@ def openinference_haystack() -> bytes:
     FakeChatGenerator.__qualname__ = "FakeChatGenerator"
     generator = globals()["FakeChatGenerator"] = component(FakeChatGenerator)
 
-    with captured() as (provider, encoded):
-        instrumentor = HaystackInstrumentor()
-        instrumentor.instrument(tracer_provider=provider)
-        try:
-            # BM25Okapi: the default BM25L drops zero-score documents.
-            store = InMemoryDocumentStore(bm25_algorithm="BM25Okapi")
-            store.write_documents(
-                [Document(content=text, meta={"passage_id": pid}) for pid, text in PASSAGES.items()]
-            )
-            template = (
-                "{% for d in documents %}[{{ d.meta.passage_id }}] {{ d.content }}\n{% endfor %}"
-                "Q: {{ question }}"
-            )
-            pipe = Pipeline()
-            pipe.add_component("retriever", InMemoryBM25Retriever(store, top_k=len(PASSAGES)))
-            pipe.add_component(
-                "prompt",
-                ChatPromptBuilder(
-                    template=[ChatMessage.from_user(template)],
-                    required_variables=["documents", "question"],
-                ),
-            )
-            pipe.add_component("llm", generator())
-            pipe.connect("retriever.documents", "prompt.documents")
-            pipe.connect("prompt.prompt", "llm.messages")
-            pipe.run({"retriever": {"query": QUESTION}, "prompt": {"question": QUESTION}})
-        finally:
-            instrumentor.uninstrument()
-        return encoded()
+    with instrumented(HaystackInstrumentor()) as encoded:
+        # BM25Okapi: the default BM25L drops zero-score documents.
+        store = InMemoryDocumentStore(bm25_algorithm="BM25Okapi")
+        store.write_documents(
+            [Document(content=text, meta={"passage_id": pid}) for pid, text in PASSAGES.items()]
+        )
+        template = (
+            "{% for d in documents %}[{{ d.meta.passage_id }}] {{ d.content }}\n{% endfor %}"
+            "Q: {{ question }}"
+        )
+        pipe = Pipeline()
+        pipe.add_component("retriever", InMemoryBM25Retriever(store, top_k=len(PASSAGES)))
+        pipe.add_component(
+            "prompt",
+            ChatPromptBuilder(
+                template=[ChatMessage.from_user(template)],
+                required_variables=["documents", "question"],
+            ),
+        )
+        pipe.add_component("llm", generator())
+        pipe.connect("retriever.documents", "prompt.documents")
+        pipe.connect("prompt.prompt", "llm.messages")
+        pipe.run({"retriever": {"query": QUESTION}, "prompt": {"question": QUESTION}})
+        spans = encoded()
+    return spans
 
 
 # -- DSPy -----------------------------------------------------------------------------------
@@ -320,15 +311,11 @@ def openinference_dspy() -> bytes:
             numbered = [f"[{i}] {text}" for i, text in enumerate(passages, start=1)]
             return self.answer(context=numbered, question=question)
 
-    with captured() as (provider, encoded):
-        instrumentor = DSPyInstrumentor()
-        instrumentor.instrument(tracer_provider=provider)
-        try:
-            with dspy.context(lm=DummyLM([{"answer": NUMBERED_ANSWER}]), rm=Search()):
-                RAG()(question=QUESTION)
-        finally:
-            instrumentor.uninstrument()
-        return encoded()
+    with instrumented(DSPyInstrumentor()) as encoded:
+        with dspy.context(lm=DummyLM([{"answer": NUMBERED_ANSWER}]), rm=Search()):
+            RAG()(question=QUESTION)
+        spans = encoded()
+    return spans
 
 
 # -- MLflow ---------------------------------------------------------------------------------
