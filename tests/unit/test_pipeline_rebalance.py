@@ -20,14 +20,11 @@ from citemon.judges.lexical import LexicalJudge
 from citemon.metrics import Metrics
 from citemon.otlp.assembly import TraceAssembler
 from citemon.otlp.decoding import decode_otlp
-from citemon.service.batches import BadBatch, Scan
-from citemon.service.hooks import PipelineHooks
-from citemon.service.offsets import OffsetTracker
-from citemon.service.partitions import PartitionStates
+from citemon.service.clients import KafkaClients
+from citemon.service.ledger import Ledger, PipelineStats
 from citemon.service.pipeline import Pipeline
-from citemon.service.recovery import BatchRecovery, Scanner
+from citemon.service.recovery import BadBatch, BatchRecovery, Scan, Scanner
 from citemon.service.settings import Settings
-from citemon.service.stats import PipelineStats
 
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
 
@@ -80,7 +77,7 @@ def rootless_parts() -> tuple[list[ReadableSpan], list[ReadableSpan]]:
 
 
 async def pipeline(
-    clock: Clock, *, hooks: PipelineHooks | None = None, scan: Scanner | None = None
+    clock: Clock, *, decode_slice_s: float = 0.02, scan: Scanner | None = None
 ) -> tuple[Pipeline, CollectorRegistry]:
     """A pipeline without a broker, owning TP0 and TP1 (no delivery: nothing opens)."""
     registry = CollectorRegistry()
@@ -91,7 +88,7 @@ async def pipeline(
         Metrics(registry),
         assembler=TraceAssembler(window_s=5.0, clock=clock),
         clock=clock,
-        hooks=hooks,
+        decode_slice_s=decode_slice_s,
         scan=scan,
     )
     await p.on_partitions_assigned([TP0, TP1])
@@ -136,7 +133,7 @@ async def test_a_kept_partitions_held_trace_is_settled_with_its_records() -> Non
     await job
     (ready,) = p.offsets.ready()
     assert (ready.tp, ready.offset) == (TP1, 9)
-    assert [len(e.scores) for e in ready.entries] == [0, 1]  # counted only with offset 8's commit
+    assert [len(e.answers) for e in ready.entries] == [0, 1]  # counted only with offset 8's commit
 
 
 async def test_parts_are_released_only_once_the_assembler_lets_the_trace_go() -> None:
@@ -241,7 +238,7 @@ async def test_a_trace_cancelled_at_revoke_is_scored_when_its_partition_comes_ba
     await job
     (ready,) = p.offsets.ready()
     assert (ready.tp, ready.offset) == (TP0, 2)
-    assert [len(e.scores) for e in ready.entries] == [0, 1]
+    assert [len(e.answers) for e in ready.entries] == [0, 1]
 
 
 async def test_a_scored_uncommitted_trace_is_scored_again_when_its_partition_comes_back() -> None:
@@ -252,7 +249,7 @@ async def test_a_scored_uncommitted_trace_is_scored_again_when_its_partition_com
     (job,) = list(p.jobs)
     await job  # finished: its score sits in offset 1's entry, not committed (no delivery)
     (ready,) = p.offsets.ready()
-    assert [len(e.scores) for e in ready.entries] == [0, 1]
+    assert [len(e.answers) for e in ready.entries] == [0, 1]
     p.lose({TP0}, "fenced in this test")  # its score is dropped, uncounted
     await p.on_partitions_revoked([TP0])
     await p.on_partitions_assigned([TP0])
@@ -263,11 +260,11 @@ async def test_a_scored_uncommitted_trace_is_scored_again_when_its_partition_com
     await job
     (ready,) = p.offsets.ready()
     assert (ready.tp, ready.offset) == (TP0, 2)
-    assert [len(e.scores) for e in ready.entries] == [0, 1]
+    assert [len(e.answers) for e in ready.entries] == [0, 1]
 
 
 class Consumer:
-    """The calls :meth:`Pipeline._skip_undecodable` makes of an AIOKafkaConsumer."""
+    """The calls the bad-batch recovery and the opening of a partition make of a consumer."""
 
     def __init__(self, committed: int) -> None:
         self._committed = committed
@@ -289,9 +286,8 @@ class Consumer:
 
 
 async def test_a_bad_batch_met_while_a_partition_opens_is_left_for_after_its_seek() -> None:
-    parts = PartitionStates()
-    parts.assign({TP0}, opening=True)  # its producer is not open yet
-    tracker: OffsetTracker[TopicPartition] = OffsetTracker()
+    ledger = Ledger(PipelineStats())
+    ledger.assign([TP0], opening=True)  # its producer is not open yet
     bad = BadBatch("t", 0, 1, 4, "zstd", "unsupported_codec", "no zstd", b"raw")
     scanned: list[tuple[TopicPartition, int]] = []
 
@@ -299,42 +295,40 @@ async def test_a_bad_batch_met_while_a_partition_opens_is_left_for_after_its_see
         scanned.append((tp, start))
         return Scan(bad=bad)
 
-    def take(tp: TopicPartition, rec: Rec) -> None:  # as Pipeline.take: finished at once
-        parts.taken_to[tp] = rec.offset + 1
-        tracker.release(tracker.add(tp, rec.offset))
+    def take(tp: TopicPartition, rec: Rec) -> None:  # as intake's take: finished at once
+        entry = ledger.take(tp, rec.offset)
+        if entry is not None:
+            ledger.release(entry)
 
-    stats = PipelineStats()
     recovery = BatchRecovery(
         Settings(),
-        parts,
-        stats,
-        tracker,
+        ledger,
         take=take,
-        on_change=lambda: None,
-        hooks=PipelineHooks(unlocated_backoff_s=0.0),
+        clients=KafkaClients(),
         scan=scan,
         client=object(),  # no broker: ``scan`` stands in for the re-read
+        unlocated_backoff_s=0.0,
     )
     consumer = Consumer(committed=0)
     await recovery.recover(consumer, ValueError("undecodable"))
-    assert scanned == [] and consumer.seeks == [] and len(tracker) == 0
+    assert scanned == [] and consumer.seeks == [] and len(ledger) == 0
     # The pipeline then seeks TP0 to its committed offset 0 and takes it from there...
-    parts.opening.discard(TP0)
+    ledger.opened(TP0, 0)
     take(TP0, Rec(0, b""))
     # ...and meets the bad batch after it: now it is skipped, from where intake stands.
     consumer.positions[TP0] = 1
     await recovery.recover(consumer, ValueError("undecodable"))
     assert scanned == [(TP0, 1)] and consumer.seeks == [(TP0, 4)]
-    assert stats.undecodable_batches == 1 and stats.rewound_partitions == 0
+    assert ledger.stats.undecodable_batches == 1 and ledger.stats.rewound_partitions == 0
     # One finished entry at the batch's last offset carries the dead letter: the commit
     # moves past the whole batch.
-    (ready,) = tracker.ready()
+    (ready,) = ledger.ready()
     assert (ready.offset, [e.offset for e in ready.entries]) == (4, [0, 3])
     assert ready.entries[1].dead_letters == ["unsupported_codec"]
 
 
 class Delivery:
-    """The calls :meth:`Pipeline._open_partitions` makes of a transactional KafkaDelivery."""
+    """The calls opening a partition makes of a transactional KafkaDelivery."""
 
     transactional = True
 
@@ -367,16 +361,20 @@ class Fetching(Consumer):
         return {TP0: [Rec(i, b"") for i in range(self.positions[TP0], self.end)]}
 
 
+async def _intake(p: Pipeline, consumer: Fetching, stop: asyncio.Event) -> None:
+    await p._intake.run(consumer, p._recovery, lambda: not stop.is_set())
+
+
 async def test_records_fetched_before_an_opening_partitions_seek_are_not_taken_twice() -> None:
     clock = Clock()
-    p, _ = await pipeline(clock, hooks=PipelineHooks(decode_slice_s=0.0))  # yield every record
-    p._parts.opening = {TP0}  # TP1's producer is open
+    p, _ = await pipeline(clock, decode_slice_s=0.0)  # yield before every record
+    p._ledger.assign([TP0], opening=True)  # TP1's producer is open
     stop = asyncio.Event()
     consumer = Fetching(committed=2, stale=[Rec(i, b"") for i in range(10)], end=10, stop=stop)
     p._consumer, p._delivery = consumer, Delivery()  # type: ignore[assignment]
     # The seek lands while intake yields inside the stale fetch (the commit loop's tick).
-    await asyncio.gather(p._intake(consumer, stop), p._open_partitions())
-    assert consumer.seeks == [(TP0, 2)] and TP0 not in p._parts.opening
+    await asyncio.gather(_intake(p, consumer, stop), p._open_partitions())
+    assert consumer.seeks == [(TP0, 2)] and TP0 not in p.offsets.opening
     # TP0's offsets 2-9, each once (the stale fetch's rest was dropped); TP1's are kept.
     assert p.stats.records == 8 + 3
     assert [(r.tp, r.offset, [e.offset for e in r.entries]) for r in p.offsets.ready()] == [
@@ -387,14 +385,14 @@ async def test_records_fetched_before_an_opening_partitions_seek_are_not_taken_t
 
 async def test_records_fetched_after_a_seek_made_during_the_fetch_are_all_taken() -> None:
     clock = Clock()
-    p, _ = await pipeline(clock, hooks=PipelineHooks(decode_slice_s=0.0))
-    p._parts.opening = {TP0}
+    p, _ = await pipeline(clock, decode_slice_s=0.0)
+    p._ledger.assign([TP0], opening=True)
     stop = asyncio.Event()
     consumer = Fetching(committed=2, stale=[], end=10, stop=stop)
     p._consumer, p._delivery = consumer, Delivery()  # type: ignore[assignment]
     # getmany waits while the partition opens and seeks; what it returns is from the new
     # position (aiokafka drops what it fetched before the seek): none of it is stale.
-    await asyncio.gather(p._intake(consumer, stop), p._open_partitions())
+    await asyncio.gather(_intake(p, consumer, stop), p._open_partitions())
     assert consumer.seeks == [(TP0, 2)] and p.stats.records == 8
     (ready,) = p.offsets.ready()
     assert (ready.tp, ready.offset) == (TP0, 10)

@@ -1,7 +1,12 @@
-"""The judge gate: when the judge fails, the pipeline stops taking work instead of scoring
-everything ``unjudged``; it probes the judge and opens again once it answers (DESIGN.md).
+"""The judge gate: while the judge is down, answers wait instead of being scored ``unjudged``.
 
-:class:`GateObserver` is the judge observer that feeds the gate and the judge metrics.
+An outage is told from an answer's own failure by timing: an attempt that failed while no judge
+request succeeded means the dependency is down, and counting its answers ``unjudged`` would put
+an outage into the accuracy metric. The gate then holds every attempt (and, as work fills up,
+intake: partitions pause) and lets one probe through at a time until one succeeds
+(``docs/running.md``, "A judge outage delays, it does not degrade"). Any dependency an
+attempt needs can report through :meth:`JudgeGate.report`; :class:`GateObserver` is the judge
+observer that feeds the gate and the judge metrics with every request.
 """
 
 from __future__ import annotations

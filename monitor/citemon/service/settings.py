@@ -1,18 +1,12 @@
-"""The settings of ``citemon run``: one model, read from ``CITEMON_*`` env vars and CLI flags.
+"""The settings of ``citemon run``: one model, its flags, and its judge and scoring parts.
 
 Precedence, highest first: a CLI flag, the ``CITEMON_<FIELD>`` environment variable, the default
-(the mechanism: :mod:`citemon.core.settings`). Every limit carries its unit in its name. Secrets
-are :class:`~pydantic.SecretStr`: their ``repr``/``str`` is ``'**********'``,
+(the mechanism: :mod:`citemon.core.settings`). Every limit carries its unit in its name. The
+judge (``settings.judge``: ``--judge*``, ``CITEMON_JUDGE_*``) and how claims are checked
+(``settings.scoring``: ``--policy``, ``--marker-pattern``…) are parts, shared with ``citemon
+score``. Secrets are :class:`~pydantic.SecretStr`: their ``repr``/``str`` is ``'**********'``,
 :meth:`Settings.describe` (what the service logs at start-up) leaves them out, and the plaintext
 is only ever handed to the Kafka client in :meth:`Settings.kafka_options`.
-
-The judge's flags and env vars (``--judge``, ``CITEMON_JUDGE_*``) are shared with ``citemon
-score`` and live in :mod:`citemon.judges.settings`; the scoring flags (``--policy``,
-``--marker-pattern``, ``--overlap-tokens``…) are shared too, from :mod:`citemon.commands._options`.
-
-Why one module (about 440 lines): it is one model, its flag table (renamed flags and their
-deprecated aliases included) and the checks that span fields (SASL and TLS, the derived
-transactional-ID prefix); apart, a flag and the check of its field would live in two places.
 """
 
 from __future__ import annotations
@@ -27,6 +21,8 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from citemon.core.errors import ConfigError
 from citemon.core.settings import ENV_PREFIX, Flag, FlagSettings, parse_duration_s
 from citemon.engine.excerpts import MAX_EXCERPT_CHARS
+from citemon.engine.settings import ScoringSettings
+from citemon.judges.settings import JudgeSettings
 from citemon.review.sample import DEFAULT_REVIEW_PASSAGE_CHARS, DEFAULT_REVIEW_TOPIC
 
 __all__ = [
@@ -195,6 +191,7 @@ class Settings(FlagSettings):
 
     FLAGS: ClassVar[tuple[Flag, ...]] = SERVICE_FLAGS
     DEST_PREFIX: ClassVar[str | None] = "settings_"
+    TITLE: ClassVar[str] = "kafka, sampling and delivery"
 
     # -- Kafka -------------------------------------------------------------------------------
     bootstrap_servers: str = "127.0.0.1:9092"
@@ -294,6 +291,12 @@ class Settings(FlagSettings):
     evaluation_events_max_queue: int = Field(default=2048, ge=1)
     """Events waiting for export at most; more are dropped, and counted, rather than queued."""
 
+    # -- the parts ---------------------------------------------------------------------------
+    scoring: ScoringSettings = Field(default_factory=ScoringSettings)
+    """How claims are checked (its own flags and ``CITEMON_*`` variables)."""
+    judge: JudgeSettings = Field(default_factory=JudgeSettings)
+    """The judge (``--judge*``, ``CITEMON_JUDGE*``)."""
+
     @field_validator("window", "probe_window", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> Any:
@@ -380,8 +383,10 @@ class Settings(FlagSettings):
 
     def describe(self) -> dict[str, Any]:
         """The settings as logged at start-up: every field but the secrets' values."""
-        out = self.model_dump(mode="json", exclude={"kafka_password"})
+        out = self.model_dump(mode="json", exclude={"kafka_password", "judge"})
         out["kafka_password"] = "set" if self.kafka_password is not None else None
+        out["judge"] = self.judge.model_dump(mode="json", exclude={"api_key"})
+        out["judge"]["api_key"] = "set" if self.judge.api_key is not None else None
         return out
 
 
@@ -423,8 +428,9 @@ def add_settings_arguments(
     only: Collection[str] | None = None,
     title: str = "kafka, sampling and delivery",
 ) -> None:
-    """The ``citemon run`` flags (or those of the fields in ``only``); each overrides its
-    ``CITEMON_*`` env var."""
+    """The ``citemon run`` flags of the service (or those of the fields in ``only``); each
+    overrides its ``CITEMON_*`` env var. The parts' flags: ``Settings.add_arguments(parser,
+    parts=True)``."""
     Settings.add_arguments(parser, title=title, only=only)
 
 
