@@ -258,7 +258,7 @@ class FlagSettings(BaseSettings):
                 group.add_argument(
                     row.flag,
                     dest=cls.dest(row),
-                    metavar=row.metavar,
+                    metavar=row.metavar or (None if row.choices else _metavar(row.flag)),
                     type=_from_flag_or_variable(row, variable),
                     choices=row.choices,
                     default=default,
@@ -305,6 +305,11 @@ class FlagSettings(BaseSettings):
                 for e in exc.errors(include_input=False)
             )
             raise ConfigError(f"invalid settings: {problems}") from None
+
+
+def _metavar(flag: str) -> str:
+    """``--max-inflight-answers`` → ``MAX_INFLIGHT_ANSWERS``, whatever the flag's ``dest``."""
+    return flag.lstrip("-").upper().replace("-", "_")
 
 
 def _deprecated(use: str, *, switch: bool) -> type[argparse.Action]:

@@ -156,8 +156,6 @@ class AnswerJobs:
                     stats=self._stats,
                     clock=self._clock,
                 )
-            except asyncio.CancelledError:
-                raise
             except Exception as exc:  # a scorer bug must not stop the stream
                 log.exception("scoring failed; dead-lettering the answer")
                 last = entries[-1] if entries else None
