@@ -16,19 +16,23 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from citemon.core.records import AnswerScore
 
 log = logging.getLogger(__name__)
 
-__all__ = ["GateObserver", "JudgeGate", "judge_failed"]
+__all__ = ["OUTAGE_CAUSES", "GateObserver", "JudgeGate", "judge_failed"]
+
+OUTAGE_CAUSES: Final[frozenset[str]] = frozenset({"judge_failure"})
+"""The ``unjudged_cause`` values that are evidence about a dependency the answer needs (the
+judge), not about the input: an answer with one is retried, and counts toward an outage."""
 
 
 def judge_failed(score: AnswerScore) -> bool:
-    """Whether any claim lacks a verdict because the judge failed (not because of the input:
+    """Whether any claim lacks a verdict because a dependency failed (:data:`OUTAGE_CAUSES`;
     a truncated answer or a cut search is no evidence about the judge)."""
-    return any(c.unjudged_cause == "judge_failure" for c in score.claims)
+    return any(c.unjudged_cause in OUTAGE_CAUSES for c in score.claims)
 
 
 class JudgeGate:

@@ -70,7 +70,12 @@ class Intake:
         self._decode_slice_s = decode_slice_s
         # Per trace ID: when its first part was held, and the records holding its parts.
         self._held: OrderedDict[str, tuple[float, list[Entry]]] = OrderedDict()
-        self.paused = False
+        self._paused = False
+
+    @property
+    def paused(self) -> bool:
+        """Whether the partitions are paused because work is full."""
+        return self._paused
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -94,7 +99,7 @@ class Intake:
 
     def pause_new(self, consumer: Any, tps: list[Any]) -> None:
         """Partitions assigned while work is full pause at once."""
-        if self.paused and tps:
+        if self._paused and tps:
             consumer.pause(*tps)
 
     def _adjust(self, consumer: Any) -> int:
@@ -109,21 +114,21 @@ class Intake:
         )
         if free <= 0:
             self._set_paused(consumer, True, answers)
-        elif self.paused and below_low_water:
+        elif self._paused and below_low_water:
             self._set_paused(consumer, False, answers)
-        elif self.paused:
+        elif self._paused:
             self._set_paused(consumer, True, answers)
         return free
 
     def _set_paused(self, consumer: Any, paused: bool, answers: int) -> None:
         assigned = set(self._ledger.assigned)
-        if paused == self.paused:
+        if paused == self._paused:
             if paused:  # partitions assigned since we paused must pause too
                 fresh = assigned - set(consumer.paused())
                 if fresh:
                     consumer.pause(*fresh)
             return
-        self.paused = paused
+        self._paused = paused
         if paused:
             consumer.pause(*assigned)
             log.info("work is full (%d answers in flight): partitions paused", answers)
