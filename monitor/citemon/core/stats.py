@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 import random
-from collections import Counter
 from collections.abc import Hashable, Mapping
+from typing import TypeVar
 
 __all__ = [
     "BOOTSTRAP_DRAWS",
@@ -44,7 +44,10 @@ def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float] | None
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def cohen_kappa(pairs: Mapping[tuple[Hashable, Hashable], float]) -> float | None:
+_K = TypeVar("_K", bound=Hashable)
+
+
+def cohen_kappa(pairs: Mapping[tuple[_K, _K], float]) -> float | None:
     """Cohen's κ (1960) from how often (or how large a share of the time) each pair of ratings
     occurred, ``{(first rater's, second rater's): count}``: κ = (p_o − p_e) / (1 − p_e), p_o
     the share both gave the same rating, p_e the share expected by chance from each rater's
@@ -54,13 +57,13 @@ def cohen_kappa(pairs: Mapping[tuple[Hashable, Hashable], float]) -> float | Non
     n = sum(pairs.values())
     if n <= 0:
         return None
-    first: Counter[Hashable] = Counter()
-    second: Counter[Hashable] = Counter()
+    first: dict[_K, float] = {}
+    second: dict[_K, float] = {}
     for (a, b), count in pairs.items():
-        first[a] += count
-        second[b] += count
+        first[a] = first.get(a, 0) + count
+        second[b] = second.get(b, 0) + count
     observed = sum(count for (a, b), count in pairs.items() if a == b) / n
-    chance = sum(first[k] * second[k] for k in first) / (n * n)
+    chance = sum(first[k] * second.get(k, 0) for k in first) / (n * n)
     return None if chance >= 1.0 else (observed - chance) / (1.0 - chance)
 
 
