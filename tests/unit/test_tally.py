@@ -99,3 +99,15 @@ def test_every_report_gives_the_tallys_numbers() -> None:
     events = evaluation_events(SCORE, None)
     assert events[0].attributes["gen_ai.evaluation.score.value"] == t.citation_accuracy
     assert events[1].attributes["gen_ai.evaluation.score.value"] == t.faithfulness
+
+
+def test_the_window_owns_its_counts() -> None:
+    """What is added to a window, or read from it, can change afterwards without changing it."""
+    registry = CollectorRegistry()
+    metrics = Metrics(registry)
+    given, shuffled = Tally(correct=3, cited=4), Tally(correct=1, cited=4)
+    metrics.record_probe(given, shuffled)
+    given += Tally(correct=100, cited=100)
+    read = metrics.probe_totals()
+    read.original.correct = 0
+    assert metrics.probe_totals().original == Tally(correct=3, cited=4)

@@ -7,6 +7,7 @@ when Prometheus scrapes, as seen by *this* replica (counters are what add up acr
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -54,8 +55,8 @@ class Window(Generic[_C]):
             ring = self._rings.setdefault(key, deque(maxlen=self._buckets))
             if ring and ring[-1][0] == index:
                 ring[-1] = (index, ring[-1][1] + counts)
-            else:
-                ring.append((index, counts))
+            else:  # a copy: the window owns its counts (a Tally is mutable)
+                ring.append((index, copy.deepcopy(counts)))
 
     def forget(self, key: tuple[str, ...]) -> None:
         with self._lock:
@@ -74,7 +75,7 @@ class Window(Generic[_C]):
                     del self._rings[key]
                     continue
                 counts = iter(ring)
-                total = next(counts)[1]
+                total = copy.deepcopy(next(counts)[1])  # handed out: never the window's own
                 for _, more in counts:
                     total = total + more
                 out.append((key, total))
