@@ -241,12 +241,12 @@ class ShuffleProbes:
         if not probe_selected(record.trace_id, self._rate):
             return
         if judge_failed(score) or self._gate.down:
-            self._metrics.canary("failed", trace_id=record.trace_id)
+            self._metrics.probe("failed", trace_id=record.trace_id)
             return
         if len(self._tasks) >= self._max_inflight:
-            self._metrics.canary("dropped", trace_id=record.trace_id)
+            self._metrics.probe("dropped", trace_id=record.trace_id)
             return
-        task = asyncio.create_task(self._probe(record, score), name="citemon-canary")
+        task = asyncio.create_task(self._probe(record, score), name="citemon-probe")
         self._tasks.add(task)
         self._idle.clear()
         task.add_done_callback(self._done)
@@ -266,15 +266,15 @@ class ShuffleProbes:
         try:
             shuffled = await shuffled_check(self._scorer, record)
         except JudgeError as exc:
-            log.info("shuffle canary: judge failed (%s); not counted", type(exc).__name__)
-            self._metrics.canary("failed", trace_id=record.trace_id)
+            log.info("shuffle probe: judge failed (%s); not counted", type(exc).__name__)
+            self._metrics.probe("failed", trace_id=record.trace_id)
             return
         except Exception:  # the probe must never take anything down with it
-            log.warning("shuffle canary failed", exc_info=True)
-            self._metrics.canary("failed", trace_id=record.trace_id)
+            log.warning("shuffle probe failed", exc_info=True)
+            self._metrics.probe("failed", trace_id=record.trace_id)
             return
         if shuffled is None:
-            self._metrics.canary("skipped", trace_id=record.trace_id)
+            self._metrics.probe("skipped", trace_id=record.trace_id)
         else:
             original = cited_counts(score)
-            self._metrics.record_canary(original, shuffled, trace_id=record.trace_id)
+            self._metrics.record_probe(original, shuffled, trace_id=record.trace_id)

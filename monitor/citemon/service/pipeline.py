@@ -139,7 +139,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         self._delivery: KafkaDelivery | None = None
         self._started = False
         self._lag_ends: dict[Any, int] = {}
-        metrics.watch_traces(self._trace_outcomes)
+        metrics.watch_traces(self.assembler.outcomes)
         # After the drain: the last commit and closing the clients, within this deadline
         # (drain 30 s + this 10 s stays inside Kubernetes' 45 s).
         self._close_timeout_s = close_timeout_s
@@ -207,20 +207,6 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         """Score traces the assembler settled by time and release the records of traces it
         let go (the commit loop does this every ``commit_interval_s``)."""
         self._intake.tick()
-
-    def _trace_outcomes(self) -> dict[str, int]:
-        """The assembler's outcome counts, read at scrape time (``citemon_traces_total``)."""
-        a = self.assembler
-        return {
-            "completed": a.completed,
-            "settled": a.settled,
-            "dropped_incomplete": a.dropped_incomplete,
-            "evicted": a.evicted,
-            "superseded": a.superseded,
-            "unrecognized": a.unrecognized,
-            "no_passages": a.no_passages,
-            "no_answer": a.no_answer,
-        }
 
     # -- supervision ---------------------------------------------------------------------------
 
