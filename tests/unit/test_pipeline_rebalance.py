@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import Any
 
 from aiokafka import TopicPartition
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -396,3 +397,39 @@ async def test_records_fetched_after_a_seek_made_during_the_fetch_are_all_taken(
     assert consumer.seeks == [(TP0, 2)] and p.stats.records == 8
     (ready,) = p.offsets.ready()
     assert (ready.tp, ready.offset) == (TP0, 10)
+
+
+class Recording:
+    """An at-least-once KafkaDelivery that records what each commit delivered."""
+
+    transactional = False
+
+    def __init__(self) -> None:
+        self.committed: list[tuple[TopicPartition, int]] = []
+
+    def is_open(self, tp: TopicPartition) -> bool:
+        return True
+
+    def broken(self, tp: TopicPartition) -> bool:
+        return False
+
+    async def deliver(self, batches: list[tuple[Any, list[Any]]]) -> dict[TopicPartition, None]:
+        self.committed += [(r.tp, r.offset) for r, _ in batches]
+        return {r.tp: None for r, _ in batches}
+
+    async def close(self, tps: object) -> None:
+        return None
+
+
+async def test_a_revoked_partitions_finished_answers_commit_and_count_before_it_goes() -> None:
+    clock = Clock()
+    p, registry = await pipeline(clock)
+    delivery = Recording()
+    p._delivery = delivery  # type: ignore[assignment]  # no broker: what run() would set
+    first, second = rooted_parts()
+    take_trace(p, first, second)
+    (job,) = list(p.jobs)
+    await job  # scored, not yet committed
+    await p.on_partitions_revoked([TP0])
+    assert delivery.committed == [(TP0, 2)]  # committed at the revoke, not left to the next owner
+    assert answers(registry) == 1 and p.stats.answers_committed == 1

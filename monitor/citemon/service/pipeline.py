@@ -379,7 +379,8 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             return True
         async with self._commit_lock:
             ledger = self._ledger
-            ready = ledger.ready(tp for tp in ledger.partitions if delivery.is_open(tp))
+            # Partitions being revoked included: what they finished commits before they go.
+            ready = ledger.ready(tp for tp in ledger.assigned if delivery.is_open(tp))
             if not ready:
                 return True
             outcomes = await delivery.deliver(
