@@ -153,7 +153,7 @@ class Intake:
         loop = asyncio.get_running_loop()
         slice_s = self._decode_slice_s
         rebalances = self._stats.rebalances
-        seeks = self._ledger.seeks()  # no await since getmany returned
+        seeks = {tp: self._ledger.seeks(tp) for tp in batches}  # no await since getmany
         until = loop.time() + slice_s
         with self._ledger.taking_fetch():
             for tp, records in batches.items():
@@ -163,7 +163,7 @@ class Intake:
                         if self._stats.rebalances != rebalances:
                             return
                         until = loop.time() + slice_s
-                    if self._ledger.seeks().get(tp, 0) != seeks.get(tp, 0):
+                    if self._ledger.seeks(tp) != seeks[tp]:
                         break
                     self.take(tp, record)
 

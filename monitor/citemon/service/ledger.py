@@ -272,9 +272,11 @@ class Ledger:
             p.seeks += 1
         self._moved += 1
 
-    def seeks(self) -> dict[Any, int]:
-        """How often each partition was sought (a fetch made before a seek is stale there)."""
-        return {tp: p.seeks for tp, p in self._parts.items()}
+    def seeks(self, tp: Any) -> int:
+        """How often ``tp`` was sought since it was assigned (a fetch made before a seek is
+        stale there)."""
+        p = self._parts.get(tp)
+        return 0 if p is None else p.seeks
 
     def taken_to(self, tp: Any) -> int | None:
         """One past the last record of ``tp`` taken since it was assigned."""
