@@ -221,6 +221,7 @@ def accuracy_alert(service: str, version: str, path: str, pct: str) -> str:
               summary: "{summary}"
               description: "{description}"
               inspect: "{inspect(service, version).replace(chr(92), chr(92) * 2)}"
+              why: "No misattributed claim in the last 15 minutes: the drop is in the other verdicts (unsupported, multi_hop, dangling)."
               runbook_url: "https://github.com/citemon/citemon/blob/main/grafana/runbooks.md#citationaccuracydrop"
 """
 

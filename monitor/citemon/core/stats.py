@@ -10,6 +10,7 @@ __all__ = [
     "BOOTSTRAP_SEED",
     "jeffreys_draw",
     "msprt_p_value",
+    "multi_hop_ceiling",
     "normal_cdf",
     "percentile_interval",
     "ratio",
@@ -24,6 +25,13 @@ Z95 = 1.959963984540054
 def ratio(num: float, den: float) -> float | None:
     """``num / den``, or ``None`` when there is nothing to divide (never a fake 0 or 1)."""
     return num / den if den else None
+
+
+def multi_hop_ceiling(multi_hop: int, cited: int) -> float | None:
+    """The highest citation accuracy the traffic allows: a ``multi_hop`` claim needs passages
+    jointly, so no single citation of it is correct; ``1 − multi_hop / cited`` (None: no cited
+    claim)."""
+    return 1 - multi_hop / cited if cited else None
 
 
 def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float] | None:

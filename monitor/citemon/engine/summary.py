@@ -8,8 +8,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from citemon.core.records import CITED_VERDICTS, VERDICTS, AnswerScore, VerdictName
-from citemon.core.stats import ratio, wilson
+from citemon.core.records import CITED_VERDICTS, PATTERNS, VERDICTS, AnswerScore, VerdictName
+from citemon.core.stats import multi_hop_ceiling, ratio, wilson
 from citemon.engine.scoring import Policy
 
 if TYPE_CHECKING:
@@ -31,6 +31,8 @@ class Summary:
     correct_citations: int = 0
     irrelevant_citations: int = 0
     overlap_misattributions: int = 0
+    patterns: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PATTERNS, 0))
+    """Misattributed claims by pattern (:mod:`citemon.engine.patterns`)."""
 
     def add(self, score: AnswerScore) -> None:
         self.answers += 1
@@ -46,6 +48,8 @@ class Summary:
                 self.correct_citations += len(c.cited_ids)
                 self.irrelevant_citations += len(c.irrelevant_ids)
             self.overlap_misattributions += c.verdict == "misattributed" and c.overlap
+            if c.verdict == "misattributed":
+                self.patterns[c.pattern or "other"] += 1
 
     @property
     def cited_claims(self) -> int:
@@ -71,6 +75,8 @@ class Summary:
             "citation_precision": _round(ratio(precise, self.correct_citations)),
             "policy": policy,
             "overlap_misattributions": self.overlap_misattributions,
+            "misattribution_patterns": dict(self.patterns),
+            "multi_hop_ceiling": _round(multi_hop_ceiling(self.verdicts["multi_hop"], cited)),
             "verdicts": dict(self.verdicts),
         } | (self._corrected(calibration) if calibration is not None else {})
 
