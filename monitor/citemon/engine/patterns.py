@@ -127,20 +127,20 @@ def documents(record: AnswerRecord, id_keys: Sequence[str]) -> dict[str, frozens
         names = {f"source:{p.source}"} if p.source else set()
         for key in id_keys:
             value = (p.metadata or {}).get(key)
-            if isinstance(value, (str, int)) and not isinstance(value, bool):
-                if str(value) != p.id and str(value):
-                    names.add(f"id:{value}")
+            usable = isinstance(value, (str, int)) and not isinstance(value, bool)
+            if usable and str(value) not in ("", p.id):
+                names.add(f"id:{value}")
         out[p.id] = frozenset(names)
     return out
 
 
 def pattern_counts(patterns: Sequence[MisattributionPattern | None]) -> dict[str, int]:
     """``{pattern: count}`` over every pattern name (zeros included), in :data:`PATTERNS` order."""
-    counts = dict.fromkeys(PATTERNS, 0)
+    counts: dict[str, int] = dict.fromkeys(PATTERNS, 0)
     for p in patterns:
         if p is not None:
             counts[p] += 1
-    return dict(counts)
+    return counts
 
 
 def chance_rates(k: int) -> dict[MisattributionPattern, float]:
