@@ -40,6 +40,7 @@ from typing import Final
 from citemon.core.records import PATTERNS, AnswerRecord, ClaimResult, MisattributionPattern
 
 __all__ = [
+    "GUIDE",
     "assign_patterns",
     "chance_rates",
     "documents",
@@ -48,6 +49,34 @@ __all__ = [
 ]
 
 _OFFSETS: Final = (1, -1)
+
+GUIDE: Final[dict[MisattributionPattern, tuple[str, str]]] = {
+    "off_by_one": (
+        "the ID mapping (post-processing)",
+        "number passages the way the citations are resolved (1-based positions, or the IDs "
+        "themselves); check the code that maps [n] back to passages",
+    ),
+    "first_retrieved": (
+        "the prompt / the generator",
+        "ask for the ID of the passage each sentence comes from, not a citation per answer; a "
+        "prompt change or a model that now cites the first ID by default",
+    ),
+    "previous_citation": (
+        "the prompt / the generator",
+        "ask for a citation per sentence from that sentence's passage; the model carries the "
+        "last ID forward (often after a prompt or temperature change)",
+    ),
+    "same_document": (
+        "the chunker / the index",
+        "right document, wrong chunk: chunk boundaries or overlap changed, or cite documents; "
+        "check the chunking and the IDs given to chunks",
+    ),
+    "other": (
+        "read the claims",
+        "no known pattern: read the examples with `citemon inspect --pattern other`",
+    ),
+}
+"""Each pattern's likely owner and usual fix, as ``citemon inspect`` and the docs name them."""
 
 
 def assign_patterns(
