@@ -6,6 +6,8 @@ Exit status: 0 no evidence of a regression (or improved), 1 regressed, 3 not eno
 2 error. The p-values are always-valid (mixture SPRT, ``--test sequential``, the default): a
 pipeline may run the gate every minute and stop at the first "regressed" without failing a
 healthy candidate more often than ``--alpha``. ``--test fixed`` decides on the one-look z-test.
+Beside the verdict, never part of it: each misattribution pattern's rate per cited claim and
+which of them the candidate changed, and each version's multi-hop ceiling.
 """
 
 from __future__ import annotations
@@ -112,11 +114,22 @@ def main(args: argparse.Namespace) -> int:
         p = "n/a" if t.p_value is None else "<1e-6" if t.p_value < 1e-6 else f"{t.p_value:.3g}"
         print(f"{t.name:<18} {cell(t.baseline, t.baseline_ci95):>22} "
               f"{cell(t.candidate, t.candidate_ci95):>22} {_fmt(t.delta):>7} {p:>7}")  # fmt: skip
+    print("misattributed claims per cited claim, by pattern:")
+    for t in result.patterns:
+        p = "n/a" if t.p_value is None else "<1e-6" if t.p_value < 1e-6 else f"{t.p_value:.3g}"
+        flag = "  changed" if t.name in result.changed else ""
+        base, cand = cell(t.baseline, t.baseline_ci95), cell(t.candidate, t.candidate_ci95)
+        print(f" {t.name:<17} {base:>22} {cand:>22} {_fmt(t.delta):>7} {p:>7}{flag}")
+    print(
+        f"{'multi-hop ceiling':<18} {_fmt(b.multi_hop_ceiling):>22} {_fmt(c.multi_hop_ceiling):>22}"
+    )
     kind = (
         "always-valid (mixture SPRT): safe to look at repeatedly"
         if args.test == "sequential"
         else "fixed-sample z-test: valid for one look only"
     )
     print(f"p: {kind}")
+    changed = ", ".join(result.changed) or "none"
+    print(f"patterns changed: {changed} (p < alpha/{len(result.patterns)}; not in the verdict)")
     print(f"verdict: {result.outcome}")
     return EXIT[result.outcome]

@@ -6,6 +6,12 @@ proportions (pooled variance) and shown with Wilson intervals. IDs per claim is 
 excess over one (a cited claim carries at least one ID): excess IDs are treated as Poisson
 counts over the cited claims, and the log rate ratio is tested with a normal approximation.
 
+Beside the decision, and never part of it: which misattribution patterns the candidate changed.
+Each pattern's rate per cited claim is compared as a proportion (the same tests), and a pattern
+counts as *changed* when its p-value is below ``alpha`` divided by the number of patterns
+(Bonferroni: five looks at one comparison) and the rate moved by at least ``min_effect``. And
+each version's multi-hop ceiling, the accuracy its question mix allows.
+
 The decision's p-value is, by default, the mixture SPRT's always-valid one
 (:func:`~citemon.core.stats.msprt_p_value`): a gate that runs ``compare`` every minute while
 the candidate collects claims, and fails at the first look below ``alpha``, fails a healthy
@@ -27,9 +33,10 @@ from typing import Any, Literal
 import httpx
 
 from citemon.core.errors import InputError
-from citemon.core.records import CITED_VERDICTS, AnswerScore
+from citemon.core.records import CITED_VERDICTS, PATTERNS, AnswerScore
 from citemon.core.stats import (
     msprt_p_value,
+    multi_hop_ceiling,
     normal_cdf,
     two_proportion_variance,
     two_proportion_z,
@@ -55,6 +62,7 @@ MIXTURE_SD: dict[str, float] = {
     "citation_accuracy": 0.1,
     "citation_coverage": 0.1,
     "ids_per_claim": 0.5,
+    "misattribution_pattern": 0.1,
 }
 
 
@@ -66,10 +74,17 @@ class VersionCounts:
     cited: int = 0
     uncited: int = 0
     cited_ids: int = 0
+    multi_hop: int = 0
+    patterns: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PATTERNS, 0))
+    """Misattributed claims by pattern."""
 
     @property
     def judged(self) -> int:
         return self.cited + self.uncited
+
+    @property
+    def multi_hop_ceiling(self) -> float | None:
+        return multi_hop_ceiling(self.multi_hop, self.cited)
 
     def add(self, score: AnswerScore) -> None:
         for claim in score.claims:
@@ -78,7 +93,10 @@ class VersionCounts:
             elif claim.verdict in CITED_VERDICTS:
                 self.cited += 1
                 self.correct += claim.verdict == "correct"
+                self.multi_hop += claim.verdict == "multi_hop"
                 self.cited_ids += len(claim.cited_ids)
+                if claim.verdict == "misattributed":
+                    self.patterns[claim.pattern or "other"] += 1
 
 
 @dataclass(slots=True)
@@ -127,6 +145,10 @@ class Comparison:
     tests: list[Test] = field(default_factory=list)
     outcome: Outcome = "no evidence"
     test: TestKind = "sequential"
+    patterns: list[Test] = field(default_factory=list)
+    """Each pattern's rate per cited claim, baseline against candidate (not in the decision)."""
+    changed: list[str] = field(default_factory=list)
+    """The patterns whose rate the candidate changed (Bonferroni over the patterns)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -136,9 +158,19 @@ class Comparison:
             "test": self.test,
             "counts": {
                 v: {"correct": c.correct, "cited": c.cited, "uncited": c.uncited,
-                    "cited_ids": c.cited_ids}
+                    "cited_ids": c.cited_ids, "multi_hop": c.multi_hop,
+                    "misattribution_patterns": dict(c.patterns)}
                 for v, c in self.counts.items()
             },
+            "multi_hop_ceiling": {v: _r(c.multi_hop_ceiling) for v, c in self.counts.items()},
+            "patterns_changed": list(self.changed),
+            "patterns": [
+                {"pattern": t.name, "baseline": _r(t.baseline), "candidate": _r(t.candidate),
+                 "baseline_ci95": _ri(t.baseline_ci95), "candidate_ci95": _ri(t.candidate_ci95),
+                 "delta": _r(t.delta), "p_value": _r(t.p_value),
+                 "changed": t.name in self.changed}
+                for t in self.patterns
+            ],
             "tests": [
                 {"metric": t.name, "baseline": _r(t.baseline), "candidate": _r(t.candidate),
                  "baseline_ci95": _ri(t.baseline_ci95), "candidate_ci95": _ri(t.candidate_ci95),
@@ -158,7 +190,9 @@ def _ri(x: tuple[float, float] | None) -> list[float] | None:
     return None if x is None else [round(x[0], 4), round(x[1], 4)]
 
 
-def _proportion_test(name: str, s1: int, n1: int, s2: int, n2: int) -> Test:
+def _proportion_test(
+    name: str, s1: int, n1: int, s2: int, n2: int, *, tau: float | None = None
+) -> Test:
     z = two_proportion_z(s1, n1, s2, n2)
     variance = two_proportion_variance(s1, n1, s2, n2)
     test = Test(
@@ -170,8 +204,22 @@ def _proportion_test(name: str, s1: int, n1: int, s2: int, n2: int) -> Test:
     )
     if z is not None and variance is not None and test.delta is not None:
         test.z, test.fixed_p_value = z
-        test.sequential_p_value = msprt_p_value(test.delta, variance, MIXTURE_SD[name])
+        sd = MIXTURE_SD[name] if tau is None else tau
+        test.sequential_p_value = msprt_p_value(test.delta, variance, sd)
     return test
+
+
+def _pattern_tests(b: VersionCounts, c: VersionCounts, test: TestKind) -> list[Test]:
+    out = []
+    for pattern in PATTERNS:
+        t = _proportion_test(
+            pattern, b.patterns.get(pattern, 0), b.cited, c.patterns.get(pattern, 0), c.cited,
+            tau=MIXTURE_SD["misattribution_pattern"],
+        )  # fmt: skip
+        t.worse_when = "higher"
+        t.decide_on(test)
+        out.append(t)
+    return out
 
 
 def _ids_test(b: VersionCounts, c: VersionCounts) -> Test:
@@ -221,6 +269,10 @@ def compare(
     ]
     for t in result.tests:
         t.decide_on(test)
+    result.patterns = _pattern_tests(b, c, test)
+    if min(b.cited, c.cited) >= min_claims:
+        each = alpha / len(PATTERNS)
+        result.changed = [t.name for t in result.patterns if t.direction(each, min_effect)]
     if min(b.cited, c.cited) < min_claims:
         result.outcome = "not enough data"
         return result
@@ -276,6 +328,8 @@ def counts_from_prometheus(
     queries = {
         "claims": f"sum by (version, verdict) (increase({claims}))",
         "ids": f"sum by (version) (increase({ids}))",
+        "patterns": "sum by (version, pattern) "
+        f"(increase(citemon_misattributions_total{{{selector}}}[{window}]))",
     }
     own = client is None
     http = client or httpx.Client(timeout=10.0)
@@ -287,11 +341,15 @@ def counts_from_prometheus(
                 counts = out.setdefault(labels.get("version", "unknown"), VersionCounts())
                 if key == "ids":
                     counts.cited_ids += value
+                elif key == "patterns":
+                    pattern = labels.get("pattern", "other")
+                    counts.patterns[pattern] = counts.patterns.get(pattern, 0) + value
                 elif labels.get("verdict") == "uncited":
                     counts.uncited += value
                 elif labels.get("verdict") in CITED_VERDICTS:
                     counts.cited += value
                     counts.correct += value if labels["verdict"] == "correct" else 0
+                    counts.multi_hop += value if labels["verdict"] == "multi_hop" else 0
     finally:
         if own:
             http.close()
