@@ -4,6 +4,7 @@ shapes, bad input and bad flags; and the results record's capped ``excerpts``.""
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -702,8 +703,11 @@ async def test_misattributions_are_grouped_by_pattern_per_version(
         "rest",
         "0%",
     ]
-    example = next(line for line in lines[v2_head:] if "e.g." in line)
-    assert "cites t" in example and "-p1, should cite" in example
+    example = next(i for i, line in enumerate(lines) if i > v2_head and "e.g." in line)
+    assert lines[example].startswith('      e.g. "Topic ')
+    assert re.fullmatch(
+        r"        cites t\d+-p1, should cite t\d+-p[2-5] \(trace -\)", lines[example + 1]
+    ), lines[example + 1]
     assert "pattern: first_retrieved (owner: the prompt / the generator)" in first_claim
 
     assert main(["inspect", "--input", str(path), "--pattern", "first_retrieved", "--limit", "0",

@@ -436,13 +436,10 @@ def render_patterns(worst: Worst, *, width: int = 100) -> str | None:
             cites = ", ".join(ex.claim.cited_ids) or "-"
             should = ", ".join(ex.claim.supported_by) or "-"
             lines.append(
-                "      "
-                + textwrap.shorten(
-                    f'e.g. "{ex.claim.text}" cites {cites}, should cite {should}'
-                    f" (trace {ex.record.trace_id or '-'})",
-                    width - 6,
-                    placeholder="…",
-                )
+                "      " + textwrap.shorten(f'e.g. "{ex.claim.text}"', width - 6, placeholder="…")
+            )
+            lines.append(
+                f"        cites {cites}, should cite {should} (trace {ex.record.trace_id or '-'})"
             )
     return "\n".join(lines)
 
