@@ -29,7 +29,7 @@ from typing import Any, Final
 from citemon.core.records import AnswerRecord, MisattributionPattern, Passage
 from tests.oracles import OracleJudge
 
-__all__ = ["BUGS", "Planted", "buggy_answers", "oracle_for", "span_passages"]
+__all__ = ["BUGS", "Planted", "buggy_answers", "oracle_for", "planted_judge", "span_passages"]
 
 BUGS: Final[dict[str, MisattributionPattern]] = {
     "zero_based": "off_by_one",
@@ -137,3 +137,16 @@ def span_passages(record: AnswerRecord) -> list[Mapping[str, Any]]:
             meta["source"] = p.source
         out.append({"id": p.id, "text": p.text, "metadata": meta})
     return out
+
+
+def planted_judge() -> OracleJudge:
+    """A zero-argument factory for ``--judge tests.buggy_rag:planted_judge``: knows the truth of
+    every answer :func:`buggy_answers` makes (up to 500 per bug), whatever the seed — claim
+    "Topic i has the X property." is supported by passage ``ti-p<X's position>`` alone."""
+    return OracleJudge(
+        {
+            f"Topic {i} has the {name} property.": {f"t{i}-p{pos}"}
+            for i in range(500)
+            for pos, name in _NAMES.items()
+        }
+    )
