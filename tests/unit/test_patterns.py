@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry
 
 import citemon.engine.scoring as scoring
 from citemon.core.records import PATTERNS, AnswerRecord, ClaimResult, Passage
-from citemon.core.stats import multi_hop_ceiling
+from citemon.core.tally import Tally
 from citemon.core.text import DEFAULT_PASSAGE_ID_KEYS
 from citemon.engine.patterns import assign_patterns, chance_rates, off_by_one_chance
 from citemon.engine.scoring import Scorer, ScoringOptions
@@ -147,9 +147,9 @@ def test_a_verdict_that_is_not_misattributed_has_no_pattern() -> None:
 
 
 def test_the_multi_hop_ceiling() -> None:
-    assert multi_hop_ceiling(2, 10) == pytest.approx(0.8)
-    assert multi_hop_ceiling(0, 3) == 1.0
-    assert multi_hop_ceiling(0, 0) is None
+    assert Tally(cited=10, multi_hop=2, correct=5).multi_hop_ceiling == pytest.approx(0.8)
+    assert Tally(cited=3).multi_hop_ceiling == 1.0
+    assert Tally().multi_hop_ceiling is None
 
 
 # -- a fake RAG service with each bug, through the shim's spans and the OTLP decoder -------------

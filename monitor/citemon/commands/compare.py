@@ -19,7 +19,13 @@ import sys
 from pydantic import ValidationError
 
 from citemon.core.errors import ConfigError, InputError
-from citemon.rollout.compare import compare, counts_from_prometheus, load_scores
+from citemon.rollout.compare import (
+    compare,
+    counts_from_prometheus,
+    load_patterns,
+    load_scores,
+    patterns_from_prometheus,
+)
 
 __all__ = ["add_arguments", "main"]
 
@@ -73,10 +79,15 @@ def main(args: argparse.Namespace) -> int:
             args.prometheus, [args.baseline, args.candidate],
             window=args.window, service=args.service,
         )  # fmt: skip
+        patterns = patterns_from_prometheus(
+            args.prometheus, [args.baseline, args.candidate],
+            window=args.window, service=args.service,
+        )  # fmt: skip
         source = f"Prometheus over {args.window}"
     else:
         try:
             counts = load_scores(args.scores, service=args.service)
+            patterns = load_patterns(args.scores, service=args.service)
         except ValidationError as exc:  # uncaught it exits 1, which here means "regressed"
             first = exc.errors(include_input=False)[0]
             where = ".".join(str(p) for p in first["loc"]) or "record"
@@ -96,7 +107,7 @@ def main(args: argparse.Namespace) -> int:
     result = compare(
         counts, args.baseline, args.candidate,
         alpha=args.alpha, min_effect=args.min_effect, min_claims=args.min_claims,
-        test=args.test,
+        test=args.test, patterns=patterns,
     )  # fmt: skip
     if args.format == "json":
         print(json.dumps(result.as_dict(), indent=1))
