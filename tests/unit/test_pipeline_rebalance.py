@@ -5,6 +5,8 @@ transactional IDs every replica derives for a partition are the same."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -328,75 +330,140 @@ async def test_a_bad_batch_met_while_a_partition_opens_is_left_for_after_its_see
     assert ready.entries[1].dead_letters == ["unsupported_codec"]
 
 
-class Delivery:
-    """The calls opening a partition makes of a transactional KafkaDelivery."""
+class Producer:
+    """The calls a transactional KafkaDelivery makes of an AIOKafkaProducer; ``opens`` gates
+    its start (``init_transactions``: where a new owner waits for the previous one)."""
 
-    transactional = True
+    def __init__(self, committed: dict[TopicPartition, int], opens: asyncio.Event) -> None:
+        self.committed, self.opens = committed, opens
 
-    async def open(self, tp: TopicPartition) -> None:
+    async def start(self) -> None:
+        await self.opens.wait()
+
+    async def stop(self) -> None:
         return None
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[None]:
+        yield
+
+    async def send(self, *_: object, **__: object) -> asyncio.Future[None]:
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return done
+
+    async def send_offsets_to_transaction(self, offsets: dict[TopicPartition, Any], _: str) -> None:
+        self.committed.update({tp: o.offset for tp, o in offsets.items()})
 
 
 class Fetching(Consumer):
-    """A consumer whose first fetch (if ``stale``) predates the seek to the committed offset;
-    the next one waits for that seek and delivers from there; the one after stops the intake."""
+    """A group consumer that assigns TP1 (its log read from the start), then TP0 (committed at
+    2) in a callback of its own, as aiokafka's coordinator does. Its first fetch (if
+    ``stale``) predates TP0's seek to its committed offset, and TP0's producer opens only once
+    that fetch is handed out, so the seek lands while intake takes it; the next fetch waits
+    for the seek and delivers from there; the one after stops the intake."""
 
-    def __init__(self, committed: int, stale: list[Rec], end: int, stop: asyncio.Event) -> None:
-        super().__init__(committed)
+    def __init__(self, stale: list[Rec], end: int, stop: asyncio.Event) -> None:
+        super().__init__(committed=2)
         self.fetches = [{TP0: stale, TP1: [Rec(i, b"") for i in range(3)]}] if stale else []
-        self.end, self.stop = end, stop
-        self.sought = asyncio.Event()
+        self.end, self.done = end, stop
+        self.handed_out = asyncio.Event()  # the stale fetch (TP0's producer opens after it)
+        self.sought = asyncio.Event()  # TP0 sought to its committed offset
+        self.listener: Any = None
+        self.assigning: asyncio.Task[None] | None = None
+
+    def subscribe(self, topics: list[str], *, listener: Any) -> None:
+        self.listener = listener
+
+    async def start(self) -> None:
+        await self.listener.on_partitions_assigned([TP1])
+        self.assigning = asyncio.create_task(self.listener.on_partitions_assigned([TP0]))
+
+    async def stop(self) -> None:
+        return None
+
+    async def committed(self, tp: TopicPartition) -> int | None:
+        return self._committed if tp == TP0 else None
+
+    async def seek_to_beginning(self, tp: TopicPartition) -> None:
+        self.seek(tp, 0)
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         super().seek(tp, offset)
-        self.sought.set()
+        if tp == TP0:
+            self.sought.set()
+
+    def pause(self, *_: TopicPartition) -> None:
+        return None
+
+    def paused(self) -> set[TopicPartition]:
+        return set()
+
+    async def end_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: self.end for tp in tps}
 
     async def getmany(self, **_: object) -> dict[TopicPartition, list[Rec]]:
         if self.fetches:
+            self.handed_out.set()
             return self.fetches.pop()
-        if not self.sought.is_set():
-            await self.sought.wait()
-        if self.stop.is_set():
+        self.handed_out.set()
+        await self.sought.wait()
+        if self.done.is_set():
             return {}
-        self.stop.set()
+        self.done.set()
         return {TP0: [Rec(i, b"") for i in range(self.positions[TP0], self.end)]}
 
 
-async def _intake(p: Pipeline, consumer: Fetching, stop: asyncio.Event) -> None:
-    await p._intake.run(consumer, p._recovery, lambda: not stop.is_set())
+class Clients(KafkaClients):
+    """Hands the pipeline the fake consumer and producers (no broker)."""
+
+    def __init__(self, consumer: Fetching) -> None:
+        self.fake = consumer
+        self.committed: dict[TopicPartition, int] = {}
+        self.opening: dict[str, asyncio.Event] = {}
+
+    def consumer(self, **_: Any) -> Fetching:
+        return self.fake
+
+    def producer(self, **options: Any) -> Producer:
+        is_tp0 = str(options["transactional_id"]).endswith("-t-0")
+        opens = self.fake.handed_out if is_tp0 else asyncio.Event()
+        if not is_tp0:
+            opens.set()
+        return Producer(self.committed, opens)
+
+
+async def _run(stale: list[Rec]) -> tuple[PipelineStats, Fetching, dict[TopicPartition, int]]:
+    """A transactional pipeline run on the fakes until the consumer stops it; what it took,
+    and the offsets its final commit delivered."""
+    stop = asyncio.Event()
+    consumer = Fetching(stale, end=10, stop=stop)
+    clients = Clients(consumer)
+    settings = Settings(topic="t", results_topic="r", commit_interval_s=3600.0)
+    p = Pipeline(
+        settings, Scorer(LexicalJudge()), Metrics(CollectorRegistry()), clients=clients,
+        decode_slice_s=0.0,  # intake yields before every record
+    )  # fmt: skip
+    stats = await p.run(stop)
+    assert consumer.assigning is not None and consumer.assigning.done()
+    return stats, consumer, clients.committed
 
 
 async def test_records_fetched_before_an_opening_partitions_seek_are_not_taken_twice() -> None:
-    clock = Clock()
-    p, _ = await pipeline(clock, decode_slice_s=0.0)  # yield before every record
-    p._ledger.assign([TP0], opening=True)  # TP1's producer is open
-    stop = asyncio.Event()
-    consumer = Fetching(committed=2, stale=[Rec(i, b"") for i in range(10)], end=10, stop=stop)
-    p._consumer, p._delivery = consumer, Delivery()  # type: ignore[assignment]
-    # The seek lands while intake yields inside the stale fetch (the commit loop's tick).
-    await asyncio.gather(_intake(p, consumer, stop), p._open_partitions())
-    assert consumer.seeks == [(TP0, 2)] and TP0 not in p.offsets.opening
-    # TP0's offsets 2-9, each once (the stale fetch's rest was dropped); TP1's are kept.
-    assert p.stats.records == 8 + 3
-    assert [(r.tp, r.offset, [e.offset for e in r.entries]) for r in p.offsets.ready()] == [
-        (TP0, 10, list(range(2, 10))),
-        (TP1, 3, [0, 1, 2]),
-    ]
+    stats, consumer, committed = await _run(stale=[Rec(i, b"") for i in range(10)])
+    assert consumer.seeks == [(TP1, 0), (TP0, 2)]
+    # TP0's offsets 2-9, each once (the stale fetch's rest was dropped: taking it again would
+    # have raised "not in order"); TP1's, fetched with it, are kept.
+    assert stats.records == 8 + 3
+    assert committed == {TP0: 10, TP1: 3}
 
 
 async def test_records_fetched_after_a_seek_made_during_the_fetch_are_all_taken() -> None:
-    clock = Clock()
-    p, _ = await pipeline(clock, decode_slice_s=0.0)
-    p._ledger.assign([TP0], opening=True)
-    stop = asyncio.Event()
-    consumer = Fetching(committed=2, stale=[], end=10, stop=stop)
-    p._consumer, p._delivery = consumer, Delivery()  # type: ignore[assignment]
     # getmany waits while the partition opens and seeks; what it returns is from the new
     # position (aiokafka drops what it fetched before the seek): none of it is stale.
-    await asyncio.gather(_intake(p, consumer, stop), p._open_partitions())
-    assert consumer.seeks == [(TP0, 2)] and p.stats.records == 8
-    (ready,) = p.offsets.ready()
-    assert (ready.tp, ready.offset) == (TP0, 10)
+    stats, consumer, committed = await _run(stale=[])
+    assert consumer.seeks == [(TP1, 0), (TP0, 2)] and stats.records == 8
+    assert committed == {TP0: 10}
 
 
 class Recording:
