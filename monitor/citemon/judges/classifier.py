@@ -65,7 +65,8 @@ from citemon.core.judge import (
     SupportVerdict,
 )
 from citemon.core.records import Verdict
-from citemon.judges.tei import BatchTooLarge, PredictTransport, parse_predictions
+from citemon.judges.tei import BatchTooLarge, PredictRequest, PredictWire, parse_predictions
+from citemon.judges.transport import HTTPTransport
 
 __all__ = [
     "DEFAULT_BATCH_PAIRS",
@@ -173,7 +174,7 @@ class ClassifierJudge:
         self._batch_pairs = batch_pairs
         self._window = window_words
         self._overlap = overlap_words
-        self._http = PredictTransport(base_url, model, observer=observer, **http)
+        self._http = HTTPTransport(base_url, model, wire=PredictWire(), observer=observer, **http)
         self._kind = f"predict:{self._label.casefold()}:{window_words}:{overlap_words}"
         self._probe: asyncio.Task[None] | None = None
 
@@ -360,8 +361,8 @@ class ClassifierJudge:
             key = self._key(q)
             if key in out or key in ask:
                 continue
-            hit = self._http.lookup(key)
-            if isinstance(hit, _Score):
+            found, hit = self._http.lookup(key)
+            if found and isinstance(hit, _Score):
                 out[key] = hit
             else:
                 ask[key] = q
@@ -408,11 +409,11 @@ class ClassifierJudge:
         """Before the first batch: TEI's ``max_client_batch_size`` lowers the cap, so no
         request is refused for its size (a server without ``/info`` is learned from on 422)."""
         try:
-            info = await self._http.info()
+            info = await self._http.get_json("info")
         except Exception:  # an optional hint must never stop judging
             logger.debug("classifier judge: reading /info failed", exc_info=True)
             return
-        limit = info.get("max_client_batch_size") if info else None
+        limit = info.get("max_client_batch_size") if isinstance(info, dict) else None
         usable = isinstance(limit, int) and not isinstance(limit, bool) and limit >= 1
         if usable and isinstance(limit, int) and limit < self._batch_pairs:
             logger.info(
@@ -433,7 +434,11 @@ class ClassifierJudge:
             return parse_predictions(content, pairs=len(pairs), label=self._label)
 
         try:
-            return list(await self._http.send(body, parse, log=logger))
+            request = PredictRequest(body, parse)
+            scores = await self._http.call(
+                request, fatal=(BatchTooLarge,), log=logger, what="classifier"
+            )
+            return list(scores)
         except BatchTooLarge as exc:
             smaller = exc.limit if exc.limit is not None else len(pairs) // 2
             if len(pairs) <= 1 or smaller < 1 or smaller >= len(pairs):
