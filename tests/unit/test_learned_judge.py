@@ -6,13 +6,13 @@ from importlib import resources
 
 import pytest
 
+from bench._training import fit_model, grouped_folds
 from citemon.core.calibration import balanced_accuracy
 from citemon.core.errors import ConfigError
 from citemon.core.text import strip_markers
 from citemon.judges import Judge, load_judge
 from citemon.judges.features import FEATURE_NAMES, extract
 from citemon.judges.learned import WEIGHTS_RESOURCE, LearnedJudge, LearnedModel, load_model
-from citemon.judges.training import fit_model, grouped_folds
 
 PASSAGE = {
     "p-3310": "Audit log retention is 90 days on the Business plan and 365 days on Enterprise.",

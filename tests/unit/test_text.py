@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from bench._training import load_expertqa
 from citemon.checks.labelled_pairs import pairs_from_rows
 from citemon.core.records import AnswerRecord
 from citemon.core.text import (
@@ -27,7 +28,6 @@ from citemon.core.text import (
 )
 from citemon.engine.claims import extract_claims
 from citemon.judges.learned import load_model
-from citemon.judges.training import load_expertqa
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

@@ -1,8 +1,9 @@
-"""Training and honest evaluation of the learned judge, in pure Python.
+"""Training and honest evaluation of the learned judge, in pure Python (offline: not shipped).
 
 Used by ``scripts/train_judge.py`` (which writes the shipped weights) and by
 ``bench/judge_quality.py`` (which re-measures them): both go through :func:`cross_validate`, so
-the figures in the README and the weights come from one code path.
+the figures in the README and the weights come from one code path. The leading underscore keeps
+it out of ``make bench``, which runs every public module of ``bench/``.
 
 Honesty rules built in: the IDF table is computed from the training fold only; ExpertQA folds
 are grouped by answer (and WiCE folds by cited page), so a claim is never scored by a model that
