@@ -24,7 +24,7 @@ from typing import Any, Final, Generic, Literal, Self, TypeVar, cast
 
 import httpx
 
-from citemon.core.errors import INVALID_REPLY_CAUSES, ConfigError, JudgeError, JudgeInvalidReply
+from citemon.core.errors import ConfigError, JudgeError, JudgeInvalidReply
 from citemon.core.judge import CitedOutcome, CitedVerdict, SupportOutcome, SupportVerdict
 from citemon.core.records import Verdict
 from citemon.judges.prompts import (
@@ -52,28 +52,22 @@ from citemon.judges.replies import (
     parse_decompose_reply,
     parse_entailment_reply,
     parse_minicheck_choice,
-    parse_minicheck_reply,
     parse_support_reply,
     snippet,
 )
 from citemon.judges.transport import (
-    API_KEY_ENV,
     Exchange,
     HTTPTransport,
     Refused,
     Site,
-    parse_retry_after,
     raise_for_status,
 )
 
 __all__ = [
-    "API_KEY_ENV",
     "FORMATS",
-    "INVALID_REPLY_CAUSES",
     "MINICHECK_MAX_TOKENS",
     "MINICHECK_TOP_LOGPROBS",
     "PROTOCOLS",
-    "BatchReply",
     "ChatRequest",
     "ChatWire",
     "HTTPBatchJudge",
@@ -81,12 +75,6 @@ __all__ = [
     "MiniCheckWire",
     "ReplyFormat",
     "WireProtocol",
-    "parse_cited_reply",
-    "parse_decompose_reply",
-    "parse_entailment_reply",
-    "parse_minicheck_reply",
-    "parse_retry_after",
-    "parse_support_reply",
 ]
 
 MINICHECK_MAX_TOKENS: Final = 1
