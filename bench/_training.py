@@ -106,7 +106,9 @@ def build_idf(docs: Iterable[str], *, max_terms: int) -> tuple[dict[str, float],
     n = 0
     for doc in docs:
         n += 1
-        df.update(set(content_words(tokens(doc))))
+        # Each word once, in the order it first appears, not in a set's order: most_common
+        # breaks ties at the cut by first sight, and a set's order changes with PYTHONHASHSEED.
+        df.update(dict.fromkeys(content_words(tokens(doc))).keys())
     kept = df.most_common(max_terms)
     idf = {term: round(math.log((n + 1) / (count + 1)) + 1.0, 4) for term, count in kept}
     default = round(math.log((n + 1) / 2) + 1.0, 4)
