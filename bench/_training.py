@@ -2,7 +2,7 @@
 
 Used by ``scripts/train_judge.py`` (which writes the shipped weights) and by
 ``bench/judge_quality.py`` (which re-measures them): both go through :func:`cross_validate`, so
-the figures in the README and the weights come from one code path. The leading underscore keeps
+the figures in docs/judges.md and the weights come from one code path. The leading underscore keeps
 it out of ``make bench``, which runs every public module of ``bench/``.
 
 Honesty rules built in: the IDF table is computed from the training fold only; ExpertQA folds
