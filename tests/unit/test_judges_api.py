@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import citemon
 import citemon.core.errors
 import citemon.core.judge
 import citemon.core.records
@@ -26,9 +27,10 @@ def test_every_exported_name_resolves_to_its_definition() -> None:
         for home in (citemon.core.judge, citemon.core.errors, citemon.core.records):
             if hasattr(home, name):
                 assert value is getattr(home, name), name  # a re-export, not a copy
-    assert {"Judge", "Verdict", "BatchJudge", "CitedVerdict", "SupportVerdict"} <= set(
-        citemon.judges.__all__
-    )
+    shared = {"Judge", "Verdict", "BatchJudge", "CitedVerdict", "SupportVerdict", "JudgeError"}
+    assert shared <= set(citemon.judges.__all__) & set(citemon.__all__)
+    for name in set(citemon.judges.__all__) & set(citemon.__all__):
+        assert getattr(citemon.judges, name) is getattr(citemon, name), name
     with pytest.raises(AttributeError, match="no attribute 'EntailsBatch'"):
         _ = citemon.judges.EntailsBatch
 
