@@ -46,6 +46,7 @@ DESIGN_METRICS = {
     "citemon_dead_letters_total": "counter",
     "citemon_traces_total": "counter",
     "citemon_evaluation_events_total": "counter",
+    "citemon_misattributions_total": "counter",
     "citemon_consumer_lag": "gauge",
     "citemon_build_info": "gauge",
 }
@@ -58,6 +59,7 @@ DESIGN_LABELS = {
     "citemon_spans_total": {"outcome"},
     "citemon_dead_letters_total": {"reason"},
     "citemon_evaluation_events_total": {"outcome"},
+    "citemon_misattributions_total": {*QUALITY, "pattern"},
     "citemon_consumer_lag": {"topic", "partition"},
     "citemon_build_info": {"version"},
 }
