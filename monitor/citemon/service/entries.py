@@ -25,6 +25,9 @@ class OutMessage:
     key: bytes | None
     value: bytes
     headers: tuple[tuple[str, bytes], ...] = ()
+    cut: tuple[tuple[str, str], ...] = ()
+    """What was cut to make the record fit its topic, as (record, reason) pairs
+    (:mod:`citemon.service.fitting`); counted once its commit succeeded."""
 
 
 TP = TypeVar("TP", bound=Hashable)
@@ -61,3 +64,6 @@ class Ready(Generic[TP]):
     tp: TP
     offset: int
     entries: list[Entry[TP]]
+    cuts: list[tuple[str, str]] = field(default_factory=list)
+    """What was cut of the records produced with this commit, as (record, reason) pairs
+    (:mod:`citemon.service.fitting`): counted once it succeeded."""
