@@ -30,8 +30,8 @@ DEFAULT_MAX_BYTES: Final = 64 * 1024 * 1024
 """Approximate text bytes the assembler holds at once."""
 NO_ANSWER_OUTCOMES: Final = ("unrecognized", "no_passages", "no_answer")
 """Why a trace gave no answer (``citemon_traces_total{outcome}``): ``unrecognized`` — it ended
-(its root arrived), no dialect read anything from it and nothing more came within the window; ``no_passages`` — an answer but no
-retrieved documents; ``no_answer`` — documents but no answer."""
+(its root arrived), no dialect read anything from it and nothing more came within the window;
+``no_passages`` — an answer but no retrieved documents; ``no_answer`` — documents but no answer."""
 _MAX_UNANSWERED: Final = 1000
 
 
@@ -76,8 +76,8 @@ class TraceAssembler:
     root no dialect read arrived, and nothing more within the window), ``no_passages`` and
     ``no_answer`` (each also ``dropped_incomplete``). Each trace is counted under one outcome
     once: a bare root is held like any part, so a trace whose root came first is ``completed``
-    when the rest arrives, never ``unrecognized`` and then ``settled``. With ``explain=True`` the assembler keeps those traces (at most
-    1,000 at a time) for :meth:`take_unanswered`.
+    when the rest arrives, never ``unrecognized`` and then ``settled``. With ``explain=True``
+    the assembler keeps those traces (at most 1,000 at a time) for :meth:`take_unanswered`.
     """
 
     def __init__(

@@ -112,9 +112,18 @@ async def check_topics(settings: Settings) -> RecordLimits:
         if missing and settings.create_topics:
             problems += await _create(admin, settings, missing)
             found = await _describe(admin, [u.name for u in uses])
+            missing = [u for u in uses if found.get(u.name) == _UNKNOWN_TOPIC]
+        auto = bool(missing) and await _auto_creates(admin)
         for u in uses:
             code = found.get(u.name, _UNKNOWN_TOPIC)
-            if code == _UNKNOWN_TOPIC:
+            if code == _UNKNOWN_TOPIC and auto:
+                log.info(
+                    "topic %s (%s) does not exist yet: the broker creates it on first use "
+                    "(auto.create.topics.enable=true)",
+                    u.name,
+                    u.role,
+                )
+            elif code == _UNKNOWN_TOPIC:
                 problems.append(
                     f"topic {u.name!r} ({u.role}, {u.flag}) does not exist and this broker does "
                     "not create it on first use: create it (kafka-topics.sh --create --topic "
@@ -157,6 +166,27 @@ async def check_topics(settings: Settings) -> RecordLimits:
         ", ".join(f"{u.name} ({u.role}, max {limits.max_bytes(u.name)} B)" for u in uses),
     )
     return limits
+
+
+async def _auto_creates(admin: Any) -> bool:
+    """Whether the broker creates a topic on first use (``auto.create.topics.enable``); False
+    when it may not be read (the ACL DESCRIBE_CONFIGS on the cluster), the safe answer."""
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    try:
+        cluster = await admin.describe_cluster()
+        node = str(cluster["brokers"][0]["node_id"])
+        resource = ConfigResource(
+            ConfigResourceType.BROKER, node, configs={"auto.create.topics.enable": None}
+        )
+        for response in await admin.describe_configs([resource]):
+            for res in response.to_object()["resources"]:
+                for entry in res["config_entries"] if not res["error_code"] else ():
+                    if entry["config_names"] == "auto.create.topics.enable":
+                        return str(entry["config_value"]).lower() == "true"
+    except Exception as exc:  # any failure: assume it does not
+        log.debug("reading auto.create.topics.enable failed: %r", exc)
+    return False
 
 
 async def _describe(admin: Any, names: list[str]) -> dict[str, int]:
@@ -224,7 +254,7 @@ async def _wait_for_leaders(admin: Any, names: list[str]) -> None:
 
 
 async def _check_group(admin: Any, settings: Settings) -> list[str]:
-    from aiokafka.errors import GroupAuthorizationFailedError
+    from aiokafka.errors import GroupAuthorizationFailedError, KafkaError
 
     try:
         await admin.find_coordinator(settings.group)
@@ -233,6 +263,8 @@ async def _check_group(admin: Any, settings: Settings) -> list[str]:
             f"consumer group {settings.group!r} (--group): not authorized; grant "
             f"{_who(settings)} the ACL READ on Group:{settings.group}"
         ]
+    except KafkaError as exc:  # no coordinator yet (a new cluster): the consumer waits for it
+        log.debug("finding the group coordinator at start-up: %r", exc)
     return []
 
 
