@@ -51,6 +51,11 @@ class Entry(Generic[TP]):
     """Scored answers with their span ID; counted and published once the offset commits."""
     dead_letters: list[str] = field(default_factory=list)
     alive: bool = True
+    commit_with: int = -1
+    """The offset of the record this one must commit with (or after): a trace's parts in
+    several records of one partition carry their answer on the last of them, so no commit may
+    end between them (a revoke there left the next owner the later parts only, and the answer
+    was never counted); -1 = none."""
 
     @property
     def done(self) -> bool:

@@ -76,6 +76,7 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
         self._delivery: KafkaDelivery | None = None
         self._lock = asyncio.Lock()
         self._open: set[Any] = set()
+        self._opening: set[Any] = set()
         self._epochs: dict[Any, int] = {}
         self.records = 0
         self.produced = 0
@@ -106,6 +107,8 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
             await consumer.start()
             log.info("re-keying %s by trace ID to %s as group %s", s.topic, self.target, self.group)
             while True:
+                if self._opening:
+                    await self._open_pending()
                 batches = await consumer.getmany(timeout_ms=_POLL_MS)
                 epochs = dict(self._epochs)
                 for tp, records in batches.items():
@@ -157,31 +160,38 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
         self.rebalances += 1
         async with self._lock:
             self._open -= gone
+            self._opening -= gone
             if self._delivery is not None:
                 await self._delivery.close(gone)
 
     async def on_partitions_assigned(self, assigned: Iterable[Any]) -> None:
-        """Open each partition's producer (fencing its previous owner), then seek to the
-        committed offset read after that (:mod:`citemon.service.opening`'s order)."""
+        """Mark ``assigned`` to be opened by the loop (:meth:`_open_pending`): reading the
+        committed offset here, inside the rebalance, would wait for the rebalance itself."""
+        for tp in assigned:
+            self._epochs[tp] = self._epochs.get(tp, 0) + 1
+            self._opening.add(tp)
+
+    async def _open_pending(self) -> None:
+        """Open each newly assigned partition's producer (fencing its previous owner), then
+        seek to the committed offset read after that (:mod:`citemon.service.opening`'s
+        order); one that fails stays pending, retried on the next round."""
         delivery, consumer = self._delivery, self._consumer
         assert delivery is not None
         async with self._lock:
-            for tp in sorted(assigned, key=lambda t: t.partition):
-                self._epochs[tp] = self._epochs.get(tp, 0) + 1
-                while True:
-                    try:
-                        await delivery.open(tp)
-                        committed = await consumer.committed(tp)
-                        break
-                    except (KafkaError, OSError, TimeoutError) as exc:
-                        log.warning(
-                            "re-key partition %d: opening failed, retrying: %s",
-                            tp.partition,
-                            type(exc).__name__,
-                        )
-                        await asyncio.sleep(_RETRY_S)
-                if committed is None:
-                    await consumer.seek_to_beginning(tp)
-                else:
-                    consumer.seek(tp, committed)
+            for tp in sorted(self._opening, key=lambda t: t.partition):
+                try:
+                    await delivery.open(tp)
+                    committed = await consumer.committed(tp)
+                    if committed is None:
+                        await consumer.seek_to_beginning(tp)
+                    else:
+                        consumer.seek(tp, committed)
+                except (KafkaError, OSError, TimeoutError) as exc:
+                    log.warning(
+                        "re-key partition %d: opening failed, will retry: %s",
+                        tp.partition,
+                        type(exc).__name__,
+                    )
+                    continue
+                self._opening.discard(tp)
                 self._open.add(tp)
