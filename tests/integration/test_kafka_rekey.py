@@ -142,8 +142,8 @@ async def test_a_trace_whose_records_lie_far_apart_is_counted_once_through_a_reb
     trace's two records. (It did: the answer rode on the later record, the commit passed the
     earlier one, the revoke dropped the later one, and the new owner saw only the retriever:
     82 of 100 counted.)"""
-    monkeypatch.setenv("CITEMON_TEST_JUDGE_DELAY_S", "0.2")
-    n = 100
+    monkeypatch.setenv("CITEMON_TEST_JUDGE_DELAY_S", "0.3")  # ~13 answers/s: B joins mid-way
+    n = 200
     topic = await kafka_topic(partitions=4)
     messages = rooted_traces(n)
     producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
@@ -161,9 +161,11 @@ async def test_a_trace_whose_records_lie_far_apart_is_counted_once_through_a_reb
         max_inflight_answers=8,
         trace_window_s=10.0,
         session_timeout_ms=SESSION_TIMEOUT_MS,
+        revoke_timeout_s=0.5,
     )
     async with run_monitor(settings, args) as a:
         await wait_for(lambda: metric_sum(a.registry, "citemon_answers_total") >= 5, 30, "A")
+        held_at_join = len(a.pipeline.assembler) + a.pipeline.inflight
         async with run_monitor(settings, args) as b:
             both = (a, b)
             await wait_for(
@@ -176,7 +178,9 @@ async def test_a_trace_whose_records_lie_far_apart_is_counted_once_through_a_reb
             await asyncio.wait_for(b.pipeline.caught_up(), 30)
             counted = [metric_sum(m.registry, "citemon_answers_total") for m in both]
             dropped = [m.pipeline.assembler.dropped_incomplete for m in both]
-    assert sum(counted) == n and all(counted), counted
+    # The rebalance landed on traces held for assembly and answers being scored.
+    assert held_at_join > 0, "nothing was held when B joined; the test proved nothing"
+    assert sum(counted) == n, counted
     assert dropped == [0, 0]
 
 
