@@ -24,6 +24,7 @@ from citemon.metrics import Metrics
 from citemon.otlp.assembly import TraceAssembler
 from citemon.otlp.decoding import decode_otlp
 from citemon.service.clients import KafkaClients
+from citemon.service.fitting import RecordLimits
 from citemon.service.ledger import Ledger, PipelineStats
 from citemon.service.pipeline import Pipeline
 from citemon.service.recovery import BadBatch, BatchRecovery, Scan, Scanner
@@ -424,6 +425,12 @@ class Clients(KafkaClients):
 
     def consumer(self, **_: Any) -> Fetching:
         return self.fake
+
+    async def check_topics(self, settings: Settings) -> RecordLimits:
+        return RecordLimits()  # no broker to ask: the default limits
+
+    async def watch_topics(self, settings: Settings, *, interval_s: float) -> None:
+        await asyncio.Event().wait()  # nothing to watch; cancelled at shutdown
 
     def producer(self, **options: Any) -> Producer:
         is_tp0 = str(options["transactional_id"]).endswith("-t-0")

@@ -32,6 +32,7 @@ from citemon.metrics import Metrics
 from citemon.otlp.assembly import TraceAssembler
 from citemon.otlp.decoding import decode_otlp
 from citemon.service.answers import AnswerJobs
+from citemon.service.keys import KeyCheck
 from citemon.service.ledger import Entry, Ledger
 from citemon.service.outputs import dead_letter
 from citemon.service.recovery import UNDECODABLE, BatchRecovery
@@ -68,6 +69,7 @@ class Intake:
         self._assembler = assembler
         self._clock = clock
         self._decode_slice_s = decode_slice_s
+        self._keys = KeyCheck(metrics, topic=settings.rekey_topic or settings.topic)
         # Per trace ID: when its first part was held, and the records holding its parts.
         self._held: OrderedDict[str, tuple[float, list[Entry]]] = OrderedDict()
         self._paused = False
@@ -195,6 +197,7 @@ class Intake:
                 message = dead_letter(dlq, source, rec.key, rec.value or b"", exc.reason, str(exc))
                 self._ledger.dead_letter(entry, message, exc.reason)
             return
+        self._keys.check(rec.key, batch)  # spans not keyed by their trace ID, counted
         if batch.errors:
             self._metrics.span("invalid", len(batch.errors))
             first = batch.errors[0]

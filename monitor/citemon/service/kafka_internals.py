@@ -34,6 +34,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "add_partitions_probe",
     "cluster_metadata",
     "fetch_record_set",
     "first_batch",
@@ -133,3 +134,42 @@ def first_batch(chunk: bytes) -> Any:
     from aiokafka.record.memory_records import MemoryRecords
 
     return MemoryRecords(chunk).next_batch()
+
+
+async def add_partitions_probe(
+    producer: Any, transactional_id: str, topics: list[str]
+) -> list[str]:
+    """Add partition 0 of each of ``topics`` to a transaction of the started transactional
+    ``producer`` (``AddPartitionsToTxn``, which checks WRITE on each topic), then abort it
+    (``EndTxn``): nothing is written. Returns the topics the broker refused to let it write.
+
+    Private parts: ``producer.client`` and ``producer._txn_manager``'s producer ID and epoch;
+    aiokafka adds partitions only as a side effect of ``send``, which would write a record."""
+    from aiokafka.client import CoordinationType
+    from aiokafka.errors import TransactionalIdAuthorizationFailed, for_code
+    from aiokafka.protocol.transaction import AddPartitionsToTxnRequest, EndTxnRequest
+
+    if not topics:
+        return []
+    client = producer.client
+    manager = producer._txn_manager
+    node = await client.coordinator_lookup(CoordinationType.TRANSACTION, transactional_id)
+    pid, epoch = manager.producer_id, manager.producer_epoch
+    response = await client.send(
+        node, AddPartitionsToTxnRequest(transactional_id, pid, epoch, [(t, [0]) for t in topics])
+    )
+    refused: list[str] = []
+    other: list[int] = []
+    for topic, partitions in response.errors:
+        for _partition, code in partitions:
+            if code == 29:  # TOPIC_AUTHORIZATION_FAILED
+                refused.append(topic)
+            elif code == 53:  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                raise TransactionalIdAuthorizationFailed()
+            elif code not in (0, 55):  # 55: not attempted because another partition failed
+                other.append(code)
+    if not refused and not other:
+        await client.send(node, EndTxnRequest(transactional_id, pid, epoch, False))
+    elif other:
+        raise for_code(other[0])(f"adding partitions of {topics} to a probe transaction")
+    return sorted(set(refused))

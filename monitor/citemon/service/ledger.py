@@ -10,8 +10,9 @@ order (a slow judge call, a retry), so each partition keeps a queue of its recor
 order; the committable offset is one past the longest finished prefix. Gaps in the offsets
 (compaction, transaction markers) need no special case: the queue holds records, not integers.
 An answer is carried by the record with the highest offset among those it came from, so it is
-produced and counted with that offset's commit, and only once it is confirmed
-(:meth:`Ledger.confirm`, with no ``await`` between the commit and the counting).
+produced and counted with that offset's commit (its other records of that partition commit with
+it, never before), and only once it is confirmed (:meth:`Ledger.confirm`, with no ``await``
+between the commit and the counting).
 """
 
 from __future__ import annotations
@@ -63,6 +64,9 @@ class OutMessage:
     key: bytes | None
     value: bytes
     headers: tuple[tuple[str, bytes], ...] = ()
+    cut: tuple[tuple[str, str], ...] = ()
+    """What was cut to make the record fit its topic, as (record, reason) pairs
+    (:mod:`citemon.service.fitting`); counted once its commit succeeded."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +98,11 @@ class Entry:
     answers: list[Finished] = field(default_factory=list)
     dead_letters: list[str] = field(default_factory=list)
     alive: bool = True
+    commit_with: int = -1
+    """The offset of the record this one must commit with (or after): a trace's parts in
+    several records of one partition carry their answer on the last of them, so no commit may
+    end between them (a revoke there left the next owner the later parts only, and the answer
+    was never counted); -1 = none."""
 
     @property
     def done(self) -> bool:
@@ -109,6 +118,9 @@ class Ready:
     offset: int
     entries: list[Entry]
     counted: list[Finished] = field(default_factory=list)
+    cuts: list[tuple[str, str]] = field(default_factory=list)
+    """What was cut of the records produced with this commit, as (record, reason) pairs
+    (:mod:`citemon.service.fitting`): counted once it succeeded."""
 
 
 class _Partition:
@@ -342,6 +354,9 @@ class Ledger:
         home = max((e for e in entries if e.alive), key=lambda e: e.offset, default=None)
         if home is not None:
             home.answers.append(answer)
+            for e in entries:  # the answer's records of one partition commit together
+                if e.tp == home.tp and e is not home:
+                    e.commit_with = max(e.commit_with, home.offset)
         self.release_all(entries)
 
     def fail_answer(self, entries: list[Entry], message: OutMessage, reason: str) -> None:
@@ -371,10 +386,16 @@ class Ledger:
         wanted = self._parts if tps is None else [tp for tp in tps if tp in self._parts]
         for tp in wanted:
             entries: list[Entry] = []
+            end, need = 0, -1
             for entry in self._parts[tp].queue:
                 if not entry.done:
                     break
                 entries.append(entry)
+                # Never end a commit between the records of one answer (Entry.commit_with).
+                need = max(need, entry.commit_with)
+                if need <= entry.offset:
+                    end = len(entries)
+            del entries[end:]
             if not entries:
                 continue
             counted: list[Finished] = []

@@ -24,6 +24,7 @@ from citemon.core.errors import ConfigError
 from citemon.engine.scoring import Scorer
 from citemon.judges import Judge, load_judge
 from citemon.metrics import Metrics, MetricsServer
+from citemon.service.client_noise import quiet_repeats
 from citemon.service.clients import KafkaClients
 from citemon.service.gate import GateObserver, JudgeGate
 from citemon.service.lifecycle import quiet_startup
@@ -94,6 +95,8 @@ class Monitor:
                 stack.callback(pipeline.stop_supervising)  # before the server closes
                 # aiokafka's "coordinator not available (yet)" while the group forms: debug.
                 stack.enter_context(quiet_startup(lambda: pipeline.ready))
+                # aiokafka's same error again and again: once, then counted (client_noise).
+                stack.enter_context(quiet_repeats(pipeline.metrics.client_error_repeated))
                 if on_ready is not None:
                     on_ready(pipeline, server)
                 return await pipeline.run(stop)

@@ -21,7 +21,6 @@ Delivery, two modes:
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -31,6 +30,7 @@ from citemon.core.records import AnswerScore
 from citemon.engine.excerpts import recut
 from citemon.review.sample import review_record, review_selected
 from citemon.service.clients import KafkaClients
+from citemon.service.fitting import RecordLimits, fit_dead_letter, fit_result
 from citemon.service.kafka_internals import producer_is_fatal
 from citemon.service.ledger import OutMessage, Ready
 from citemon.service.settings import Settings
@@ -100,9 +100,13 @@ def dead_letter(
 
 
 def result_message(
-    settings: Settings, score: AnswerScore, span_id: str | None
+    settings: Settings,
+    score: AnswerScore,
+    span_id: str | None,
+    limits: RecordLimits | None = None,
 ) -> OutMessage | None:
-    """The results-topic record of a scored answer (None without a results topic)."""
+    """The results-topic record of a scored answer (None without a results topic), cut to
+    fit the topic's limit (:func:`~citemon.service.fitting.fit_result`)."""
     topic = settings.results_topic
     if topic is None:
         return None
@@ -110,19 +114,21 @@ def result_message(
     body["span_id"] = span_id
     if settings.results_excerpt_chars:
         body["excerpts"] = recut(score.evidence, settings.results_excerpt_chars)
-    return OutMessage(
-        topic,
-        (score.trace_id or "").encode() or None,
-        json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode(),
-    )
+    key = (score.trace_id or "").encode() or None
+    value, cut = fit_result(body, (limits or RecordLimits()).value_budget(topic, key))
+    return OutMessage(topic, key, value, cut=tuple(("results", reason) for reason in cut))
 
 
 def review_message(
-    score: AnswerScore, span_id: str | None, settings: Settings
+    score: AnswerScore,
+    span_id: str | None,
+    settings: Settings,
+    limits: RecordLimits | None = None,
 ) -> OutMessage | None:
     """The review record of ``score`` for ``settings.review_topic``, or ``None`` when the
-    review sample does not pick it (or it has no trace ID to pick it by), or when it is over
-    :data:`MAX_REVIEW_RECORD_BYTES` (a question or answer near the 1 MB span limit)."""
+    review sample does not pick it (or it has no trace ID to pick it by), or when its record
+    would not fit the topic's limit (not written, with a warning; the caller counts it:
+    ``review_selected`` tells the two apart)."""
     if not review_selected(score.trace_id, settings.review_rate):
         return None
     record = review_record(
@@ -132,29 +138,43 @@ def review_message(
         passage_chars=settings.review_passage_chars,
     )
     value = record.to_json().encode()
-    if len(value) > MAX_REVIEW_RECORD_BYTES:
+    key = record.trace_id.encode()
+    limit = min(
+        MAX_REVIEW_RECORD_BYTES,
+        (limits or RecordLimits()).value_budget(settings.review_topic, key),
+    )
+    if len(value) > limit:
         log.warning(
             "review record of trace %s is %d bytes, over %d: not written to %s",
             record.trace_id,
             len(value),
-            MAX_REVIEW_RECORD_BYTES,
+            limit,
             settings.review_topic,
         )
         return None
-    return OutMessage(settings.review_topic, record.trace_id.encode(), value)
+    return OutMessage(settings.review_topic, key, value)
 
 
-def commit_messages(r: Ready, settings: Settings) -> list[OutMessage]:
+def commit_messages(
+    r: Ready, settings: Settings, limits: RecordLimits | None = None
+) -> list[OutMessage]:
     """What to produce with ``r``'s commit: its dead letters, then the result and review
-    records of the answers it counts."""
-    messages = [m for e in r.entries for m in e.messages]
+    records of the answers it counts, each fitting its topic's limit
+    (:mod:`citemon.service.fitting`); what was cut to fit is noted in ``r.cuts``, to be
+    counted once the commit succeeded."""
+    limits = limits or RecordLimits()
+    r.cuts = []
+    messages = [fit_dead_letter(m, limits) for e in r.entries for m in e.messages]
     for answer in r.counted:
-        result = result_message(settings, answer.score, answer.span_id)
+        result = result_message(settings, answer.score, answer.span_id, limits)
         if result is not None:
             messages.append(result)
-        review = review_message(answer.score, answer.span_id, settings)
+        review = review_message(answer.score, answer.span_id, settings, limits)
         if review is not None:
             messages.append(review)
+        elif review_selected(answer.score.trace_id, settings.review_rate):
+            r.cuts.append(("review", "dropped"))
+    r.cuts.extend(cut for m in messages for cut in m.cut)
     return messages
 
 

@@ -33,6 +33,7 @@ from citemon.metrics import Metrics
 from citemon.otlp.assembly import TraceAssembler
 from citemon.service.answers import AnswerJobs, ShuffleProbes
 from citemon.service.clients import KafkaClients
+from citemon.service.fitting import RecordLimits
 from citemon.service.gate import JudgeGate
 from citemon.service.intake import CatchUp, Intake
 from citemon.service.kafka_internals import request_rejoin
@@ -40,6 +41,7 @@ from citemon.service.ledger import Ledger, PipelineStats, Ready
 from citemon.service.lifecycle import Supervisor, close_within, stop_between_commits
 from citemon.service.outputs import KafkaDelivery, commit_messages
 from citemon.service.recovery import BatchRecovery, Scanner
+from citemon.service.rekey import RekeyStage
 from citemon.service.sampling import Sampler
 from citemon.service.settings import Settings
 
@@ -139,6 +141,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         self._delivery: KafkaDelivery | None = None
         self._started = False
         self._lag_ends: dict[Any, int] = {}
+        self._limits = RecordLimits()  # read from the broker at start (service.topics)
         metrics.watch_traces(self.assembler.outcomes)
         # After the drain: the last commit and closing the clients, within this deadline
         # (drain 30 s + this 10 s stays inside Kubernetes' 45 s).
@@ -234,6 +237,8 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         """
         s = self.settings
         stop = stop or asyncio.Event()
+        # Every topic exists and may be used, or exit 1 naming what is missing (service.topics).
+        self._limits = await self.clients.check_topics(s)
         consumer = self.clients.consumer(
             **s.kafka_options(),
             group_id=s.group,
@@ -253,7 +258,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         self._delivery = delivery
         try:
             await delivery.start()
-            consumer.subscribe([s.topic], listener=self)
+            consumer.subscribe([s.rekey_topic or s.topic], listener=self)
             await consumer.start()
         except KafkaConnectionError as exc:
             await delivery.stop()
@@ -273,7 +278,18 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         background = [
             self.supervise(asyncio.create_task(self._commit_loop(), name="citemon-commit")),
             self.supervise(asyncio.create_task(self._lag_loop(), name="citemon-lag")),
+            self.supervise(
+                asyncio.create_task(
+                    self.clients.watch_topics(s, interval_s=s.lag_interval_s),
+                    name="citemon-topics",
+                )
+            ),
         ]
+        if s.rekey_topic is not None:
+            rekey = RekeyStage(s, self.clients)
+            background.append(
+                self.supervise(asyncio.create_task(rekey.run(), name="citemon-rekey"))
+            )
         if until_caught_up:
             background.append(asyncio.create_task(self._stop_when_caught_up(stop, ends)))
         try:
@@ -384,7 +400,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             if not ready:
                 return True
             outcomes = await delivery.deliver(
-                [(r, commit_messages(r, self.settings)) for r in ready]
+                [(r, commit_messages(r, self.settings, self._limits)) for r in ready]
             )
             ok = True
             fenced: set[Any] = set()
@@ -432,6 +448,8 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             for reason in e.dead_letters:
                 self.metrics.dead_letter(reason)
                 self.stats.dead_letters += 1
+        for record, why in r.cuts:
+            self.metrics.record_cut(record, why)
 
     # -- rebalances ----------------------------------------------------------------------------
 
