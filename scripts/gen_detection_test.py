@@ -17,8 +17,8 @@ CUSUM oracle's average time for the rate and drop).
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 OUT = Path(__file__).resolve().parent.parent / "grafana" / "rules" / "tests" / "detection_test.yml"
 STEP_S = 15
@@ -27,8 +27,7 @@ WATCH_MIN = 30
 BASE = 0.9
 
 
-@dataclass(frozen=True)
-class Case:
+class Case(NamedTuple):
     name: str
     rate: float  # cited claims a second
     accuracy: float  # v2's
