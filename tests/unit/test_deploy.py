@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from citemon.core.records import AnswerScore, ClaimResult
 from citemon.metrics import DEFAULT_METRICS_PORT, Metrics
+from citemon.otlp.assembly import TraceAssembler
 from citemon.service.settings import Settings
 from tests.conftest import REPO, need_server
 
@@ -45,6 +46,7 @@ DESIGN_METRICS = {
     "citemon_dead_letters_total": "counter",
     "citemon_traces_total": "counter",
     "citemon_evaluation_events_total": "counter",
+    "citemon_misattributions_total": "counter",
     "citemon_consumer_lag": "gauge",
     "citemon_build_info": "gauge",
 }
@@ -57,6 +59,7 @@ DESIGN_LABELS = {
     "citemon_spans_total": {"outcome"},
     "citemon_dead_letters_total": {"reason"},
     "citemon_evaluation_events_total": {"outcome"},
+    "citemon_misattributions_total": {*QUALITY, "pattern"},
     "citemon_consumer_lag": {"topic", "partition"},
     "citemon_build_info": {"version"},
 }
@@ -96,6 +99,7 @@ def registry_text() -> str:
     m.span("answer")
     m.dead_letter("x")
     m.consumer_lag("otlp_spans", 0, 1)
+    m.watch_traces(TraceAssembler().outcomes)  # as the pipeline does
     return generate_latest(reg).decode()
 
 
