@@ -223,18 +223,17 @@ def test_llm_decomposition_needs_a_judge_that_decomposes() -> None:
         Scorer(OracleJudge({}), ScoringOptions(decompose="llm"))
 
 
-def test_verdict_names_are_design_mds() -> None:
-    """The seven verdicts, in DESIGN.md's order, everywhere a verdict is named."""
-    import re
+def test_verdict_names_are_the_design_pages() -> None:
+    """The seven verdicts, in the design page's order (docs/design.md), everywhere a verdict is
+    named."""
     import typing
 
     from citemon.core.records import VERDICTS, VerdictName
-    from tests.unit.test_deploy import design_section
+    from tests.unit.test_deploy import design_table_names
 
     design = ("correct", "misattributed", "multi_hop", "unsupported", "dangling", "unjudged",
               "uncited")  # fmt: skip
     assert design == VERDICTS
     assert typing.get_args(VerdictName) == design
     assert tuple(summarize([]).as_dict()["verdicts"]) == design
-    table = re.findall(r"^\| `(\w+)` \|", design_section("Verdicts"), re.M)
-    assert tuple(table) == design
+    assert design_table_names("Verdicts") == design
