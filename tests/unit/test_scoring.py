@@ -73,7 +73,7 @@ async def test_failure_taxonomy() -> None:
 
 
 async def test_dangling_only_when_the_valid_cited_ids_fail() -> None:
-    # DESIGN.md: dangling = cites an ID not retrieved, and its valid cited IDs (if any) fail.
+    # docs/design.md: dangling = cites an ID not retrieved, and its valid cited IDs (if any) fail.
     rec = _record("Alpha [p1][p9]. Beta [p1][p9]. Gamma [p9].")
     judge = OracleJudge({"Alpha.": {"p1"}, "Beta.": {"p2"}, "Gamma.": {"p2"}})
     score = await Scorer(judge).score(rec)

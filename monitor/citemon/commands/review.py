@@ -1,6 +1,6 @@
 """Measure citemon on your own traffic: review sets, a blind review page, Label Studio, agreement.
 
-Subcommands (DESIGN.md, "Measuring the instrument on production traffic"):
+Subcommands (docs/design.md, "Review loop and estimates"):
   pull       a review set (default 50 answers, by seed) from the review topic or files
   serve      a local review page: one task per cited claim, labels appended as they are given
   export     a review set as Label Studio tasks and labelling config
