@@ -73,6 +73,7 @@ _OUTSIDE = re.compile(
     "|".join(
         (
             r"\b" + "DES" + "IGN" + r"\b",  # a design document the repository does not hold
+            r"\b(?:NO" + "TES|STY" + r"LE)\.md\b",  # notes and a style guide it does not hold
             re.escape("../" + "shared") + r"(?!/data\b)",  # beside the checkout, but the data
             re.escape("/" + "work/"),  # this machine's paths
             r"\b" + "farm" + "-",
