@@ -104,7 +104,8 @@ class ResourceInfo:
 
 @dataclass(slots=True)
 class TraceSpan:
-    """One span of a trace, reduced by a dialect to what :class:`TraceAssembler` needs.
+    """One span of a trace, reduced by a dialect to what
+    :class:`~citemon.otlp.assembly.TraceAssembler` needs.
 
     ``documents`` is set on a retriever span (IDs may be ``""``: the assembler then numbers
     them by position), ``answer`` on a span whose output is the answer's text. A span with
