@@ -309,3 +309,31 @@ def test_design_page_names_the_metrics_this_file_checks() -> None:
     gauges = re.findall(r"`(citemon_[a-z_]+)`", windowed.split("|")[1])
     assert len(gauges) == 4 and {CONTRACT_METRICS[g] for g in gauges} == {"gauge"}
     assert windowed.split("|")[2].strip() == "gauge"
+
+
+def test_design_page_topics_are_the_defaults() -> None:
+    """The Kafka topics table names the topics and group the monitor really defaults to."""
+    from citemon.service.results import DEFAULT_RESULTS_TOPIC
+
+    rows = {
+        row.split("|")[1].strip(): row.split("|")[2]
+        for row in design_section("Kafka topics").splitlines()
+        if row.startswith("| ") and not row.startswith("| topic")
+    }
+    defaults = Settings()
+    assert set(rows) == {"input", "dead letters", "results", "review", "re-key"}, set(rows)
+    assert rows["input"].strip().startswith(f"`{defaults.topic}` (`--topic`)")
+    assert f"consumer group `{defaults.group}`" in design_section("Kafka topics")
+    assert rows["dead letters"].strip().startswith(f"`{defaults.dlq_topic}` (`--dlq-topic`)")
+    assert defaults.results_topic is None and "off by default" in rows["results"]
+    assert rows["results"].strip().startswith(f"`{DEFAULT_RESULTS_TOPIC}` (`--results-topic`")
+    assert rows["review"].strip().startswith(f"`{defaults.review_topic}` (`--review-topic`)")
+
+
+def test_design_page_names_every_unjudged_cause() -> None:
+    """Every ``unjudged_cause`` the scorer can write is explained on the design page."""
+    from citemon.core.records import UNJUDGED_CAUSES
+
+    section = design_section("Verdicts").split("An `unjudged` claim says why", 1)[1]
+    causes = re.findall(r"^\| `(\w+)` \|", section.split("\n\n", 2)[1], re.M)
+    assert set(UNJUDGED_CAUSES) <= set(causes), set(UNJUDGED_CAUSES) - set(causes)
