@@ -21,7 +21,8 @@ checked.
 A :class:`~citemon.core.judge.BatchJudge` is asked the same questions in fewer calls, with the
 same verdicts. Given an ``executor``, the CPU work (a CPU judge's whole answer, else sentence
 splitting and ranking) runs off the caller's loop, so heartbeats and ``/healthz`` keep answering
-while a huge answer is scored. The verdict rules are :mod:`citemon.engine.verdicts`.
+while a huge answer is scored. The verdict rules are :mod:`citemon.engine.verdicts`, each
+misattributed claim's pattern :mod:`citemon.engine.patterns`.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from citemon.core.records import AnswerRecord, AnswerScore, Claim, ClaimResult, 
 from citemon.core.text import CitationSyntax
 from citemon.engine.claims import extract_claims
 from citemon.engine.excerpts import excerpts
+from citemon.engine.patterns import assign_patterns
 from citemon.engine.support_search import allot, by_overlap
 from citemon.engine.verdicts import (
     apply_truncation,
@@ -184,6 +186,8 @@ class Scorer:
         results = merge_textless(claims, textless, judged_results)
         for result in results:
             apply_truncation(result, record)
+        # After every verdict is final: a pattern explains a verdict, never changes one.
+        assign_patterns(results, record, self.options.syntax.passage_id_keys)
         score = AnswerScore(
             id=record.id,
             service=record.service,
