@@ -25,7 +25,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "monitor" / "citemon"
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"core", "citemon"}),  # "citemon": the package's __init__, the public surface
     frozenset({"engine"}),
-    frozenset({"judges"}),
+    frozenset({"judges", "passages"}),
     frozenset({"otlp", "checks", "metrics", "rollout", "demo", "review"}),
     frozenset({"service"}),
     frozenset({"commands"}),

@@ -39,6 +39,7 @@ from citemon.core.errors import ConfigError
 from citemon.engine.scoring import Scorer, ScoringOptions
 from citemon.judges import add_judge_arguments, judge_options, load_judge
 from citemon.metrics import Metrics, MetricsServer
+from citemon.passages import add_passage_store_arguments, open_store
 from citemon.service.gate import GateObserver, JudgeGate
 from citemon.service.pipeline import Pipeline, PipelineStats
 from citemon.service.settings import Settings, add_settings_arguments, settings_from_args
@@ -58,6 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_settings_arguments(parser)
     add_scoring_arguments(parser)
     add_judge_arguments(parser)
+    add_passage_store_arguments(parser, hold=True)
 
 
 async def serve(
@@ -97,7 +99,16 @@ async def serve(
     # CPU-bound scoring (pysbd, the offline judges) runs here, off the event loop, so that
     # heartbeats, /healthz and /metrics answer while a 1 MB answer is split and judged.
     executor = ThreadPoolExecutor(settings.cpu_workers, thread_name_prefix="citemon-cpu")
-    scorer = Scorer(judge, scoring or ScoringOptions(), executor=executor)
+    # --passage-store: answers wait out a store outage (up to --passage-store-hold) in the
+    # scoring slots, so intake stops as for a judge outage; /readyz is 503 meanwhile.
+    store = open_store(args, observer=metrics.passages)
+    scorer = Scorer(
+        judge,
+        scoring or ScoringOptions(),
+        executor=executor,
+        passages=store,
+        **({"passage_hash_key": args.passage_hash_key} if store is not None else {}),
+    )
     events = (
         None
         if event_exporter is None
@@ -115,7 +126,7 @@ async def serve(
         registry,
         host=settings.metrics_host,
         port=settings.metrics_port,
-        ready=lambda: pipeline.ready,
+        ready=lambda: pipeline.ready and (store is None or store.up),
         live=lambda: pipeline.live,
     )
     try:
@@ -147,6 +158,8 @@ async def serve(
         aclose = getattr(judge, "aclose", None)
         if aclose is not None:
             await aclose()
+        if store is not None:
+            await store.aclose()
 
 
 def _event_exporter(settings: Settings) -> LogRecordExporter | None:

@@ -50,6 +50,7 @@ from citemon.core.labels import UNKNOWN
 from citemon.core.probe import PROBE_OUTCOMES, CitedCounts, ProbeOutcome, probe_sensitivity
 from citemon.core.records import CITED_VERDICTS, UNJUDGED_CAUSES, VERDICTS, AnswerScore
 from citemon.metrics.labels import QUALITY_LABELS, LabelCap
+from citemon.metrics.passages import PassageMetrics
 from citemon.metrics.windows import (
     CITED,
     CORRECT,
@@ -369,6 +370,7 @@ class Metrics:
         for event_outcome in EVALUATION_EVENT_OUTCOMES:
             self._evaluation_events.labels(event_outcome)
         self.judge = JudgeMetrics(registry)
+        self.passages = PassageMetrics(registry)  # the passage store's (--passage-store)
 
     # -- quality ---------------------------------------------------------------------------
 
