@@ -134,9 +134,10 @@ def running_chroma(binary: Path, timeout_s: float = 60.0) -> Iterator[Chroma]:
     root = Path(tempfile.mkdtemp(prefix="citemon-chroma-"))
     port = free_port()
     log = (root / "server.log").open("wb")
+    argv = [str(binary), "run", "--path", str(root / "data"), "--host", "127.0.0.1"]
+    argv += ["--port", str(port)]
     process = subprocess.Popen(
-        [str(binary), "run", "--path", str(root / "data"), "--host", "127.0.0.1"]
-        + ["--port", str(port)],
+        argv,
         stdout=log,
         stderr=subprocess.STDOUT,
         env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
