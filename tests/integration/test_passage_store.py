@@ -476,3 +476,41 @@ async def test_run_scores_the_typed_trace_and_holds_answers_through_a_store_outa
     for body in bodies:
         assert [c["verdict"] for c in body["claims"]] == ["correct", *["misattributed"] * 2]
         assert body["text_source"] == {"p-3310": "store", "p-3311": "store", "p-3312": "store"}
+
+
+@pytest.mark.parametrize(
+    "store_flags", ["chroma", "http", "sqlite", "jsonl", "plugin"], indirect=True
+)
+async def test_run_scores_the_typed_trace_through_every_other_backend(
+    typed_trace: tuple[bytes, Path],
+    store_flags: list[str],
+    kafka_bootstrap: str,
+    kafka_topic: TopicFactory,
+) -> None:
+    """The specimen from Kafka with each backend (PostgreSQL: the outage test above)."""
+    topic = await kafka_topic(partitions=1)
+    results = await kafka_topic(partitions=1)
+    key, value = with_trace_id(typed_trace[0], bytes.fromhex("33" * 16))
+    settings, args = settings_for(
+        kafka_bootstrap,
+        topic,
+        ("--judge", JUDGE, *store_flags),
+        trace_window_s=0.5,
+        results_topic=results,
+    )
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, value, key=key)
+    finally:
+        await producer.stop()
+    async with run_monitor(settings, args) as mon:
+        r = mon.registry
+        await wait_for(lambda: metric_sum(r, "citemon_answers_total") == 1, 60, "the answer")
+        assert metric_sum(r, "citemon_claims_total", verdict="correct") == 1
+        assert metric_sum(r, "citemon_claims_total", verdict="misattributed") == 2
+        assert metric_sum(r, "citemon_claims_total", verdict="unjudged") == 0
+        assert metric_sum(r, "citemon_faithful_claims_total") == 3
+        assert metric_sum(r, "citemon_passage_lookups_total", outcome="fetched") == 3
+    (body,) = [json.loads(rec.value) for rec in await read_topic(kafka_bootstrap, results)]
+    assert body["text_source"] == {"p-3310": "store", "p-3311": "store", "p-3312": "store"}

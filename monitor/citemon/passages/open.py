@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import re
 from typing import Any, Final
@@ -36,6 +37,8 @@ __all__ = [
     "redacted",
     "store_limits",
 ]
+
+log = logging.getLogger(__name__)
 
 DEFAULT_HOLD_S: Final = 300.0
 """``citemon run``'s ``--passage-store-hold``: how long one answer waits out a store outage."""
@@ -230,4 +233,5 @@ def open_store(
         return None
     limits = store_limits(args)
     backend = open_backend(url, query=args.passage_store_query, concurrency=limits.concurrency)
+    log.info("passage store: %s (%s)", redacted(url), limits)
     return ManagedStore(backend, limits, observer=observer, name=f"passage store {redacted(url)}")
