@@ -292,3 +292,15 @@ async def test_the_metrics_count_each_id_by_outcome_and_each_round_trip() -> Non
     }
     assert counts == {"cached": 1.0, "fetched": 1.0, "not_found": 1.0, "failed": 1.0}
     assert value("citemon_passage_lookup_seconds_count") == 2.0
+
+
+def test_the_offline_demo_with_ids_only_prints_what_the_demo_with_text_prints(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from citemon.cli import main
+
+    assert main(["demo", "--offline"]) == 0
+    with_text = capsys.readouterr().out
+    assert main(["demo", "--offline", "--ids-only"]) == 0
+    assert capsys.readouterr().out == with_text
+    assert "unjudged 0" in with_text
