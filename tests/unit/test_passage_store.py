@@ -181,18 +181,31 @@ async def test_holding_through_an_outage_until_the_store_answers() -> None:
     """``run``: lookups wait while the store is down (``up`` false: /readyz 503), one probe at
     a time, and finish once it answers again."""
     probed = asyncio.Event()
+    probing = peak = probes = 0
 
     class Down(Backend):
         async def lookup(self, ids: Sequence[str]) -> Mapping[str, str]:
-            if len(self.asked) == 20:
-                probed.set()  # probed again and again while down
-            return await super().lookup(ids)
+            nonlocal probing, peak, probes
+            if store.up:
+                return await super().lookup(ids)
+            probing += 1
+            probes += 1
+            peak = max(peak, probing)
+            try:
+                await asyncio.sleep(0.001)  # a round trip's latency, so probes could overlap
+                return await super().lookup(ids)
+            finally:
+                probing -= 1
+                if probes == 5:
+                    probed.set()  # probed again and again while down
 
     backend = Down(failures=10_000)
-    store = ManagedStore(backend, StoreLimits(retries=0, backoff_s=0.001, hold_s=60))
+    limits = StoreLimits(retries=0, backoff_s=0.001, backoff_max_s=0.004, hold_s=60)
+    store = ManagedStore(backend, limits)
     tasks = [asyncio.create_task(store.lookup(["p-3310"])) for _ in range(5)]
     await probed.wait()
     assert not store.up and not any(t.done() for t in tasks)
+    assert peak == 1  # the five waiting answers share one probe at a time
     backend.failures = 0
     results = await asyncio.gather(*tasks)
     assert results == [{"p-3310": PASSAGES["p-3310"]}] * 5

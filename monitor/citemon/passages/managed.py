@@ -110,6 +110,8 @@ class ManagedStore:
         self._up = asyncio.Event()
         self._up.set()
         self._probe = asyncio.Lock()
+        self._probe_backoff = limits.backoff_s
+        self._next_probe = 0.0
         self.down_since: float | None = None
         self.last_error: str | None = None
 
@@ -167,34 +169,34 @@ class ManagedStore:
     async def _fetch(self, ids: list[str]) -> Mapping[str, str]:
         """One lookup's round trips, held through an outage when ``hold_s`` says so."""
         hold = self.limits.hold_s
+        if hold <= 0:
+            return await self._attempts(ids, self.limits.retries)
         deadline = self._clock() + hold
-        if hold > 0 and not self._up.is_set():
-            await self._wait_up(deadline)
-        backoff = self.limits.backoff_s
         while True:
-            try:
-                return await self._attempts(ids, self.limits.retries)
-            except PassageLookupError:
-                if hold <= 0 or self._clock() >= deadline:
-                    raise
-                self._mark_down()
-            # Down: wait for another lookup (or a probe) to succeed, or probe ourselves.
-            await self._wait_up(min(deadline, self._clock() + backoff))
             if self._up.is_set():
-                continue
-            if self._clock() >= deadline:
+                try:
+                    return await self._attempts(ids, self.limits.retries)
+                except PassageLookupError:
+                    if self._clock() >= deadline:
+                        raise
+                    self._mark_down()
+            elif self._clock() >= self._next_probe and not self._probe.locked():
+                async with self._probe:  # one probe at a time, for every waiting answer
+                    try:
+                        return await self._attempts(ids, 0)
+                    except PassageLookupError:
+                        self._probe_backoff = min(
+                            self._probe_backoff * 2, self.limits.backoff_max_s
+                        )
+                        self._next_probe = self._clock() + self._probe_backoff
+            now = self._clock()
+            if now >= deadline:
                 raise PassageLookupError(
-                    f"{self.name} down for {self._clock() - (self.down_since or 0):.0f} s "
+                    f"{self.name} down for {now - (self.down_since or now):.0f} s "
                     f"(held {hold:.0f} s): {self.last_error}"
                 )
-            backoff = min(backoff * 2, self.limits.backoff_max_s)
-            if self._probe.locked():
-                continue  # another answer is probing; wait for its word
-            async with self._probe:
-                try:
-                    return await self._attempts(ids, 0)
-                except PassageLookupError:
-                    continue
+            # Wait for the store to answer someone, or for the next probe's time.
+            await self._wait_up(min(deadline, max(self._next_probe, now + self._probe_backoff)))
 
     async def _wait_up(self, until: float) -> None:
         remaining = until - self._clock()
@@ -207,6 +209,8 @@ class ManagedStore:
         if self.down_since is None:
             self.down_since = self._clock()
             self._up.clear()
+            self._probe_backoff = self.limits.backoff_s
+            self._next_probe = self.down_since + self._probe_backoff
             log.warning(
                 "%s is failing every lookup (%s); holding answers and probing it",
                 self.name,
