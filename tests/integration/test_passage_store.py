@@ -381,7 +381,15 @@ def test_the_password_comes_from_the_environment(
         conn.execute("SELECT pg_reload_conf()")
     url = postgres_server.url.replace("postgres@", "kb_reader@")
     flags = ["--passage-store", url, "--passage-store-query", QUERY, "--format", "json"]
-    code, out, err = score(capsys, typed_trace[1], *flags, "--passage-store-retries", "0")
+    code, out, err = score(
+        capsys,
+        typed_trace[1],
+        *flags,
+        "--passage-store-retries",
+        "0",
+        "--passage-store-timeout",
+        "1",
+    )
     assert code == 1 and "the passage store failed on 3 of 3 claim(s)" in err
     monkeypatch.setenv("CITEMON_PASSAGE_STORE_PASSWORD", "pw-from-env")
     code, out, err = score(capsys, typed_trace[1], *flags)
