@@ -1,30 +1,63 @@
 """citemon: online monitoring of citation accuracy for RAG services.
 
-The public surface: the records the scorer reads and writes, the judge protocol, and the errors.
+The Python API (docs/api.md): score answer records with a judge, and read the ratios of the
+scores. Everything a library user needs is importable from here::
+
+    import asyncio
+    from citemon import AnswerRecord, Passage, Scorer, summarize
+    from citemon.judges import load_judge
+
+    record = AnswerRecord(
+        answer="Audit logs are kept 90 days. [p-1]",
+        passages=[Passage(id="p-1", text="Audit logs are retained for 90 days.")],
+    )
+    score = asyncio.run(Scorer(load_judge("lexical")).score(record))
+    print(score.claims[0].verdict, summarize([score]).tally.citation_accuracy)
+
+The judges themselves (``lexical``, ``http``, ``classifier``, …) are :mod:`citemon.judges`; a
+judge of your own implements :class:`Judge` (and, for wire contract v2's batches,
+:class:`BatchJudge` with its :class:`CitedVerdict` and :class:`SupportVerdict`). The other
+modules are citemon's own: their names may change between releases.
 """
 
 from importlib.metadata import version as _version
 
 from citemon.core.errors import CitemonError, DecodeError, InputError, JudgeError
-from citemon.core.judge import Judge
+from citemon.core.judge import (
+    BatchJudge,
+    CitedOutcome,
+    CitedVerdict,
+    Judge,
+    SupportOutcome,
+    SupportVerdict,
+)
 from citemon.core.records import (
+    CITED_VERDICTS,
     VERDICTS,
     AnswerRecord,
     AnswerScore,
     Claim,
     ClaimResult,
     Passage,
+    UnjudgedCause,
     Verdict,
     VerdictName,
 )
+from citemon.core.tally import Tally
+from citemon.engine.scoring import Scorer, ScoringOptions
+from citemon.engine.summary import Summary, summarize
 
 __version__: str = _version("citemon")
 """The installed version, from the package metadata (set once, in pyproject.toml)."""
 
 __all__ = [
+    "CITED_VERDICTS",
     "VERDICTS",
     "AnswerRecord",
     "AnswerScore",
+    "BatchJudge",
+    "CitedOutcome",
+    "CitedVerdict",
     "CitemonError",
     "Claim",
     "ClaimResult",
@@ -33,7 +66,15 @@ __all__ = [
     "Judge",
     "JudgeError",
     "Passage",
+    "Scorer",
+    "ScoringOptions",
+    "Summary",
+    "SupportOutcome",
+    "SupportVerdict",
+    "Tally",
+    "UnjudgedCause",
     "Verdict",
     "VerdictName",
     "__version__",
+    "summarize",
 ]

@@ -15,8 +15,9 @@ from typing import Any
 
 from citemon.checks.shuffle_probe import probe_selected, shuffled_check
 from citemon.core.calibration import Calibration, corrected_accuracy
-from citemon.core.probe import CitedCounts, cited_counts, probe_sensitivity
+from citemon.core.probe import ProbeCounts, cited_counts, probe_sensitivity
 from citemon.core.records import AnswerRecord
+from citemon.core.tally import Tally
 from citemon.engine.claims import extract_claims
 from citemon.engine.scoring import Scorer
 from citemon.judges.lexical import LexicalJudge
@@ -86,7 +87,7 @@ async def test_lexical_canary_and_corrected_accuracy(
             by_content[_content([c.model_dump() for c in score.claims])] = record
         picked = [b for b in bodies if probe_selected(b["trace_id"], 0.5)]
         want = Counter[str]()
-        orig, shuf = CitedCounts(0, 0), CitedCounts(0, 0)
+        orig, shuf = Tally(), Tally()
         for body in picked:
             record = by_content[_content(body["claims"])].model_copy(
                 update={"trace_id": body["trace_id"]}
@@ -98,16 +99,15 @@ async def test_lexical_canary_and_corrected_accuracy(
                 continue
             want["scored"] += 1
             real = cited_counts(await scorer.score(record))
-            orig = CitedCounts(orig.correct + real.correct, orig.cited + real.cited)
-            shuf = CitedCounts(shuf.correct + got.correct, shuf.cited + got.cited)
+            orig, shuf = orig + real, shuf + got
         # A fair share of answers, and both kinds: v2 cites one passage everywhere (skipped).
         assert 0.3 * n < len(picked) < 0.7 * n
         assert want["scored"] >= 15 and want["skipped"] >= 5
         # Every answer committed and no probe in flight: every probe has been counted.
         await asyncio.wait_for(mon.pipeline.caught_up(), 60)
         assert _canary_counts(mon.registry) == want | {"failed": 0, "dropped": 0}
-        assert mon.pipeline.metrics.canary_totals() == (*orig, *shuf)
-        sensitivity = probe_sensitivity(*orig, *shuf)
+        assert mon.pipeline.metrics.probe_totals() == ProbeCounts(orig, shuf)
+        sensitivity = probe_sensitivity(orig, shuf)
         assert sensitivity is not None and sensitivity > 0.8  # the lexical judge reads passages
         assert metric_sum(mon.registry, "citemon_judge_canary_sensitivity") == sensitivity
 
@@ -158,7 +158,9 @@ async def test_a_blind_judge_has_canary_sensitivity_zero(
             "failed": 0,
             "dropped": 0,
         }
-        orig_correct, orig_cited, shuf_correct, shuf_cited = mon.pipeline.metrics.canary_totals()
+        totals = mon.pipeline.metrics.probe_totals()
+        orig_correct, orig_cited = totals.original.correct, totals.original.cited
+        shuf_correct, shuf_cited = totals.shuffled.correct, totals.shuffled.cited
         assert orig_cited > 2 * shufflable  # several cited claims per answer
         assert orig_correct == orig_cited == shuf_correct == shuf_cited  # "yes" to everything
         assert metric_sum(mon.registry, "citemon_judge_canary_sensitivity") == 0.0

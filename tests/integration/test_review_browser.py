@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ import pytest
 from citemon.review.model import read_labels
 from tests.conftest import REPO
 from tests.integration.browser_support import chromium_browser
-from tests.review_sets import HOSTILE, write_review_set
+from tests.review_sets import HOSTILE, write_long_answer_set, write_review_set
 
 WAIT_MS = 15_000
 
@@ -37,7 +38,12 @@ def chromium() -> Iterator[Any]:
 def review_page(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """`citemon review serve` on a free loopback port, as a reviewer starts it."""
     labels = tmp_path / "labels.jsonl"
-    review_set = write_review_set(tmp_path / "set.jsonl")
+    with _serve(write_review_set(tmp_path / "set.jsonl"), labels) as url:
+        yield url, labels
+
+
+@contextmanager
+def _serve(review_set: Path, labels: Path) -> Iterator[str]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "citemon", "review", "serve", "--set", str(review_set),
          "--labels", str(labels), "--reviewer", "ann", "--port", "0"],
@@ -47,7 +53,7 @@ def review_page(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         assert proc.stdout is not None
         first = proc.stdout.readline()
         assert first.startswith("review page: http://127.0.0.1:"), first + proc.stderr.read()
-        yield first.split()[2], labels
+        yield first.split()[2]
     finally:
         proc.terminate()
         proc.communicate(timeout=30)
@@ -139,3 +145,43 @@ def test_label_a_set_with_the_keyboard_reload_midway_and_the_file_is_exact(
     final = read_labels(labels)
     assert len(final) == 8  # every cited claim once
     assert [(x.key, x.label) for x in final if x.trace_id == C] == [((C, 0), "not_a_claim")]
+
+
+@pytest.mark.parametrize(("width", "height"), [(1280, 720), (1100, 860)])
+def test_a_long_answer_keeps_the_claim_and_its_passages_in_view(
+    chromium: Any, tmp_path: Path, width: int, height: int
+) -> None:
+    """A 200-sentence answer scrolls in its own box; the claim, its cited passages and the
+    claim's sentence in the answer are all on screen, above the key bar, without scrolling."""
+    with _serve(write_long_answer_set(tmp_path / "set.jsonl"), tmp_path / "labels.jsonl") as url:
+        page = chromium.new_page(viewport={"width": width, "height": height})
+        page.set_default_timeout(WAIT_MS)
+        page.goto(url)
+        for task, passages in (((A, 0), ["p-1"]), ((A, 1), ["p-2"])):
+            _at(page, "label", task)
+            assert page.evaluate("window.scrollY") == 0
+            top = page.locator("header").bounding_box()["height"]
+            bottom = page.locator("footer").bounding_box()["y"]  # fixed: the key bar
+            assert bottom < height
+
+            def on_screen(box: dict[str, float]) -> bool:
+                return top <= box["y"] and box["y"] + box["height"] <= bottom  # noqa: B023
+
+            claim = page.locator("#claim").bounding_box()
+            assert on_screen(claim), (claim, top, bottom)
+            shown = page.locator("#passages .passage")
+            assert [p.split("\n")[0] for p in shown.all_inner_texts()] == passages
+            for box in (shown.nth(i).bounding_box() for i in range(shown.count())):
+                assert on_screen(box), (box, top, bottom)
+            # The whole answer is there, in a box that scrolls, at the claim's own sentence.
+            answer = page.locator("#answer")
+            assert "Filler sentence 0 " in answer.inner_text()
+            assert "Filler sentence 199 " in answer.inner_text()
+            assert page.evaluate("$('answer').scrollHeight > 10 * $('answer').clientHeight")
+            assert page.locator("#answer-more").is_visible()
+            box, mark = answer.bounding_box(), page.locator("#answer mark").bounding_box()
+            assert box["y"] <= mark["y"] and mark["y"] + mark["height"] <= box["y"] + box["height"]
+            assert on_screen(box)
+            page.keyboard.press("1" if task == (A, 0) else "3")  # citemon agrees both times
+        _at(page, "done")
+        page.close()

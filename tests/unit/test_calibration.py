@@ -240,3 +240,13 @@ def test_calibrate_refuses_a_bad_marker_pattern_before_judging(
     assert "--marker-pattern is not a valid regex" in capsys.readouterr().err
     assert main([*base, "--marker-pattern", r"\[\d+\]"]) == 2
     assert "--marker-pattern needs a capturing group" in capsys.readouterr().err
+
+
+def test_the_judges_kappa_is_scikit_learns() -> None:
+    """The one κ (:func:`citemon.core.stats.cohen_kappa`), from a confusion matrix."""
+    from sklearn.metrics import cohen_kappa_score
+
+    for c in (HAND, Confusion(tp=40, fn=3, tn=11, fp=9), Confusion(tp=5, fn=5, tn=0, fp=1)):
+        judge = [True] * c.tp + [False] * c.fn + [False] * c.tn + [True] * c.fp
+        human = [True] * c.tp + [True] * c.fn + [False] * c.tn + [False] * c.fp
+        assert kappa(c) == pytest.approx(cohen_kappa_score(judge, human), abs=1e-12)

@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from citemon.core.records import AnswerScore, ClaimResult
 from citemon.metrics import DEFAULT_METRICS_PORT, Metrics
+from citemon.otlp.assembly import TraceAssembler
 from citemon.service.settings import Settings
 from tests.conftest import REPO, need_server
 
@@ -99,6 +100,7 @@ def registry_text() -> str:
     m.span("answer")
     m.dead_letter("x")
     m.consumer_lag("otlp_spans", 0, 1)
+    m.watch_traces(TraceAssembler().outcomes)  # as the pipeline does
     return generate_latest(reg).decode()
 
 

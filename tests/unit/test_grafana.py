@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from citemon.core.calibration import Calibration
 from citemon.core.records import AnswerScore, ClaimResult
 from citemon.metrics import Metrics
+from citemon.otlp.assembly import TraceAssembler
 from tests.conftest import REPO, need_server
 
 GRAFANA = REPO / "grafana"
@@ -110,7 +111,8 @@ def exported_names() -> set[str]:
     m.dead_letter("not_protobuf")
     m.consumer_lag("otlp_spans", 0, 1)
     m.set_corrected_accuracy(service="s", version="v", environment="e", value=0.5)
-    m.set_canary_sensitivity(0.9)
+    m.set_probe_sensitivity(0.9)
+    m.watch_traces(TraceAssembler().outcomes)
     m.judge.set_limit(4)
     m.judge.request_done("ok", 0.1)
     names = set()

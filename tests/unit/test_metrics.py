@@ -181,7 +181,7 @@ def test_spans_dead_letters_lag_and_settable_gauges() -> None:
     m.consumer_lag("otlp_spans", 0, 120)
     m.consumer_lag("otlp_spans", 1, -3)
     m.set_corrected_accuracy(**SVE, value=0.71)
-    m.set_canary_sensitivity(0.93)
+    m.set_probe_sensitivity(0.93)
     assert value(reg, "citemon_spans_total", outcome="answer") == 1
     assert value(reg, "citemon_spans_total", outcome="sampled_out") == 4
     assert value(reg, "citemon_spans_total", outcome="invalid") == 0

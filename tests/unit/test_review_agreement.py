@@ -11,7 +11,8 @@ from sklearn.metrics import cohen_kappa_score
 
 from citemon.cli import main
 from citemon.core.errors import InputError
-from citemon.review.agreement import agreement, cohen_kappa
+from citemon.core.stats import cohen_kappa
+from citemon.review.agreement import agreement
 from citemon.review.model import LABELS, Label, LabelName, append_label, read_labels
 
 
@@ -69,7 +70,8 @@ def test_only_claims_both_labelled_count_and_the_latest_label_wins(tmp_path: Pat
 
 
 def test_undefined_kappa_and_the_wrong_number_of_reviewers() -> None:
-    assert cohen_kappa(["entailed"] * 4, ["entailed"] * 4) is None  # p_e = 1
+    assert cohen_kappa({("entailed", "entailed"): 4}) is None  # p_e = 1
+    assert cohen_kappa({}) is None
     with pytest.raises(InputError, match="exactly two reviewers, found 3"):
         agreement(_labels("ann", ["entailed"]) + _labels("bob", ["entailed"])
                   + _labels("cy", ["entailed"]))  # fmt: skip

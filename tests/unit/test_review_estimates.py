@@ -81,4 +81,4 @@ def test_versions_are_reported_apart_and_together() -> None:
 def test_review_pull_is_a_review_subcommand() -> None:
     args = build_parser().parse_args(["review", "pull", "--input", "x.jsonl", "-o", "-"])
     assert args.command == "review"
-    assert args.review_handler.__module__ == "citemon.commands._review_pull"
+    assert args.review_handler.__module__ == "citemon.commands.review.pull"

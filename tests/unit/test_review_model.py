@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -42,6 +44,71 @@ def test_a_bad_label_line_is_named(tmp_path: Path) -> None:
     path.write_text("\n{not json\n")
     with pytest.raises(InputError, match=r"labels.jsonl:2: not JSON"):
         read_labels(path)
+
+
+def test_a_label_without_a_field_names_the_field_and_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "labels.jsonl"
+    good = Label(trace_id="t", claim=0, text="a", label="entailed", reviewer="r")
+    path.write_text(
+        good.model_dump_json() + '\n{"trace_id": "t", "claim": 1, "label": "entailed", '
+        '"reviewer": "r"}\n'
+    )
+    with pytest.raises(InputError) as caught:
+        read_labels(path)
+    assert str(caught.value) == f"{path}:2: not a label: text: Field required"
+    path.write_text('{"trace_id": "t", "claim": "x", "label": "entailed"}\n')
+    with pytest.raises(InputError, match=r"labels.jsonl:1: not a label: claim: .*\(\+2 more\)$"):
+        read_labels(path)
+
+
+def test_a_short_write_is_finished_not_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``os.write`` may take part of what it is given and return the count (the OS boundary);
+    the label is written whole all the same."""
+    real_write = os.write
+    calls: list[int] = []
+
+    def short_write(fd: int, data: bytes | memoryview) -> int:
+        calls.append(len(data))
+        return real_write(fd, bytes(data[:7]))  # at most 7 bytes a call
+
+    monkeypatch.setattr(os, "write", short_write)
+    path = tmp_path / "labels.jsonl"
+    labels = [
+        Label(trace_id="t1", claim=i, text="a claim " * 20, label="entailed", reviewer="ann")
+        for i in range(3)
+    ]
+    for label in labels:
+        append_label(path, label)
+    monkeypatch.undo()
+    assert len(calls) > 3 * 20  # it really was written 7 bytes at a time
+    assert path.read_text(encoding="utf-8") == "".join(
+        label.model_dump_json() + "\n" for label in labels
+    )
+    assert read_labels(path) == labels
+
+
+def test_the_first_label_also_makes_the_files_directory_entry_durable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_fsync = os.fsync
+    synced: list[str] = []
+
+    def fsync(fd: int) -> None:
+        synced.append("dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    label = Label(trace_id="t1", claim=0, text="a", label="entailed", reviewer="ann")
+    append_label(tmp_path / "new.jsonl", label)  # creates the file
+    assert synced == ["file", "dir"]
+    append_label(tmp_path / "new.jsonl", label)
+    assert synced == ["file", "dir", "file"]  # the entry is durable already
+    (tmp_path / "empty.jsonl").touch()  # as the review page creates it, before the first label
+    synced.clear()
+    append_label(tmp_path / "empty.jsonl", label)
+    assert synced == ["file", "dir"]
 
 
 def test_review_records_round_trip_with_the_schema_field(tmp_path: Path) -> None:

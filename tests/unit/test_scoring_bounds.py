@@ -19,8 +19,8 @@ from citemon.core.records import AnswerRecord, AnswerScore, Passage, Verdict
 from citemon.engine.scoring import Scorer, ScoringOptions
 from citemon.engine.support_search import allot
 from citemon.judges.lexical import LexicalJudge
-from citemon.metrics import TRACE_OUTCOMES, Metrics
-from citemon.otlp.assembly import TraceAssembler
+from citemon.metrics import Metrics
+from citemon.otlp.assembly import TRACE_OUTCOMES, TraceAssembler
 from citemon.service.gate import JudgeGate, judge_failed
 from citemon.service.pipeline import Pipeline
 from citemon.service.retries import score_with_retries
@@ -154,10 +154,10 @@ def test_unjudged_causes_and_cut_calls_are_counted() -> None:
 def test_trace_outcomes_are_exported_from_the_assembler() -> None:
     registry = CollectorRegistry()
     metrics = Metrics(registry)
-    for outcome in TRACE_OUTCOMES:
-        assert registry.get_sample_value("citemon_traces_total", {"outcome": outcome}) == 0
     assembler = TraceAssembler()
     pipeline = Pipeline(Settings(), Scorer(LexicalJudge()), metrics, assembler=assembler)
+    for outcome in TRACE_OUTCOMES:  # every series from the first scrape, at 0
+        assert registry.get_sample_value("citemon_traces_total", {"outcome": outcome}) == 0
     assembler.completed, assembler.settled, assembler.evicted = 3, 2, 1
     assembler.dropped_incomplete, assembler.superseded = 4, 5
     assembler.unrecognized, assembler.no_passages, assembler.no_answer = 6, 3, 1

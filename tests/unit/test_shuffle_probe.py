@@ -21,8 +21,9 @@ from citemon.cli import build_parser
 from citemon.commands.run import serve
 from citemon.core.calibration import Calibration, corrected_accuracy
 from citemon.core.errors import ConfigError, JudgeHTTPError
-from citemon.core.probe import CitedCounts, cited_counts, probe_sensitivity
+from citemon.core.probe import ProbeCounts, cited_counts, probe_sensitivity
 from citemon.core.records import AnswerRecord, Verdict
+from citemon.core.tally import Tally
 from citemon.demo.data import sample_records, specimen
 from citemon.engine.scoring import Scorer, ScoringOptions
 from citemon.engine.summary import Summary
@@ -54,14 +55,18 @@ def trace_ids(n: int, seed: int = 3) -> list[str]:
 # -- the maths ---------------------------------------------------------------------------------
 
 
+def _sensitivity(oc: int, on: int, sc: int, sn: int) -> float | None:
+    return probe_sensitivity(Tally(correct=oc, cited=on), Tally(correct=sc, cited=sn))
+
+
 def test_sensitivity_is_the_relative_accuracy_drop() -> None:
-    assert probe_sensitivity(8, 10, 2, 10) == pytest.approx(0.75)  # (0.8 − 0.2) / 0.8
-    assert probe_sensitivity(9, 10, 9, 10) == 0.0  # blind: shuffling changed nothing
-    assert probe_sensitivity(5, 10, 0, 8) == 1.0  # every shuffled citation failed
-    assert probe_sensitivity(4, 10, 6, 10) == pytest.approx(-0.5)  # worse than blind: shown
-    assert probe_sensitivity(0, 10, 0, 10) is None  # a drop from nothing means nothing
-    assert probe_sensitivity(3, 0, 1, 5) is None
-    assert probe_sensitivity(3, 5, 0, 0) is None
+    assert _sensitivity(8, 10, 2, 10) == pytest.approx(0.75)  # (0.8 − 0.2) / 0.8
+    assert _sensitivity(9, 10, 9, 10) == 0.0  # blind: shuffling changed nothing
+    assert _sensitivity(5, 10, 0, 8) == 1.0  # every shuffled citation failed
+    assert _sensitivity(4, 10, 6, 10) == pytest.approx(-0.5)  # worse than blind: shown
+    assert _sensitivity(0, 10, 0, 10) is None  # a drop from nothing means nothing
+    assert _sensitivity(3, 0, 1, 5) is None
+    assert _sensitivity(3, 5, 0, 0) is None
 
 
 def test_selection_is_deterministic_at_its_rate_and_independent_of_sampling() -> None:
@@ -70,7 +75,7 @@ def test_selection_is_deterministic_at_its_rate_and_independent_of_sampling() ->
     assert 0.095 < len(picked) / len(ids) < 0.105
     assert picked == [t for t in ids if probe_selected(t, 0.1)]  # same IDs every time
     assert set(picked) <= {t for t in ids if probe_selected(t, 0.2)}  # nested like a sampler
-    # Among the traces the sampler keeps at 0.5 (low 64 bits), the canary still takes ~10 %.
+    # Among the traces the sampler keeps at 0.5 (low 64 bits), the probe still takes ~10 %.
     bound = ratio_bound(0.5)
     kept = [t for t in ids if trace_id_sampled(t, bound)]
     share = sum(probe_selected(t, 0.1) for t in kept) / len(kept)
@@ -84,7 +89,7 @@ def test_selection_is_deterministic_at_its_rate_and_independent_of_sampling() ->
 
 
 async def test_check_only_counts_equal_full_scoring_of_the_rotated_claims() -> None:
-    """The canary's cheap path must give exactly the counts :meth:`Scorer.score` would."""
+    """The probe's cheap path must give exactly the counts :meth:`Scorer.score` would."""
     records = [
         r.model_copy(update={"trace_id": t})
         for r, t in zip(sample_records() * 3, trace_ids(300), strict=False)
@@ -107,7 +112,7 @@ async def test_check_only_counts_equal_full_scoring_of_the_rotated_claims() -> N
 
 
 async def test_a_v2_judge_is_asked_once_per_cited_set_with_the_real_scores_prompt() -> None:
-    """With wire contract v2 the canary asks the citation check as the real score does (same
+    """With wire contract v2 the probe asks the citation check as the real score does (same
     prompt, same verdicts), one request per distinct rotated cited set, no support search."""
     records = [
         r.model_copy(update={"trace_id": t})
@@ -144,16 +149,16 @@ async def test_shuffled_check_on_the_specimen() -> None:
     )
     assert moved is not None
     assert [c.cited_ids for c in moved] == [["p-3310"], ["p-3312"], ["p-3310"]]
-    assert await shuffled_check(scorer, record) == CitedCounts(2, 3)
-    assert cited_counts(await scorer.score(record)) == CitedCounts(1, 3)
-    assert await shuffled_check(Scorer(YesJudge()), record) == CitedCounts(3, 3)
-    # Nothing to rotate (one citation set), or a truncated answer: no canary.
+    assert await shuffled_check(scorer, record) == Tally(correct=2, cited=3)
+    assert cited_counts(await scorer.score(record)) == Tally(correct=1, cited=3)
+    assert await shuffled_check(Scorer(YesJudge()), record) == Tally(correct=3, cited=3)
+    # Nothing to rotate (one citation set), or a truncated answer: no probe.
     one_set = record.model_copy(update={"answer": "Audit logs are kept 90 days. [p-3310]"})
     assert await shuffled_check(scorer, one_set) is None
     assert await shuffled_check(scorer, record.model_copy(update={"truncated": True})) is None
 
 
-async def test_windowed_sensitivity_is_canary_result_sensitivity_of_the_same_answers() -> None:
+async def test_windowed_sensitivity_is_shuffle_result_sensitivity_of_the_same_answers() -> None:
     """Pooled over answers, the gauge is ``ShuffleResult.sensitivity`` of the same rotations."""
     records = sample_records()
     truth: dict[str, set[str]] = {}
@@ -174,7 +179,7 @@ async def test_windowed_sensitivity_is_canary_result_sensitivity_of_the_same_ans
         if got is None:
             continue
         real = await scorer.score(record)
-        m.record_canary(cited_counts(real), got)
+        m.record_probe(cited_counts(real), got)
         original.add(real)
         claims = await scorer.claims(record)
         moved = rotate_citations(claims, random.Random(_digest(tid)))
@@ -182,12 +187,7 @@ async def test_windowed_sensitivity_is_canary_result_sensitivity_of_the_same_ans
         shuffled.add(await scorer.score(record, moved))
     offline = ShuffleResult(original=original, shuffled=shuffled)
     assert offline.sensitivity is not None and offline.sensitivity > 0.8
-    exact = probe_sensitivity(
-        original.verdicts["correct"],
-        original.cited_claims,
-        shuffled.verdicts["correct"],
-        shuffled.cited_claims,
-    )
+    exact = probe_sensitivity(original.tally, shuffled.tally)
     assert value(reg, "citemon_judge_canary_sensitivity") == exact
     # ShuffleResult works from the summary's accuracies, rounded to 4 places.
     assert exact == pytest.approx(offline.sensitivity, abs=1e-3)
@@ -200,30 +200,30 @@ async def test_windowed_sensitivity_is_canary_result_sensitivity_of_the_same_ans
 def test_probe_window_slides_and_falls_back_to_a_set_value() -> None:
     clock = FakeClock()
     reg = CollectorRegistry()
-    m = Metrics(reg, window_s=900, canary_window_s=3600, window_buckets=15, clock=clock)
+    m = Metrics(reg, window_s=900, probe_window_s=3600, window_buckets=15, clock=clock)
     assert value(reg, "citemon_judge_canary_sensitivity") is None  # absent, not 0
-    m.record_canary(CitedCounts(9, 10), CitedCounts(1, 10), trace_id="ab" * 16)
+    m.record_probe(Tally(correct=9, cited=10), Tally(correct=1, cited=10), trace_id="ab" * 16)
     m.record_answer(answer(claim("correct")))
     clock.now += 1200  # past the 15-minute window, inside the hour
-    m.record_canary(CitedCounts(7, 10), CitedCounts(7, 10))
-    assert m.canary_totals() == (16, 20, 8, 20)
+    m.record_probe(Tally(correct=7, cited=10), Tally(correct=7, cited=10))
+    assert m.probe_totals() == ProbeCounts(Tally(correct=16, cited=20), Tally(correct=8, cited=20))
     assert value(reg, "citemon_judge_canary_sensitivity") == pytest.approx((0.8 - 0.4) / 0.8)
     assert value(reg, "citemon_citation_accuracy", **SVE) is None  # its window has moved on
     clock.now += 3000  # the first pair is out of the hour
     assert value(reg, "citemon_judge_canary_sensitivity") == 0.0
     clock.now += 3600
     assert value(reg, "citemon_judge_canary_sensitivity") is None  # empty window: absent
-    m.set_canary_sensitivity(0.9)  # a one-off result set by hand shows while nothing is windowed
+    m.set_probe_sensitivity(0.9)  # a one-off result set by hand shows while nothing is windowed
     assert value(reg, "citemon_judge_canary_sensitivity") == 0.9
-    m.record_canary(CitedCounts(4, 4), CitedCounts(2, 4))
+    m.record_probe(Tally(correct=4, cited=4), Tally(correct=2, cited=4))
     assert value(reg, "citemon_judge_canary_sensitivity") == 0.5
     assert value(reg, "citemon_judge_canary_answers_total", outcome="scored") == 3
-    m.canary("skipped")
-    m.canary("dropped")
+    m.probe("skipped")
+    m.probe("dropped")
     assert value(reg, "citemon_judge_canary_answers_total", outcome="skipped") == 1
     assert value(reg, "citemon_judge_canary_answers_total", outcome="failed") == 0
     with pytest.raises(ValueError):
-        m.canary("bogus")  # type: ignore[arg-type]
+        m.probe("bogus")  # type: ignore[arg-type]
 
 
 def test_corrected_accuracy_uses_the_accuracy_windows_counts() -> None:
@@ -383,7 +383,7 @@ def test_cli_exits_2_on_an_unreadable_calibration(
     assert "cannot read calibration file" in capsys.readouterr().err
 
 
-# -- the pipeline: the canary never touches the real answer ------------------------------------
+# -- the pipeline: the probe never touches the real answer ------------------------------------
 
 
 class _FailsOnWrongCitations:
@@ -415,7 +415,7 @@ def _correct_record(trace_id: str) -> AnswerRecord:
 async def _score_and_commit(pipeline: Pipeline, trace_ids_: list[str]) -> None:
     """Each answer scored by a job holding a record of its own, then committed the way
     ``Pipeline.commit`` counts it once delivered (no broker here: these tests are about the
-    canary; tests/integration covers delivery)."""
+    probe; tests/integration covers delivery)."""
     tp = TopicPartition("t", 0)
     await pipeline.on_partitions_assigned([tp])
     # pending 1 each: the job's release finishes it, as the intake's would after admitting it
@@ -431,7 +431,7 @@ async def _score_and_commit(pipeline: Pipeline, trace_ids_: list[str]) -> None:
         pipeline._confirmed(ready, counted)
 
 
-async def test_a_failing_canary_leaves_the_real_answer_alone() -> None:
+async def test_a_failing_probe_leaves_the_real_answer_alone() -> None:
     judge = _FailsOnWrongCitations(
         {"Alpha is one.": {"p1"}, "Beta is two.": {"p2"}, "Gamma is three.": {"p3"}}
     )
@@ -450,7 +450,7 @@ async def test_a_failing_canary_leaves_the_real_answer_alone() -> None:
     assert pipeline.stats.answer_retries == 0 and pipeline.stats.unjudged_after_retries == 0
 
 
-async def test_the_pipeline_canary_counts_only_the_canary() -> None:
+async def test_the_pipeline_probe_counts_only_the_probe() -> None:
     truth = {"Alpha is one.": {"p1"}, "Beta is two.": {"p2"}, "Gamma is three.": {"p3"}}
     reg = CollectorRegistry()
     metrics = Metrics(reg)
@@ -463,9 +463,12 @@ async def test_the_pipeline_canary_counts_only_the_canary() -> None:
     assert value(reg, "citemon_claims_total", **SVE, verdict="correct") == 1200
     assert value(reg, "citemon_claims_total", **SVE, verdict="misattributed") == 0
     assert value(reg, "citemon_judge_canary_answers_total", outcome="scored") == len(picked)
-    assert metrics.canary_totals() == (3 * len(picked), 3 * len(picked), 0, 3 * len(picked))
+    n = 3 * len(picked)
+    assert metrics.probe_totals() == ProbeCounts(
+        Tally(correct=n, cited=n), Tally(correct=0, cited=n)
+    )
     assert value(reg, "citemon_judge_canary_sensitivity") == 1.0
-    # A bound of 1 canary in flight: the rest are dropped, and counted.
+    # A bound of 1 probe in flight: the rest are dropped, and counted.
     reg2 = CollectorRegistry()
     slow = Pipeline(
         Settings(probe_rate=1.0),

@@ -7,19 +7,25 @@ from __future__ import annotations
 import random
 
 from citemon.core.calibration import Confusion
-from citemon.core.stats import BOOTSTRAP_DRAWS, BOOTSTRAP_SEED, jeffreys_draw, percentile_interval
+from citemon.core.stats import (
+    BOOTSTRAP_DRAWS,
+    BOOTSTRAP_SEED,
+    cohen_kappa,
+    jeffreys_draw,
+    percentile_interval,
+)
 
 __all__ = ["balanced_accuracy_ci", "kappa", "kappa_ci"]
 
 
 def kappa(c: Confusion) -> float | None:
     """Cohen's κ between judge and human; ``None`` when chance agreement is total."""
-    n = c.n
-    if not n:
-        return None
-    observed = (c.tp + c.tn) / n
-    chance = ((c.tp + c.fp) * (c.tp + c.fn) + (c.fn + c.tn) * (c.fp + c.tn)) / (n * n)
-    return None if chance >= 1.0 else (observed - chance) / (1.0 - chance)
+    return cohen_kappa(_pairs(c.tp, c.fn, c.tn, c.fp))
+
+
+def _pairs(tp: float, fn: float, tn: float, fp: float) -> dict[tuple[bool, bool], float]:
+    """The confusion matrix as (judge entailed, human entailed) → count."""
+    return {(True, True): tp, (False, True): fn, (False, False): tn, (True, False): fp}
 
 
 def balanced_accuracy_ci(
@@ -47,7 +53,6 @@ def kappa_ci(
     for _ in range(draws):
         g = [rng.gammavariate(x + 0.5, 1.0) for x in (c.tp, c.fn, c.tn, c.fp)]
         total = sum(g)
-        tp, fn, tn, fp = (x / total for x in g)
-        chance = (tp + fp) * (tp + fn) + (fn + tn) * (fp + tn)
-        values.append((tp + tn - chance) / (1.0 - chance) if chance < 1.0 else 0.0)
+        drawn = cohen_kappa(_pairs(*(x / total for x in g)))  # the four cells' shares
+        values.append(0.0 if drawn is None else drawn)
     return percentile_interval(values)

@@ -1,9 +1,8 @@
 """The shuffle probe in production: is the judge still reading the passages it is shown?
 
-(Its flags were ``--canary-rate``/``--canary-window``, still accepted as deprecated aliases of
-``--probe-rate``/``--probe-window``. Its Prometheus metrics keep the old name,
-``citemon_judge_canary_*``, because the dashboards and alert rules read them; the *deploy*
-canary is :mod:`citemon.rollout`.)
+(Its Prometheus metrics keep the names they had when the probe was called the "canary",
+``citemon_judge_canary_*``, because the dashboards and alert rules read them:
+:data:`citemon.metrics.definitions.LEGACY_NAMES`.)
 
 ``citemon run --probe-rate R`` re-checks a fraction ``R`` of the answers it scored with their
 citations rotated between their cited sentences (:func:`citemon.checks.shuffle.rotate_citations`),
@@ -44,13 +43,14 @@ from typing import Final
 from citemon.checks.shuffle import rotate_citations
 from citemon.core.errors import JudgeError, JudgeInvalidReply
 from citemon.core.judge import BatchJudge
-from citemon.core.probe import CitedCounts
 from citemon.core.records import AnswerRecord, Claim
+from citemon.core.tally import Tally
 from citemon.engine.scoring import Scorer
 
 __all__ = ["probe_selected", "shuffled_check"]
 
-_PERSON: Final = b"citemon-canary"  # the old name, kept: it decides which answers are probed
+_PERSON: Final = b"citemon-canary"  # the hash's key from before the rename: changing it
+# would change which answers are probed (a replay would probe others than the first run)
 _SCALE: Final = float(1 << 64)
 
 
@@ -67,7 +67,7 @@ def probe_selected(trace_id: str | None, rate: float) -> bool:
     return rate >= 1.0 or _digest(trace_id) / _SCALE < rate
 
 
-async def shuffled_check(scorer: Scorer, record: AnswerRecord) -> CitedCounts | None:
+async def shuffled_check(scorer: Scorer, record: AnswerRecord) -> Tally | None:
     """Correct and cited claims of the answer with its citations rotated (seeded by its trace
     ID), by the citation check alone: the counts :meth:`Scorer.score` would give the rotated
     claims, in one judge call per cited claim instead of up to 2 + (passages − 1).
@@ -90,7 +90,7 @@ async def shuffled_check(scorer: Scorer, record: AnswerRecord) -> CitedCounts | 
         *(_check(scorer, c, passages) for c in moved if c.cited), return_exceptions=True
     )
     _raise_first(got)
-    return CitedCounts(sum(got), len(got))  # type: ignore[arg-type]
+    return Tally(correct=sum(got), cited=len(got))  # type: ignore[arg-type]
 
 
 def _raise_first(outcomes: Sequence[object]) -> None:
@@ -110,7 +110,7 @@ async def _check(scorer: Scorer, claim: Claim, passages: dict[str, str]) -> bool
 
 async def _check_sets(
     scorer: Scorer, judge: BatchJudge, claims: list[Claim], passages: dict[str, str]
-) -> CitedCounts:
+) -> Tally:
     """Step 1 the way the scorer's batch path asks it: one call per distinct cited set."""
     cited = sum(claim.cited for claim in claims)
     grouped, _ = scorer.cited_sets(claims, passages)  # the very sets the real score asked
@@ -129,4 +129,4 @@ async def _check_sets(
 
     got = await asyncio.gather(*(check(k, t) for k, t in sets.items()), return_exceptions=True)
     _raise_first(got)
-    return CitedCounts(sum(got), cited)  # type: ignore[arg-type]
+    return Tally(correct=sum(got), cited=cited)  # type: ignore[arg-type]

@@ -70,10 +70,10 @@ def offline_review(args: argparse.Namespace, directory: Path) -> int:
     for version in ("v1", "v2"):
         summary = summarize(s for s in scores if s.version == version)
         counts = " · ".join(f"{v} {n}" for v, n in summary.verdicts.items() if n)
-        correct = summary.verdicts["correct"]
+        accuracy = summary.tally.citation_accuracy or 0.0  # 0.000 for a version never cited
         print(
             f"{version}: {summary.answers} answers, citemon's citation accuracy "
-            f"{correct / max(1, summary.cited_claims):.3f} ({counts}; overlap "
+            f"{accuracy:.3f} ({counts}; overlap "
             f"{summary.overlap_misattributions})"
         )
     write_review_set(directory, reviews)

@@ -82,7 +82,7 @@ async def serve(
         window_s=settings.window,
         max_versions=settings.max_versions,
         calibration=calibration,
-        canary_window_s=settings.probe_window,
+        probe_window_s=settings.probe_window,
     )
     # --evaluation-events: a missing exporter stops us here (exit 2), before anything started.
     event_exporter = _event_exporter(settings)

@@ -6,13 +6,15 @@ Kept below both :mod:`citemon.checks.shuffle_probe` (which runs the probe) and
 
 from __future__ import annotations
 
-from typing import Final, Literal, NamedTuple
+from dataclasses import dataclass
+from typing import Final, Literal
 
 from citemon.core.records import AnswerScore
+from citemon.core.tally import Tally
 
 __all__ = [
     "PROBE_OUTCOMES",
-    "CitedCounts",
+    "ProbeCounts",
     "ProbeOutcome",
     "cited_counts",
     "probe_sensitivity",
@@ -29,25 +31,32 @@ too many probes already in flight.
 PROBE_OUTCOMES: Final[tuple[ProbeOutcome, ...]] = ("scored", "skipped", "failed", "dropped")
 
 
-class CitedCounts(NamedTuple):
-    """Correct and cited (judged) claims: the numerator and denominator of citation accuracy."""
-
-    correct: int
-    cited: int
-
-
-def cited_counts(score: AnswerScore) -> CitedCounts:
-    """Counted as ``citemon_citation_accuracy`` counts them (``unjudged`` and ``uncited`` out)."""
-    cited = [c for c in score.claims if c.verdict not in ("uncited", "unjudged")]
-    return CitedCounts(sum(c.verdict == "correct" for c in cited), len(cited))
+def cited_counts(score: AnswerScore) -> Tally:
+    """The correct and cited claims of a score, and nothing else: what the probe compares, and
+    all its shuffled side (:func:`~citemon.checks.shuffle_probe.shuffled_check`) can count."""
+    whole = Tally.of(score.claims)
+    return Tally(correct=whole.correct, cited=whole.cited)
 
 
-def probe_sensitivity(
-    original_correct: float, original_cited: float, shuffled_correct: float, shuffled_cited: float
-) -> float | None:
+def probe_sensitivity(original: Tally, shuffled: Tally) -> float | None:
     """``(acc_original − acc_shuffled) / acc_original``; ``None`` when either accuracy is
     undefined or the original is 0 (a relative drop from nothing means nothing)."""
-    if original_cited <= 0 or shuffled_cited <= 0 or original_correct <= 0:
+    before, after = original.citation_accuracy, shuffled.citation_accuracy
+    if before is None or after is None or before <= 0:
         return None
-    original = original_correct / original_cited
-    return (original - shuffled_correct / shuffled_cited) / original
+    return (before - after) / before
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeCounts:
+    """The probe's pair, summed over its window: the answers as cited and shuffled."""
+
+    original: Tally
+    shuffled: Tally
+
+    def __add__(self, other: ProbeCounts) -> ProbeCounts:
+        return ProbeCounts(self.original + other.original, self.shuffled + other.shuffled)
+
+    @property
+    def sensitivity(self) -> float | None:
+        return probe_sensitivity(self.original, self.shuffled)

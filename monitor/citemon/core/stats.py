@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Hashable, Mapping
+from typing import TypeVar
 
 __all__ = [
     "BOOTSTRAP_DRAWS",
     "BOOTSTRAP_SEED",
+    "cohen_kappa",
     "jeffreys_draw",
     "msprt_p_value",
     "normal_cdf",
@@ -39,6 +42,29 @@ def wilson(successes: int, n: int, z: float = Z95) -> tuple[float, float] | None
     centre = (p + z2 / (2 * n)) / (1 + z2 / n)
     half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+_K = TypeVar("_K", bound=Hashable)
+
+
+def cohen_kappa(pairs: Mapping[tuple[_K, _K], float]) -> float | None:
+    """Cohen's κ (1960) from how often (or how large a share of the time) each pair of ratings
+    occurred, ``{(first rater's, second rater's): count}``: κ = (p_o − p_e) / (1 − p_e), p_o
+    the share both gave the same rating, p_e the share expected by chance from each rater's
+    own rating frequencies. ``None`` when there is nothing rated or p_e = 1 (both raters gave
+    one and the same rating to everything). Counts and shares give the same κ (it is scale-free).
+    """
+    n = sum(pairs.values())
+    if n <= 0:
+        return None
+    first: dict[_K, float] = {}
+    second: dict[_K, float] = {}
+    for (a, b), count in pairs.items():
+        first[a] = first.get(a, 0) + count
+        second[b] = second.get(b, 0) + count
+    observed = sum(count for (a, b), count in pairs.items() if a == b) / n
+    chance = sum(first[k] * second.get(k, 0) for k in first) / (n * n)
+    return None if chance >= 1.0 else (observed - chance) / (1.0 - chance)
 
 
 def normal_cdf(x: float) -> float:

@@ -15,10 +15,10 @@ Two kinds of numbers:
   ``window_s`` seconds as seen by *this* replica, computed at scrape time from a ring of
   per-bucket counts. A convenience for ``curl /metrics`` and single-replica setups. With a
   judge calibration, ``citemon_citation_accuracy_corrected`` is computed in the same pass from
-  the very counts behind ``citemon_citation_accuracy``; the shuffle probe's
-  ``citemon_judge_canary_sensitivity`` has a window of its own (``canary_window_s``). The probe
-  was once called the "canary" and its metrics keep that name on purpose: the dashboards and
-  alert rules read them (its flags are ``--probe-rate``/``--probe-window`` now).
+  the very counts behind ``citemon_citation_accuracy``; the shuffle probe's sensitivity has a
+  window of its own (``probe_window_s``). Every ratio is asked of a
+  :class:`~citemon.core.tally.Tally`. The probe's metrics keep the names they had when it was
+  called the "canary" (:data:`LEGACY_NAMES`): the dashboards and alert rules read them.
 
 Cardinality is bounded: at most ``max_services`` services, ``max_environments`` environments and
 ``max_versions`` versions per service get their own label value; the rest are folded into
@@ -47,25 +47,12 @@ from prometheus_client.metrics_core import CounterMetricFamily, Metric
 
 from citemon.core.errors import INVALID_REPLY_CAUSES
 from citemon.core.labels import UNKNOWN
-from citemon.core.probe import PROBE_OUTCOMES, CitedCounts, ProbeOutcome, probe_sensitivity
+from citemon.core.probe import PROBE_OUTCOMES, ProbeCounts, ProbeOutcome
 from citemon.core.records import CITED_VERDICTS, UNJUDGED_CAUSES, VERDICTS, AnswerScore
+from citemon.core.tally import Tally
 from citemon.metrics.labels import QUALITY_LABELS, LabelCap
 from citemon.metrics.passages import PassageMetrics
-from citemon.metrics.windows import (
-    CITED,
-    CORRECT,
-    FAITHFUL,
-    IDS,
-    JUDGED,
-    ORIG_CITED,
-    ORIG_CORRECT,
-    PROBE_KEY,
-    SHUF_CITED,
-    SHUF_CORRECT,
-    OptionalGauge,
-    Window,
-    WindowCollector,
-)
+from citemon.metrics.windows import OptionalGauge, Window, WindowCollector
 
 if TYPE_CHECKING:
     from citemon.core.calibration import Calibration
@@ -74,13 +61,21 @@ __all__ = [
     "CITED_VERDICTS",
     "EVALUATION_EVENT_OUTCOMES",
     "JUDGE_OUTCOMES",
+    "LEGACY_NAMES",
     "SPAN_OUTCOMES",
-    "TRACE_OUTCOMES",
     "JudgeMetrics",
     "Metrics",
     "SpanOutcome",
 ]
 
+
+LEGACY_NAMES: Final = {
+    "probe_sensitivity": "citemon_judge_canary_sensitivity",
+    "probe_answers": "citemon_judge_canary_answers",
+}
+"""Metric names kept from before a rename, because dashboards and alert rules read them: the
+shuffle probe was once called the "canary", and its metrics still carry that name on the wire
+(nothing else in citemon calls it so; the *deploy* canary is :mod:`citemon.rollout`)."""
 
 JUDGE_OUTCOMES: Final = ("ok", "error", "timeout", "rate_limited", "invalid")
 """Values of ``citemon_judge_requests_total{outcome}`` (``JudgeError.outcome`` plus ``ok``)."""
@@ -89,28 +84,6 @@ SpanOutcome = Literal["answer", "sampled_out", "skipped", "invalid"]
 """What became of a consumed span: scored as an answer, sampled out, not an answer, undecodable."""
 
 SPAN_OUTCOMES: Final[tuple[SpanOutcome, ...]] = ("answer", "sampled_out", "skipped", "invalid")
-
-TRACE_OUTCOMES: Final = (
-    "completed",
-    "settled",
-    "dropped_incomplete",
-    "evicted",
-    "superseded",
-    "unrecognized",
-    "no_passages",
-    "no_answer",
-)
-"""Values of ``citemon_traces_total{outcome}``: what the trace assembler did with multi-span
-traces (any dialect), and the traces that gave no answer (DESIGN.md, "Trace dialects").
-``completed``: the root arrived with documents and an answer;
-``settled``: scored without its root when its window ended (or memory ran short);
-``dropped_incomplete``: settled without documents or an answer, not scored; ``evicted``: settled
-or dropped *early* to keep the assembler within its caps (also counted in one of those two);
-``superseded``: the trace carried a self-contained ``rag.answer`` span, which was scored instead;
-``unrecognized``: a trace ended (its root arrived) and no dialect read anything from it;
-``no_passages`` / ``no_answer``: dropped incomplete with an answer but no retrieved documents,
-or documents but no answer (each also ``dropped_incomplete``).
-"""
 
 EVALUATION_EVENT_OUTCOMES: Final = ("sent", "dropped", "failed")
 """Values of ``citemon_evaluation_events_total{outcome}`` (``--evaluation-events``): accepted by
@@ -123,6 +96,8 @@ _JUDGE_BUCKETS_S: Final = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0,
 # An exemplar's label set may hold at most 128 UTF-8 characters (OpenMetrics); a W3C trace ID
 # is 32 hex digits, so anything much longer is not a trace ID and is dropped, not sent.
 _MAX_TRACE_ID_CHARS: Final = 64
+
+_PROBE_KEY: Final = ("probe",)  # the probe window's one key: the probe measures the judge
 
 
 def _build_version() -> str:
@@ -138,7 +113,7 @@ def _build_version() -> str:
 
 class _TraceCollector:
     """``citemon_traces_total{outcome}``, read from the assembler's own counts at scrape time
-    (the assembler counts; nothing is copied, so nothing can drift)."""
+    (the assembler counts and names its outcomes; nothing is copied, so nothing can drift)."""
 
     def __init__(self) -> None:
         self.source: Callable[[], dict[str, int]] | None = None
@@ -153,8 +128,8 @@ class _TraceCollector:
         family = CounterMetricFamily(
             "citemon_traces", "Multi-span traces by assembler outcome.", labels=["outcome"]
         )
-        for outcome in TRACE_OUTCOMES:
-            family.add_metric([outcome], counts.get(outcome, 0))
+        for outcome, n in counts.items():
+            family.add_metric([outcome], n)
         yield family
 
 
@@ -233,8 +208,8 @@ class Metrics:
     ``window_s`` is ``CITEMON_WINDOW`` in seconds (default 15 minutes), kept at the resolution
     of ``window_s / window_buckets``. ``clock`` (monotonic seconds) drives the window and the
     version-slot idle time; tests pass a fake one. ``calibration`` (``--calibration``) turns on
-    the windowed corrected accuracy; ``canary_window_s`` (default ``window_s``) is the span of
-    the shuffle canary's sums, longer because the canary sees only a small share of answers.
+    the windowed corrected accuracy; ``probe_window_s`` (default ``window_s``) is the span of
+    the shuffle probe's sums, longer because the probe sees only a small share of answers.
     """
 
     def __init__(
@@ -250,7 +225,7 @@ class Metrics:
         clock: Callable[[], float] = time.monotonic,
         build_version: str | None = None,
         calibration: Calibration | None = None,
-        canary_window_s: float | None = None,
+        probe_window_s: float | None = None,
     ) -> None:
         if min(max_versions, max_services, max_environments) < 1:
             raise ValueError("label caps must be >= 1")
@@ -263,11 +238,11 @@ class Metrics:
             version_idle_s=version_idle_s,
         )
         self._known: set[tuple[str, ...]] = set()  # label sets with series
-        self._window = Window(window_s=window_s, buckets=window_buckets, clock=clock)
+        self._window: Window[Tally] = Window(window_s=window_s, buckets=window_buckets, clock=clock)
         self._window_collector = WindowCollector(self._window, calibration)
         registry.register(self._window_collector)
-        self._canary_window = Window(
-            window_s=canary_window_s or window_s, buckets=window_buckets, clock=clock
+        self._probe_window: Window[ProbeCounts] = Window(
+            window_s=probe_window_s or window_s, buckets=window_buckets, clock=clock
         )
         labels = list(QUALITY_LABELS)
         self._answers = Counter("citemon_answers", "Answers scored.", labels, registry=registry)
@@ -298,16 +273,16 @@ class Metrics:
             labels,
             registry=registry,
         )
-        self._canary = OptionalGauge(
-            "citemon_judge_canary_sensitivity",
-            "How far accuracy fell on shuffled citations relative to unshuffled, over the canary "
-            "window (shuffle canary; 0 = the judge ignores which passage is cited).",
+        self._probe_sensitivity = OptionalGauge(
+            LEGACY_NAMES["probe_sensitivity"],
+            "How far accuracy fell on shuffled citations relative to unshuffled, over the "
+            "shuffle probe's window (0 = the judge ignores which passage is cited).",
             registry,
-            compute=self._canary_value,
+            compute=self._probe_value,
         )
-        self._canary_answers = Counter(
-            "citemon_judge_canary_answers",
-            "Answers picked for the shuffle canary, by outcome (scored, skipped, failed, dropped).",
+        self._probe_answers = Counter(
+            LEGACY_NAMES["probe_answers"],
+            "Answers picked for the shuffle probe, by outcome (scored, skipped, failed, dropped).",
             ["outcome"],
             registry=registry,
         )
@@ -363,8 +338,8 @@ class Metrics:
             self._spans.labels(outcome)
         for name in QUALITY_LABELS:
             self._overflow.labels(name)
-        for canary_outcome in PROBE_OUTCOMES:
-            self._canary_answers.labels(canary_outcome)
+        for probe_outcome in PROBE_OUTCOMES:
+            self._probe_answers.labels(probe_outcome)
         for cause in UNJUDGED_CAUSES:
             self._unjudged.labels(cause)
         for event_outcome in EVALUATION_EVENT_OUTCOMES:
@@ -425,16 +400,9 @@ class Metrics:
         exemplar = {"trace_id": tid} if tid and len(tid) <= _MAX_TRACE_ID_CHARS else None
 
         verdicts = dict.fromkeys(VERDICTS, 0)
-        faithful = cited_ids = irrelevant = overlap = 0
         for claim in score.claims:
             verdicts[claim.verdict] += 1
-            if claim.verdict == "unjudged":
-                continue
-            faithful += claim.faithful is True
-            if claim.verdict in CITED_VERDICTS:
-                cited_ids += len(claim.cited_ids)
-                irrelevant += len(claim.irrelevant_ids)
-                overlap += claim.verdict == "misattributed" and claim.overlap
+        tally = Tally.of(score.claims)
 
         if first:
             # Create every verdict's series at 0 so ratios in PromQL see the whole mix from the
@@ -448,24 +416,15 @@ class Metrics:
             if n:
                 self._claims.labels(*labels, verdict).inc(n, exemplar)
         for metric, n in (
-            (self._faithful, faithful),
-            (self._cited_ids, cited_ids),
-            (self._irrelevant, irrelevant),
-            (self._overlap, overlap),
+            (self._faithful, tally.faithful),
+            (self._cited_ids, tally.cited_ids),
+            (self._irrelevant, tally.irrelevant_citations),
+            (self._overlap, tally.overlap),
         ):
             if n:
                 metric.labels(*labels).inc(n, exemplar)
-
-        cited = sum(verdicts[v] for v in CITED_VERDICTS)
-        judged = cited + verdicts["uncited"]
-        if judged:
-            counts = [0.0] * 5
-            counts[CITED] = cited
-            counts[CORRECT] = verdicts["correct"]
-            counts[JUDGED] = judged
-            counts[FAITHFUL] = faithful
-            counts[IDS] = cited_ids
-            self._window.add(labels, counts)
+        if tally.judged:
+            self._window.add(labels, tally)
         for claim in score.claims:
             if claim.unjudged_cause is not None:
                 self._unjudged.labels(claim.unjudged_cause).inc()
@@ -473,8 +432,10 @@ class Metrics:
             self._calls_cut.inc(score.judge_calls_cut)
 
     def watch_traces(self, counts: Callable[[], dict[str, int]]) -> None:
-        """Export ``citemon_traces_total{outcome}`` from ``counts()`` (the trace assembler's
-        outcome counts, :data:`TRACE_OUTCOMES`), called at every scrape."""
+        """Export ``citemon_traces_total{outcome}`` from ``counts()``, called at every scrape:
+        the trace assembler's count of each of its outcomes
+        (:meth:`citemon.otlp.assembly.TraceAssembler.outcomes`), every one of them, 0 included,
+        so the series exist from the first scrape."""
         self._traces.source = counts
 
     def set_corrected_accuracy(
@@ -487,42 +448,42 @@ class Metrics:
         labels, _ = self._labels(service, version, environment)
         self._window_collector.manual[labels] = float(value)
 
-    def set_canary_sensitivity(self, value: float) -> None:
-        """Publish a shuffle canary result by hand (1.0: shuffled citations all fail); the
-        windowed value of :meth:`record_canary` replaces it while the window has one."""
-        self._canary.set(value)
+    def set_probe_sensitivity(self, value: float) -> None:
+        """Publish a shuffle probe result by hand (1.0: shuffled citations all fail); the
+        windowed value of :meth:`record_probe` replaces it while the window has one."""
+        self._probe_sensitivity.set(value)
 
-    # -- the shuffle canary ----------------------------------------------------------------
+    # -- the shuffle probe -----------------------------------------------------------------
 
-    def canary(self, outcome: ProbeOutcome, *, trace_id: str | None = None) -> None:
-        """Count one answer picked for the canary that was not scored (or, internally, was)."""
+    def probe(self, outcome: ProbeOutcome, *, trace_id: str | None = None) -> None:
+        """Count one answer picked for the probe that was not scored (or, internally, was)."""
         if outcome not in PROBE_OUTCOMES:
-            raise ValueError(f"unknown canary outcome {outcome!r}")
+            raise ValueError(f"unknown probe outcome {outcome!r}")
         exemplar = (
             {"trace_id": trace_id} if trace_id and len(trace_id) <= _MAX_TRACE_ID_CHARS else None
         )
-        self._canary_answers.labels(outcome).inc(1, exemplar)
+        self._probe_answers.labels(outcome).inc(1, exemplar)
 
-    def record_canary(
-        self, original: CitedCounts, shuffled: CitedCounts, *, trace_id: str | None = None
+    def record_probe(
+        self, original: Tally, shuffled: Tally, *, trace_id: str | None = None
     ) -> None:
-        """Add one answer's canary pair to the window: correct and cited claims of its real
+        """Add one answer's probe pair to the window: correct and cited claims of its real
         score and with rotated citations. Nothing here touches the quality metrics."""
-        counts = [0.0] * 4
-        counts[ORIG_CORRECT], counts[ORIG_CITED] = original
-        counts[SHUF_CORRECT], counts[SHUF_CITED] = shuffled
-        self._canary_window.add(PROBE_KEY, counts)
-        self.canary("scored", trace_id=trace_id)
+        self._probe_window.add(_PROBE_KEY, ProbeCounts(original, shuffled))
+        self.probe("scored", trace_id=trace_id)
 
-    def canary_totals(self) -> tuple[float, float, float, float]:
-        """The canary window's (original correct, original cited, shuffled correct, shuffled
-        cited); zeros when it is empty."""
-        for _, total in self._canary_window.totals():
-            return total[0], total[1], total[2], total[3]
-        return 0.0, 0.0, 0.0, 0.0
+    def probe_totals(self) -> ProbeCounts:
+        """The probe window's sums (empty tallies when it is empty)."""
+        for _, total in self._probe_window.totals():
+            return total
+        return ProbeCounts(Tally(), Tally())
 
-    def _canary_value(self) -> float | None:
-        return probe_sensitivity(*self.canary_totals())
+    def _probe_value(self) -> float | None:
+        return self.probe_totals().sensitivity
+
+    # The names ``service/`` calls until its reshaping lands (then these three lines go).
+    canary = probe
+    record_canary = record_probe
 
     # -- the consumer ----------------------------------------------------------------------
 

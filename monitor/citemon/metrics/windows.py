@@ -7,30 +7,36 @@ when Prometheus scrapes, as seen by *this* replica (counters are what add up acr
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Generic, Protocol, Self, TypeVar
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
+from citemon.core.tally import Tally
 from citemon.metrics.labels import QUALITY_LABELS
 
 if TYPE_CHECKING:
     from citemon.core.calibration import Calibration
 
-# Indices into a bucket's counts.
-CITED, CORRECT, JUDGED, FAITHFUL, IDS = range(5)
-# ... and into the shuffle probe bucket's (one label set: the probe measures the judge).
-ORIG_CORRECT, ORIG_CITED, SHUF_CORRECT, SHUF_CITED = range(4)
-PROBE_KEY: Final = ("canary",)  # the shuffle probe's window key
+
+class Summable(Protocol):
+    """What a window holds per bucket: counts that add up (a :class:`~citemon.core.tally.Tally`,
+    or the probe's :class:`~citemon.core.probe.ProbeCounts`)."""
+
+    def __add__(self, other: Self, /) -> Self: ...
 
 
-class Window:
-    """Per-label-set ring of time buckets holding claim counts; ratios computed on demand.
+_C = TypeVar("_C", bound=Summable)
 
-    Memory is ``buckets`` small lists per label set, and label sets are bounded by the caps.
+
+class Window(Generic[_C]):
+    """Per-label-set ring of time buckets holding counts; ratios computed on demand.
+
+    Memory is ``buckets`` counts per label set, and label sets are bounded by the caps.
     The window is exact to one bucket (``window_s / buckets``, 60 s at the defaults).
     """
 
@@ -40,28 +46,26 @@ class Window:
         self._bucket_s = window_s / buckets
         self._buckets = buckets
         self._clock = clock
-        self._rings: dict[tuple[str, ...], deque[tuple[int, list[float]]]] = {}
+        self._rings: dict[tuple[str, ...], deque[tuple[int, _C]]] = {}
         self._lock = threading.Lock()
 
-    def add(self, key: tuple[str, ...], counts: list[float]) -> None:
+    def add(self, key: tuple[str, ...], counts: _C) -> None:
         index = int(self._clock() // self._bucket_s)
         with self._lock:
             ring = self._rings.setdefault(key, deque(maxlen=self._buckets))
             if ring and ring[-1][0] == index:
-                last = ring[-1][1]
-                for i, n in enumerate(counts):
-                    last[i] += n
-            else:
-                ring.append((index, list(counts)))
+                ring[-1] = (index, ring[-1][1] + counts)
+            else:  # a copy: the window owns its counts (a Tally is mutable)
+                ring.append((index, copy.deepcopy(counts)))
 
     def forget(self, key: tuple[str, ...]) -> None:
         with self._lock:
             self._rings.pop(key, None)
 
-    def totals(self) -> Iterator[tuple[tuple[str, ...], list[float]]]:
+    def totals(self) -> Iterator[tuple[tuple[str, ...], _C]]:
         """Summed counts per label set over the window; drops label sets that went quiet."""
         oldest = int(self._clock() // self._bucket_s) - self._buckets + 1
-        out: list[tuple[tuple[str, ...], list[float]]] = []
+        out: list[tuple[tuple[str, ...], _C]] = []
         with self._lock:
             for key in list(self._rings):
                 ring = self._rings[key]
@@ -70,10 +74,10 @@ class Window:
                 if not ring:
                     del self._rings[key]
                     continue
-                total = [0.0] * len(ring[0][1])
-                for _, counts in ring:
-                    for i, n in enumerate(counts):
-                        total[i] += n
+                counts = iter(ring)
+                total = copy.deepcopy(next(counts)[1])  # handed out: never the window's own
+                for _, more in counts:
+                    total = total + more
                 out.append((key, total))
         yield from out
 
@@ -101,40 +105,36 @@ class WindowCollector:
     rule can correct the accuracy pooled over all replicas (this gauge sees one replica's share).
     """
 
-    _GAUGES: Final = (
+    _GAUGES: Final[tuple[tuple[str, str, Callable[[Tally], float | None]], ...]] = (
         (
             "citemon_citation_accuracy",
             "Correct cited claims / cited judged claims over the sliding window (this replica).",
-            CORRECT,
-            CITED,
+            lambda t: t.citation_accuracy,
         ),
         (
             "citemon_citation_coverage",
             "Cited judged claims / judged claims over the sliding window (this replica).",
-            CITED,
-            JUDGED,
+            lambda t: t.citation_coverage,
         ),
         (
             "citemon_faithfulness",
             "Faithful claims / judged claims over the sliding window (this replica).",
-            FAITHFUL,
-            JUDGED,
+            lambda t: t.judged_faithfulness,
         ),
         (
             "citemon_ids_per_claim",
             "Mean cited IDs per cited judged claim over the sliding window (this replica).",
-            IDS,
-            CITED,
+            lambda t: t.ids_per_claim,
         ),
     )
 
-    def __init__(self, window: Window, calibration: Calibration | None = None) -> None:
+    def __init__(self, window: Window[Tally], calibration: Calibration | None = None) -> None:
         self._window = window
         self._calibration = calibration
         self.manual: dict[tuple[str, ...], float] = {}
 
     def describe(self) -> Iterable[Metric]:
-        quality = [*((n, d) for n, d, _, _ in self._GAUGES), (_CORRECTED, _CORRECTED_HELP)]
+        quality = [*((n, d) for n, d, _ in self._GAUGES), (_CORRECTED, _CORRECTED_HELP)]
         return [
             *(GaugeMetricFamily(n, d, labels=QUALITY_LABELS) for n, d in quality),
             *(GaugeMetricFamily(n, d) for n, d in _CALIBRATION_GAUGES),
@@ -142,16 +142,16 @@ class WindowCollector:
 
     def collect(self) -> Iterable[Metric]:
         families = [
-            (GaugeMetricFamily(n, d, labels=QUALITY_LABELS), num, den)
-            for n, d, num, den in self._GAUGES
+            (GaugeMetricFamily(n, d, labels=QUALITY_LABELS), of) for n, d, of in self._GAUGES
         ]
         corrected = dict(self.manual)
         for key, total in self._window.totals():
-            for family, num, den in families:
-                if total[den] > 0:
-                    family.add_metric(list(key), total[num] / total[den])
+            for family, of in families:
+                value = of(total)
+                if value is not None:
+                    family.add_metric(list(key), value)
             if self._calibration is not None:
-                value = self._corrected(int(total[CORRECT]), int(total[CITED]))
+                value = self._corrected(total.correct, total.cited)
                 if value is None:
                     corrected.pop(key, None)
                 else:
@@ -159,7 +159,7 @@ class WindowCollector:
         corrected_family = GaugeMetricFamily(_CORRECTED, _CORRECTED_HELP, labels=QUALITY_LABELS)
         for key, value in corrected.items():
             corrected_family.add_metric(list(key), value)
-        out: list[Metric] = [*(family for family, _, _ in families), corrected_family]
+        out: list[Metric] = [*(family for family, _ in families), corrected_family]
         if self._calibration is not None:
             c = self._calibration.confusion
             for (name, doc), value in zip(

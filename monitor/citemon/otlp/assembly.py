@@ -18,6 +18,7 @@ __all__ = [
     "DEFAULT_MAX_TRACES",
     "DEFAULT_WINDOW_S",
     "NO_ANSWER_OUTCOMES",
+    "TRACE_OUTCOMES",
     "TraceAssembler",
     "Unanswered",
     "describe",
@@ -32,6 +33,24 @@ NO_ANSWER_OUTCOMES: Final = ("unrecognized", "no_passages", "no_answer")
 """Why a trace gave no answer (``citemon_traces_total{outcome}``): ``unrecognized`` — it ended
 (its root arrived) and no dialect read anything from it; ``no_passages`` — an answer but no
 retrieved documents; ``no_answer`` — documents but no answer."""
+TRACE_OUTCOMES: Final = (
+    "completed",
+    "settled",
+    "dropped_incomplete",
+    "evicted",
+    "superseded",
+    *NO_ANSWER_OUTCOMES,
+)
+"""What the assembler did with multi-span traces (any dialect), and the traces that gave no
+answer: the values of ``citemon_traces_total{outcome}``, counted by :class:`TraceAssembler`
+and read by the metrics at scrape time (:meth:`TraceAssembler.outcomes`).
+``completed``: the root arrived with documents and an answer;
+``settled``: scored without its root when its window ended (or memory ran short);
+``dropped_incomplete``: settled without documents or an answer, not scored; ``evicted``: settled
+or dropped *early* to keep the assembler within its caps (also counted in one of those two);
+``superseded``: the trace carried a self-contained ``rag.answer`` span, which was scored
+instead; and :data:`NO_ANSWER_OUTCOMES` (``no_passages`` and ``no_answer`` are each also
+``dropped_incomplete``)."""
 _MAX_UNANSWERED: Final = 1000
 
 
@@ -113,6 +132,10 @@ class TraceAssembler:
 
     def __len__(self) -> int:
         return len(self._traces)
+
+    def outcomes(self) -> dict[str, int]:
+        """The count of every outcome of :data:`TRACE_OUTCOMES`, in that order."""
+        return {outcome: getattr(self, outcome) for outcome in TRACE_OUTCOMES}
 
     def __contains__(self, trace_id: object) -> bool:
         """Whether the trace is held, waiting for parts or for its window."""

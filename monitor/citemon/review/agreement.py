@@ -14,24 +14,10 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 from citemon.core.errors import InputError
+from citemon.core.stats import cohen_kappa
 from citemon.review.model import LABELS, Label, LabelName
 
-__all__ = ["Agreement", "agreement", "cohen_kappa", "render_agreement"]
-
-
-def cohen_kappa(a: Sequence[Hashable], b: Sequence[Hashable]) -> float | None:
-    """Cohen's κ of two raters' labels of the same items (in the same order)."""
-    if len(a) != len(b):
-        raise ValueError("the two raters must label the same items")
-    n = len(a)
-    if n == 0:
-        return None
-    observed = sum(x == y for x, y in zip(a, b, strict=True)) / n
-    count_a, count_b = Counter(a), Counter(b)
-    expected = sum(count_a[k] * count_b[k] for k in count_a) / (n * n)
-    if expected >= 1.0:
-        return None
-    return (observed - expected) / (1.0 - expected)
+__all__ = ["Agreement", "agreement", "render_agreement"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,14 +77,14 @@ def agreement(labels: Sequence[Label], reviewers: Sequence[str] | None = None) -
     for x, y in zip(a, b, strict=True):
         confusion[x][y] += 1
     per_label: dict[LabelName, float | None] = {
-        name: cohen_kappa([x == name for x in a], [y == name for y in b]) for name in LABELS
+        name: _kappa([x == name for x in a], [y == name for y in b]) for name in LABELS
     }
     return Agreement(
         reviewers=(first, second),
         claims=len(both),
         only=(len(by_first) - len(both), len(by_second) - len(both)),
         observed=(sum(x == y for x, y in zip(a, b, strict=True)) / len(both)) if both else None,
-        kappa=cohen_kappa(a, b),
+        kappa=_kappa(a, b),
         kappa_per_label=per_label,
         confusion=confusion,
     )
@@ -128,3 +114,8 @@ def render_agreement(result: Agreement) -> str:
         ),
     ]
     return "\n".join(lines)
+
+
+def _kappa(a: Sequence[Hashable], b: Sequence[Hashable]) -> float | None:
+    """κ of two reviewers' labels of the same claims, in the same order."""
+    return cohen_kappa(Counter(zip(a, b, strict=True)))

@@ -35,6 +35,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from citemon.core.records import CITED_VERDICTS
+from citemon.core.tally import Tally
 from citemon.review.model import Label, ReviewRecord
 from citemon.review.ppi import MeanEstimate, clustered_mean, clustered_ratio, ppi_mean
 
@@ -175,9 +176,7 @@ def _group(
         tn=counts[(0, 0)],
         sensitivity=Estimate.of(_conditional(sens_pairs, positive=True)),
         specificity=Estimate.of(_conditional(sens_pairs, positive=False)),
-        citemon_accuracy=(sum(c.verdict == "correct" for c in cited) / len(cited))
-        if cited
-        else None,
+        citemon_accuracy=_tally(cited).citation_accuracy,
     )
     if ppi is not None:
         out.human_accuracy = Estimate.of(ppi.human)
@@ -210,6 +209,13 @@ def _group(
         )
         out.checker_causes = dict(Counter(cause for cause in causes if cause is not None))
     return out
+
+
+def _tally(claims: Iterable[_Claim]) -> Tally:
+    tally = Tally()
+    for claim in claims:
+        tally.add_verdict(claim.verdict)
+    return tally
 
 
 def _conditional(

@@ -132,12 +132,31 @@ class Label(BaseModel):
 
 
 def append_label(path: Path, label: Label) -> None:
-    """Append ``label`` as one JSON line and make it durable before returning (flush + fsync):
-    a label that was acknowledged survives a crash or a closed tab."""
-    line = label.model_dump_json() + "\n"
+    """Append ``label`` as one JSON line and make it durable before returning: a label that was
+    acknowledged survives a crash or a closed tab.
+
+    ``os.write`` may write less than it was given (a signal, a full disk, some file systems):
+    the rest is written until the whole line is, or the error is raised. The line is then
+    fsynced, and for the file's first line its directory too, since the file's entry in the
+    directory (just created, here or by the review page) is not made durable by the file's own
+    fsync.
+    """
+    line = memoryview((label.model_dump_json() + "\n").encode("utf-8"))
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.write(fd, line.encode("utf-8"))
+        first = os.fstat(fd).st_size == 0
+        while line:
+            line = line[os.write(fd, line) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if first:
+        _fsync_directory(path.parent)
+
+
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -175,7 +194,7 @@ def read_labels(path: Path) -> list[Label]:
         try:
             label = Label.model_validate(row)
         except ValidationError as exc:
-            raise InputError(f"{path}:{n}: not a label: {exc.errors()[0]['msg']}") from exc
+            raise InputError(f"{path}:{n}: not a label: {_first_error(exc)}") from exc
         latest.pop((label.trace_id, label.claim, label.reviewer), None)
         latest[(label.trace_id, label.claim, label.reviewer)] = label
     return list(latest.values())
@@ -189,5 +208,14 @@ def read_review_records(path: Path) -> list[ReviewRecord]:
         try:
             out.append(ReviewRecord.model_validate(row))
         except ValidationError as exc:
-            raise InputError(f"{path}:{n}: not a review record: {exc.errors()[0]['msg']}") from exc
+            raise InputError(f"{path}:{n}: not a review record: {_first_error(exc)}") from exc
     return out
+
+
+def _first_error(exc: ValidationError) -> str:
+    """The first thing wrong, naming its field as the other input errors do
+    (``text: Field required (+1 more)``)."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "line"
+    more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{where}: {first['msg']}{more}"

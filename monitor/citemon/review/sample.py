@@ -3,7 +3,7 @@
 ``--review-rate R`` picks a fraction R of scored answers by a hash of the trace ID: BLAKE2b
 personalised ``citemon-review``, so the choice is independent of ``--sample-rate`` (which
 compares the trace ID's low 64 bits, as OpenTelemetry's ``TraceIdRatioBased`` does) and of the
-shuffle canary (BLAKE2b personalised ``citemon-canary``). Every replica and every replay picks
+shuffle probe (BLAKE2b with its own personalisation). Every replica and every replay picks
 the same answers, and the sample is uniform over the answers scored, so estimates from it are
 unbiased for that traffic (DESIGN.md, "Measuring the instrument on production traffic").
 

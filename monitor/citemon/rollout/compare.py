@@ -27,14 +27,9 @@ from typing import Any, Literal
 import httpx
 
 from citemon.core.errors import InputError
-from citemon.core.records import CITED_VERDICTS, AnswerScore
-from citemon.core.stats import (
-    msprt_p_value,
-    normal_cdf,
-    two_proportion_variance,
-    two_proportion_z,
-    wilson,
-)
+from citemon.core.records import AnswerScore
+from citemon.core.stats import msprt_p_value, normal_cdf, two_proportion_variance, two_proportion_z
+from citemon.core.tally import Tally
 
 __all__ = [
     "MIXTURE_SD",
@@ -58,27 +53,9 @@ MIXTURE_SD: dict[str, float] = {
 }
 
 
-@dataclass(slots=True)
-class VersionCounts:
-    """What the comparison needs of one version: claim counts and cited IDs."""
-
-    correct: int = 0
-    cited: int = 0
-    uncited: int = 0
-    cited_ids: int = 0
-
-    @property
-    def judged(self) -> int:
-        return self.cited + self.uncited
-
-    def add(self, score: AnswerScore) -> None:
-        for claim in score.claims:
-            if claim.verdict == "uncited":
-                self.uncited += 1
-            elif claim.verdict in CITED_VERDICTS:
-                self.cited += 1
-                self.correct += claim.verdict == "correct"
-                self.cited_ids += len(claim.cited_ids)
+VersionCounts = Tally
+"""What the comparison needs of one version: its :class:`~citemon.core.tally.Tally` (correct,
+cited and uncited claims, cited IDs), whose ratios are the values compared."""
 
 
 @dataclass(slots=True)
@@ -123,7 +100,7 @@ class Test:
 class Comparison:
     baseline: str
     candidate: str
-    counts: dict[str, VersionCounts]
+    counts: dict[str, Tally]
     tests: list[Test] = field(default_factory=list)
     outcome: Outcome = "no evidence"
     test: TestKind = "sequential"
@@ -158,15 +135,23 @@ def _ri(x: tuple[float, float] | None) -> list[float] | None:
     return None if x is None else [round(x[0], 4), round(x[1], 4)]
 
 
-def _proportion_test(name: str, s1: int, n1: int, s2: int, n2: int) -> Test:
+def _proportion_test(
+    name: Literal["citation_accuracy", "citation_coverage"], b: Tally, c: Tally
+) -> Test:
+    """The two versions' proportion ``name`` (a :class:`Tally` ratio of that name) compared."""
+
+    def counts(t: Tally) -> tuple[int, int]:
+        return (t.correct, t.cited) if name == "citation_accuracy" else (t.cited, t.judged)
+
+    (s1, n1), (s2, n2) = counts(b), counts(c)
     z = two_proportion_z(s1, n1, s2, n2)
     variance = two_proportion_variance(s1, n1, s2, n2)
     test = Test(
         name=name,
-        baseline=s1 / n1 if n1 else None,
-        candidate=s2 / n2 if n2 else None,
-        baseline_ci95=wilson(s1, n1),
-        candidate_ci95=wilson(s2, n2),
+        baseline=getattr(b, name),
+        candidate=getattr(c, name),
+        baseline_ci95=getattr(b, f"{name}_ci95"),
+        candidate_ci95=getattr(c, f"{name}_ci95"),
     )
     if z is not None and variance is not None and test.delta is not None:
         test.z, test.fixed_p_value = z
@@ -174,11 +159,11 @@ def _proportion_test(name: str, s1: int, n1: int, s2: int, n2: int) -> Test:
     return test
 
 
-def _ids_test(b: VersionCounts, c: VersionCounts) -> Test:
+def _ids_test(b: Tally, c: Tally) -> Test:
     test = Test(
         name="ids_per_claim",
-        baseline=b.cited_ids / b.cited if b.cited else None,
-        candidate=c.cited_ids / c.cited if c.cited else None,
+        baseline=b.ids_per_claim,
+        candidate=c.ids_per_claim,
         worse_when="higher",
     )
     if b.cited and c.cited:
@@ -196,7 +181,7 @@ def _ids_test(b: VersionCounts, c: VersionCounts) -> Test:
 
 
 def compare(
-    counts: Mapping[str, VersionCounts],
+    counts: Mapping[str, Tally],
     baseline: str,
     candidate: str,
     *,
@@ -212,11 +197,11 @@ def compare(
     ``test`` chooses the p-value the decision uses: ``sequential`` (always valid, for gates
     that look repeatedly) or ``fixed`` (the one-look z-test).
     """
-    b, c = counts.get(baseline, VersionCounts()), counts.get(candidate, VersionCounts())
+    b, c = counts.get(baseline, Tally()), counts.get(candidate, Tally())
     result = Comparison(baseline, candidate, {baseline: b, candidate: c}, test=test)
     result.tests = [
-        _proportion_test("citation_accuracy", b.correct, b.cited, c.correct, c.cited),
-        _proportion_test("citation_coverage", b.cited, b.judged, c.cited, c.judged),
+        _proportion_test("citation_accuracy", b, c),
+        _proportion_test("citation_coverage", b, c),
         _ids_test(b, c),
     ]
     for t in result.tests:
@@ -232,9 +217,7 @@ def compare(
     return result
 
 
-def counts_from_scores(
-    lines: Iterable[str], *, service: str | None = None
-) -> dict[str, VersionCounts]:
+def counts_from_scores(lines: Iterable[str], *, service: str | None = None) -> dict[str, Tally]:
     """Per-version counts from ``citemon.scores`` JSON lines or a ``score --format json`` file."""
     text = "".join(lines)
     answers: list[Any]
@@ -250,12 +233,14 @@ def counts_from_scores(
                 answers.append(json.loads(line))
             except ValueError as exc:
                 raise InputError(f"not valid JSON ({exc})", line=number) from exc
-    out: dict[str, VersionCounts] = {}
+    out: dict[str, Tally] = {}
     for raw in answers:
         score = AnswerScore.model_validate(raw)
         if service is not None and score.service != service:
             continue
-        out.setdefault(score.version or "unknown", VersionCounts()).add(score)
+        tally = out.setdefault(score.version or "unknown", Tally())
+        for claim in score.claims:
+            tally.add(claim)
     return out
 
 
@@ -266,7 +251,7 @@ def counts_from_prometheus(
     window: str = "1h",
     service: str | None = None,
     client: httpx.Client | None = None,
-) -> dict[str, VersionCounts]:
+) -> dict[str, Tally]:
     """Per-version counts over ``window`` from the Prometheus HTTP API (counters, all replicas)."""
     selector = f'version=~"{"|".join(_quote(v) for v in versions)}"'
     if service:
@@ -279,19 +264,16 @@ def counts_from_prometheus(
     }
     own = client is None
     http = client or httpx.Client(timeout=10.0)
-    out: dict[str, VersionCounts] = {}
+    out: dict[str, Tally] = {}
     try:
         for key, query in queries.items():
             for sample in _query(http, url, query):
                 labels, value = sample["metric"], round(float(sample["value"][1]))
-                counts = out.setdefault(labels.get("version", "unknown"), VersionCounts())
+                counts = out.setdefault(labels.get("version", "unknown"), Tally())
                 if key == "ids":
                     counts.cited_ids += value
-                elif labels.get("verdict") == "uncited":
-                    counts.uncited += value
-                elif labels.get("verdict") in CITED_VERDICTS:
-                    counts.cited += value
-                    counts.correct += value if labels["verdict"] == "correct" else 0
+                else:
+                    counts.add_verdict(labels.get("verdict", ""), value)
     finally:
         if own:
             http.close()
@@ -315,7 +297,7 @@ def _query(http: httpx.Client, url: str, query: str) -> list[dict[str, Any]]:
     return result
 
 
-def load_scores(path: str, *, service: str | None = None) -> dict[str, VersionCounts]:
+def load_scores(path: str, *, service: str | None = None) -> dict[str, Tally]:
     file = Path(path)
     if not file.is_file():
         raise InputError(f"no such file: {path}")

@@ -60,6 +60,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from citemon.core.errors import ConfigError
 from citemon.core.records import CITED_VERDICTS, VERDICTS, AnswerScore, ClaimResult
+from citemon.core.tally import Tally
 
 __all__ = [
     "ACCURACY",
@@ -138,7 +139,9 @@ def _accuracy(claims: list[ClaimResult]) -> Attributes:
         out["gen_ai.evaluation.explanation"] = "no judged claim carries a citation"
         return out
     failing = [(i, c) for i, c in cited if c.verdict != "correct"]
-    out["gen_ai.evaluation.score.value"] = (len(cited) - len(failing)) / len(cited)
+    accuracy = Tally.of(claims).citation_accuracy
+    assert accuracy is not None  # some claim is cited
+    out["gen_ai.evaluation.score.value"] = accuracy
     out["gen_ai.evaluation.score.label"] = "fail" if failing else "pass"
     if failing:
         named = "; ".join(
@@ -161,7 +164,9 @@ def _faithfulness(claims: list[ClaimResult]) -> Attributes:
         out["gen_ai.evaluation.explanation"] = "no claim was judged"
         return out
     failing = [i for i, c in judged if not c.faithful]
-    out["gen_ai.evaluation.score.value"] = (len(judged) - len(failing)) / len(judged)
+    faithfulness = Tally.of(claims).faithfulness
+    assert faithfulness is not None  # some claim's faithfulness is known
+    out["gen_ai.evaluation.score.value"] = faithfulness
     out["gen_ai.evaluation.score.label"] = "fail" if failing else "pass"
     if failing:
         named = ", ".join(str(i) for i in failing[:_MAX_CLAIMS_NAMED])

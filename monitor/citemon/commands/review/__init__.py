@@ -1,6 +1,6 @@
 """Measure citemon on your own traffic: review sets, a blind review page, Label Studio, agreement.
 
-Subcommands (DESIGN.md, "Measuring the instrument on production traffic"):
+Subcommands:
   pull       a review set (default 50 answers, by seed) from the review topic or files
   serve      a local review page: one task per cited claim, labels appended as they are given
   export     a review set as Label Studio tasks and labelling config
@@ -13,24 +13,19 @@ from __future__ import annotations
 import argparse
 from types import ModuleType
 
-from citemon.commands import (
-    _review_agreement,
-    _review_export,
-    _review_import,
-    _review_pull,
-    _review_serve,
-)
+from citemon.commands.review import agreement, export, import_, pull, serve
 
 __all__ = ["SUBCOMMANDS", "add_arguments", "main"]
 
 SUBCOMMANDS: dict[str, ModuleType] = {
-    "pull": _review_pull,
-    "serve": _review_serve,
-    "export": _review_export,
-    "import": _review_import,
-    "agreement": _review_agreement,
+    "pull": pull,
+    "serve": serve,
+    "export": export,
+    "import": import_,
+    "agreement": agreement,
 }
-"""Subcommand name → module with ``add_arguments(parser)`` and ``main(args) -> int``."""
+"""Subcommand name → its module (one per subcommand, in this package), with
+``add_arguments(parser)`` and ``main(args) -> int``; its docstring is its help."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
