@@ -272,15 +272,21 @@ def test_flags_and_their_environment_variables(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("CITEMON_PASSAGE_STORE", "tests.passage_plugin:specimen_store")
     monkeypatch.setenv("CITEMON_PASSAGE_STORE_CACHE_TTL", "2m")
     args = parse("--passage-store-concurrency", "3", "--passage-store-hold", "90s")
-    store = open_store(args)
+    store = open_store(args, hold=True)
     assert store is not None
     assert (store.limits.cache_ttl_s, store.limits.concurrency, store.limits.hold_s) == (
         120.0,
         3,
         90.0,
     )
-    with pytest.raises(ConfigError, match="concurrency"):
-        open_store(parse("--passage-store", "x.jsonl", "--passage-store-concurrency", "0"))
+    plain = open_store(args)  # score, calibrate: no hold, whatever the flag says
+    assert plain is not None and plain.limits.hold_s == 0
+    with pytest.raises(SystemExit):  # argparse: "is not a whole number >= 1 (from the flag …)"
+        parse("--passage-store-concurrency", "0")
+    monkeypatch.setenv("CITEMON_PASSAGE_STORE_RETRIES", "-1")
+    with pytest.raises(SystemExit):
+        parse()
+    monkeypatch.delenv("CITEMON_PASSAGE_STORE_RETRIES")
     monkeypatch.delenv("CITEMON_PASSAGE_STORE")
     assert open_store(parse()) is None
 

@@ -101,14 +101,8 @@ async def serve(
     executor = ThreadPoolExecutor(settings.cpu_workers, thread_name_prefix="citemon-cpu")
     # --passage-store: answers wait out a store outage (up to --passage-store-hold) in the
     # scoring slots, so intake stops as for a judge outage; /readyz is 503 meanwhile.
-    store = open_store(args, observer=metrics.passages)
-    scorer = Scorer(
-        judge,
-        scoring or ScoringOptions(),
-        executor=executor,
-        passages=store,
-        **({"passage_hash_key": args.passage_hash_key} if store is not None else {}),
-    )
+    store = open_store(args, observer=metrics.passages, hold=True)
+    scorer = Scorer(judge, scoring or ScoringOptions(), executor=executor, passages=store)
     events = (
         None
         if event_exporter is None

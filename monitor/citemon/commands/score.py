@@ -178,9 +178,7 @@ async def _run(args: argparse.Namespace) -> int:
     calibrated = calibration.threshold_for(args.judge) if calibration else None
     judge = load_judge(args.judge, judge_options(args, calibrated_threshold=calibrated))
     store = open_store(args)
-    scorer = Scorer(
-        judge, scoring_options(args), passages=store, passage_hash_key=args.passage_hash_key
-    )
+    scorer = Scorer(judge, scoring_options(args), passages=store)
     errors: list[CitemonError] = []
     unanswered: list[NoAnswer] = []
     scores: list[AnswerScore] = []
@@ -231,7 +229,7 @@ async def _run(args: argparse.Namespace) -> int:
             f"no verdict (first: {failed[0].reason})",
             file=sys.stderr,
         )
-    _say_textless(claims, store, args.passage_store)
+    _say_textless(claims, store)
     no_verdict = bool(claims) and all(c.faithful is None for c in claims)
     if no_verdict:
         print("citemon: no claim got a verdict", file=sys.stderr)
@@ -245,7 +243,7 @@ async def _run(args: argparse.Namespace) -> int:
     return 1 if errors or no_verdict or not scores else 0
 
 
-def _say_textless(claims: list[ClaimResult], store: ManagedStore | None, url: str | None) -> None:
+def _say_textless(claims: list[ClaimResult], store: ManagedStore | None) -> None:
     """Why claims went unjudged for want of passage text (the table says only "unjudged")."""
     failed = [c for c in claims if c.unjudged_cause == "passage_lookup_failed"]
     if failed:
@@ -259,7 +257,7 @@ def _say_textless(claims: list[ClaimResult], store: ManagedStore | None, url: st
     if textless:
         hint = (
             "the passage store does not hold them"
-            if url
+            if store is not None
             else "their passages came without text; --passage-store URL looks it up"
         )
         print(

@@ -154,7 +154,7 @@ class Scorer:
         *,
         executor: Executor | None = None,
         passages: PassageStore | None = None,
-        passage_hash_key: str = DEFAULT_HASH_KEY,
+        passage_hash_key: str | None = None,
     ) -> None:
         self.judge = judge
         self.options = options or ScoringOptions()
@@ -163,7 +163,10 @@ class Scorer:
         self.passages = passages
         """Where the text of passages that arrived without it is looked up (``--passage-store``),
         once per answer, on the caller's loop, before anything else."""
-        self.passage_hash_key = passage_hash_key
+        self.passage_hash_key: str = passage_hash_key or str(
+            getattr(passages, "hash_key", DEFAULT_HASH_KEY)
+        )
+        """The metadata key of a passage's content hash (the store's ``hash_key`` by default)."""
         if self.options.decompose == "llm" and not hasattr(judge, "decompose"):
             raise ConfigError("--decompose llm needs a judge that can decompose (the http judge)")
         if self.options.max_judge_calls_per_answer < 0:

@@ -17,16 +17,18 @@ from citemon.passages.open import (
     open_backend,
     open_store,
     redacted,
-    store_limits,
+    store_settings,
 )
+from citemon.passages.settings import PassageStoreSettings
 
 __all__ = [
     "LookupStats",
     "ManagedStore",
+    "PassageStoreSettings",
     "StoreLimits",
     "add_passage_store_arguments",
     "open_backend",
     "open_store",
     "redacted",
-    "store_limits",
+    "store_settings",
 ]

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from cachetools import TTLCache
 
 from citemon.core.passages import LookupOutcome, PassageLookupError, PassageObserver, PassageStore
+from citemon.engine.passage_text import DEFAULT_HASH_KEY
 
 __all__ = ["LookupStats", "ManagedStore", "StoreLimits"]
 
@@ -91,6 +92,7 @@ class ManagedStore:
         *,
         observer: PassageObserver | None = None,
         name: str = "passage store",
+        hash_key: str = DEFAULT_HASH_KEY,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.backend = backend
@@ -98,6 +100,8 @@ class ManagedStore:
         if limits.concurrency < 1 or limits.timeout_s <= 0 or limits.retries < 0:
             raise ValueError("passage store: concurrency >= 1, timeout > 0, retries >= 0")
         self.name = name
+        self.hash_key = hash_key
+        """The metadata key of a passage's content hash (``--passage-hash-key``)."""
         self.observer = observer
         self.stats = LookupStats()
         self._clock = clock

@@ -20,135 +20,41 @@ import importlib
 import logging
 import os
 import re
-from typing import Any, Final
+from typing import Final
 from urllib.parse import urlsplit, urlunsplit
 
 from citemon.core.errors import ConfigError
 from citemon.core.passages import PassageObserver, PassageStore
-from citemon.core.settings import parse_duration_s
-from citemon.engine.passage_text import DEFAULT_HASH_KEY
-from citemon.passages.managed import ManagedStore, StoreLimits
+from citemon.passages.managed import ManagedStore
+from citemon.passages.settings import PassageStoreSettings
 
 __all__ = [
-    "DEFAULT_HOLD_S",
     "add_passage_store_arguments",
     "open_backend",
     "open_store",
     "redacted",
-    "store_limits",
+    "store_settings",
 ]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_HOLD_S: Final = 300.0
-"""``citemon run``'s ``--passage-store-hold``: how long one answer waits out a store outage."""
-
 _PLUGIN: Final = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
-
-
-def _env(name: str, default: Any = None) -> Any:
-    return os.environ.get(name, default)
-
-
-def _duration(value: str) -> float:
-    try:
-        return parse_duration_s(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_passage_store_arguments(parser: argparse.ArgumentParser, *, hold: bool = False) -> None:
     """The ``--passage-store*`` flags, each defaulting to its ``CITEMON_PASSAGE_STORE*``
     variable; ``hold`` adds ``--passage-store-hold`` (``citemon run``)."""
-    d = StoreLimits()
-    group = parser.add_argument_group("passage store (text for passages traced without it)")
-    group.add_argument(
-        "--passage-store",
-        metavar="URL",
-        default=_env("CITEMON_PASSAGE_STORE"),
-        help="look up the text of passages that arrived without it: postgresql://, "
-        "chroma://host:port/collection, http(s)://, sqlite:///path, FILE.jsonl or "
-        "package.module:factory (env CITEMON_PASSAGE_STORE; the password from "
-        "CITEMON_PASSAGE_STORE_PASSWORD, never in the URL)",
+    fields = [row.field for row in PassageStoreSettings.FLAGS]
+    if not hold:
+        fields.remove("passage_store_hold")
+    PassageStoreSettings.add_arguments(
+        parser, title="passage store (text for passages traced without it)", only=fields
     )
-    group.add_argument(
-        "--passage-store-query",
-        metavar="SQL",
-        default=_env("CITEMON_PASSAGE_STORE_QUERY"),
-        help="PostgreSQL: SQL taking the IDs as %%(ids)s and returning (id, text) rows "
-        "(default: SELECT id, text FROM passages WHERE id = ANY(%%(ids)s)); SQLite: :ids, a "
-        "JSON array (env CITEMON_PASSAGE_STORE_QUERY)",
-    )
-    group.add_argument(
-        "--passage-store-cache-size",
-        type=int,
-        metavar="N",
-        default=int(_env("CITEMON_PASSAGE_STORE_CACHE_SIZE", d.cache_size)),
-        help=f"passages kept in the lookup cache (0: none; default {d.cache_size})",
-    )
-    group.add_argument(
-        "--passage-store-cache-ttl",
-        type=_duration,
-        metavar="DURATION",
-        default=_duration(str(_env("CITEMON_PASSAGE_STORE_CACHE_TTL", d.cache_ttl_s))),
-        help=f"how long a cached passage is used (default {d.cache_ttl_s:.0f}s)",
-    )
-    group.add_argument(
-        "--passage-store-concurrency",
-        type=int,
-        metavar="N",
-        default=int(_env("CITEMON_PASSAGE_STORE_CONCURRENCY", d.concurrency)),
-        help=f"lookups in flight at most; also the pool size (default {d.concurrency})",
-    )
-    group.add_argument(
-        "--passage-store-timeout",
-        type=_duration,
-        metavar="DURATION",
-        default=_duration(str(_env("CITEMON_PASSAGE_STORE_TIMEOUT", d.timeout_s))),
-        help=f"one lookup's round trip at most (default {d.timeout_s:g}s)",
-    )
-    group.add_argument(
-        "--passage-store-retries",
-        type=int,
-        metavar="N",
-        default=int(_env("CITEMON_PASSAGE_STORE_RETRIES", d.retries)),
-        help=f"retries of a failed round trip, with backoff (default {d.retries})",
-    )
-    group.add_argument(
-        "--passage-hash-key",
-        metavar="KEY",
-        default=_env("CITEMON_PASSAGE_HASH_KEY", DEFAULT_HASH_KEY),
-        help="metadata key of a passage's content hash (hex SHA-256 of its text): store "
-        f"text that does not match is not used (default {DEFAULT_HASH_KEY})",
-    )
-    if hold:
-        group.add_argument(
-            "--passage-store-hold",
-            type=_duration,
-            metavar="DURATION",
-            default=_duration(str(_env("CITEMON_PASSAGE_STORE_HOLD", DEFAULT_HOLD_S))),
-            help="while the store is down, hold each answer up to this long before scoring it "
-            f"unjudged (passage_lookup_failed); 0: do not hold (default {DEFAULT_HOLD_S:.0f}s)",
-        )
 
 
-def store_limits(args: argparse.Namespace) -> StoreLimits:
-    values = {
-        "cache_size": args.passage_store_cache_size,
-        "cache_ttl_s": args.passage_store_cache_ttl,
-        "concurrency": args.passage_store_concurrency,
-        "timeout_s": args.passage_store_timeout,
-        "retries": args.passage_store_retries,
-        "hold_s": getattr(args, "passage_store_hold", 0.0),
-    }
-    if values["cache_size"] < 0 or values["concurrency"] < 1 or values["retries"] < 0:
-        raise ConfigError(
-            "--passage-store-cache-size must be >= 0, --passage-store-concurrency >= 1 and "
-            "--passage-store-retries >= 0"
-        )
-    if values["timeout_s"] <= 0 or values["hold_s"] < 0:
-        raise ConfigError("--passage-store-timeout must be > 0 and --passage-store-hold >= 0")
-    return StoreLimits(**values)
+def store_settings(args: argparse.Namespace) -> PassageStoreSettings:
+    """The flags (and the variables of those a command lacks), checked."""
+    return PassageStoreSettings.from_args(args)
 
 
 def redacted(url: str) -> str:
@@ -225,13 +131,15 @@ def _plugin(spec: str) -> PassageStore:
 
 
 def open_store(
-    args: argparse.Namespace, *, observer: PassageObserver | None = None
+    args: argparse.Namespace, *, observer: PassageObserver | None = None, hold: bool = False
 ) -> ManagedStore | None:
-    """The managed store the flags ask for, or None without ``--passage-store``."""
-    url = getattr(args, "passage_store", None)
+    """The managed store the flags ask for, or None without ``--passage-store``; ``hold``:
+    answers wait out an outage up to ``--passage-store-hold`` (``citemon run``)."""
+    given = store_settings(args)
+    url = given.passage_store
     if not url:
         return None
-    limits = store_limits(args)
-    backend = open_backend(url, query=args.passage_store_query, concurrency=limits.concurrency)
+    limits = given.limits(hold=hold)
+    backend = open_backend(url, query=given.passage_store_query, concurrency=limits.concurrency)
     log.info("passage store: %s (%s)", redacted(url), limits)
     return ManagedStore(backend, limits, observer=observer, name=f"passage store {redacted(url)}")
