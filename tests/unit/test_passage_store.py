@@ -323,3 +323,31 @@ def test_the_offline_demo_with_ids_only_prints_what_the_demo_with_text_prints(
     assert main(["demo", "--offline", "--ids-only"]) == 0
     assert capsys.readouterr().out == with_text
     assert "unjudged 0" in with_text
+
+
+async def test_a_passage_cut_short_in_a_truncated_answer_gets_its_whole_text() -> None:
+    whole = PASSAGES["p-3311"]
+    record = AnswerRecord(
+        answer=ANSWER,
+        truncated=True,
+        passages=[
+            Passage(id="p-3310", text=PASSAGES["p-3310"]),  # whole: kept as traced
+            Passage(id="p-3311", text=whole[:20]),  # cut short by the producer
+            Passage(id="p-3312", text="something else entirely"),  # not a cut of the store's
+        ],
+    )
+    backend = Backend()
+    filled, fill = await fill_from_store(record, ManagedStore(backend))
+    assert fill.filled == ("p-3311",)
+    assert backend.asked == [list(PASSAGES)]  # one lookup, every passage of the answer
+    assert [p.text for p in filled.passages] == [
+        PASSAGES["p-3310"],
+        whole,
+        "something else entirely",
+    ]
+    assert filled.from_store == {"p-3311": "store"} and filled.truncated
+    untouched, _ = await fill_from_store(
+        record.model_copy(update={"truncated": False}), ManagedStore(backend)
+    )
+    assert len(backend.asked) == 1  # an answer not truncated asks only for text-less passages
+    assert untouched.passages[1].text == whole[:20]

@@ -2,9 +2,11 @@
 
 One lookup per answer: every distinct ID of the answer's text-less passages at once. The text
 the store gives replaces the empty text, so passage identity, verdicts, excerpts, review
-records and evaluation events see it as if the trace had carried it; those passages are marked
-``"store"`` (:attr:`~citemon.core.records.AnswerRecord.from_store`). An ID the store does not
-hold stays text-less (``no_passage_text``); a lookup that failed marks its IDs
+records and evaluation events see it as if the trace had carried it. In an answer the producer
+marked truncated, a passage whose traced text the store's extends (cut short) gets the whole
+text too; the answer stays truncated, since passages may also have been dropped. Those
+passages are marked ``"store"`` (:attr:`~citemon.core.records.AnswerRecord.from_store`). An
+ID the store does not hold stays text-less (``no_passage_text``); a lookup that failed marks its IDs
 (:attr:`~citemon.core.records.AnswerRecord.lookup_failed`), so the claims citing them are
 ``unjudged`` with cause ``passage_lookup_failed``.
 
@@ -40,10 +42,15 @@ class StoreFill:
 
 
 def missing_ids(record: AnswerRecord) -> list[str]:
-    """The distinct IDs of the record's passages without text not yet asked of the store, in
-    retrieval order."""
+    """The distinct IDs of the record's passages without text (every passage's, when the
+    producer marked the answer truncated: its text may have been cut short) not yet asked of
+    the store, in retrieval order."""
     asked = record.asked_store
-    return list(dict.fromkeys(p.id for p in record.passages if not p.text and p.id not in asked))
+    return list(
+        dict.fromkeys(
+            p.id for p in record.passages if (record.truncated or not p.text) and p.id not in asked
+        )
+    )
 
 
 def _hash_of(metadata: Mapping[str, object] | None, key: str) -> str | None:
@@ -75,8 +82,10 @@ async def fill_from_store(
     stale: set[str] = set()
     for passage in filled.passages:
         text = found.get(passage.id)
-        if passage.text or not isinstance(text, str) or not text:
+        if not isinstance(text, str) or not text:
             continue
+        if passage.text and not (len(text) > len(passage.text) and text.startswith(passage.text)):
+            continue  # traced whole (or not a cut of this text): the trace's text stands
         expected = _hash_of(passage.metadata, hash_key)
         if expected is not None and hashlib.sha256(text.encode()).hexdigest() != expected:
             stale.add(passage.id)
