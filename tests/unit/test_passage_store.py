@@ -9,6 +9,7 @@ import argparse
 import asyncio
 import hashlib
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -255,7 +256,7 @@ def test_a_password_in_the_url_is_refused_and_never_echoed() -> None:
     assert redacted("https://u:s3cret@kb.internal/x?token=abc") == "https://u@kb.internal/x"
 
 
-def test_urls_name_their_backends_and_bad_ones_say_what_to_use(tmp_path: object) -> None:
+def test_urls_name_their_backends_and_bad_ones_say_what_to_use(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="use postgresql://, chroma://"):
         open_backend("ftp://kb.internal/x")
     with pytest.raises(ConfigError, match="no SQLite file"):
@@ -351,3 +352,38 @@ async def test_a_passage_cut_short_in_a_truncated_answer_gets_its_whole_text() -
     )
     assert len(backend.asked) == 1  # an answer not truncated asks only for text-less passages
     assert untouched.passages[1].text == whole[:20]
+
+
+def test_calibrate_reads_labelled_answers_whose_passages_came_without_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Labelled production answers traced by ID alone: with --passage-store their pairs are
+    judged (one lookup per answer); without it they are skipped, as before."""
+    import json
+
+    from citemon.cli import main
+
+    labels = tmp_path / "labels.jsonl"
+    row = {
+        "answer": "The sky is blue [1]. Grass is red [2].",
+        "passages": [{"id": "1"}, {"id": "2"}],
+        "labels": [{"claim": "The sky is blue.", "cited_ids": ["1"], "support": "Complete"},
+                   {"claim": "Grass is red.", "cited_ids": ["2"], "support": "Incomplete"}],
+    }  # fmt: skip
+    labels.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    store = tmp_path / "kb.jsonl"
+    store.write_text(
+        json.dumps({"id": "1", "text": "The sky is blue on clear days."})
+        + "\n"
+        + json.dumps({"id": "2", "text": "Grass is green."})
+        + "\n",
+        encoding="utf-8",
+    )
+    argv = ["calibrate", "--format", "json", "--labels", str(labels), "--judge", "lexical"]
+    assert main(argv) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert (report["pairs"], report["skipped"]) == (0, {"cited passage has no text": 2})
+    assert main([*argv, "--passage-store", str(store)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["pairs"], report["skipped"]) == (2, {})
+    assert report["confusion"] == {"tp": 1, "fn": 0, "tn": 1, "fp": 0}
