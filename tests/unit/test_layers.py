@@ -1,6 +1,6 @@
 """The import layers of ``citemon`` (docs/architecture.md), kept by an AST walk of its source.
 
-Bottom to top: ``core`` → ``engine`` → ``judges`` → ``citemon`` (the package's ``__init__``,
+Bottom to top: ``core`` → ``engine`` → ``judges`` / ``passages`` → ``citemon`` (the package's ``__init__``,
 the public surface) → ``otlp`` / ``checks`` / ``metrics`` / ``rollout`` / ``demo`` / ``review``
 → ``service`` → ``commands`` → ``cli``. A module imports only from its own
 package or from a lower layer; the packages sharing a layer do not import each other. Every
