@@ -183,6 +183,13 @@ tests:
 """
 
 
+NO_MISATTRIBUTION_WHY = (
+    "No misattributed claim in the last 15 minutes: the drop is in the other verdicts "
+    "(unsupported, multi_hop, dangling)."
+)
+"""CitationAccuracyDrop's ``why`` annotation when the version has no misattributed claim."""
+
+
 def inspect(service: str, version: str, env: str = "prod") -> str:
     quoted = version.replace("'", "'\\''")
     return (
@@ -221,6 +228,7 @@ def accuracy_alert(service: str, version: str, path: str, pct: str) -> str:
               summary: "{summary}"
               description: "{description}"
               inspect: "{inspect(service, version).replace(chr(92), chr(92) * 2)}"
+              why: "{NO_MISATTRIBUTION_WHY}"
               runbook_url: "https://github.com/citemon/citemon/blob/main/grafana/runbooks.md#citationaccuracydrop"
 """
 

@@ -144,6 +144,12 @@ async def test_bad_deploy_fires_citation_accuracy_drop(
                 assert alert["labels"]["severity"] == "critical"
                 assert alert["labels"]["service"] == "support-bot"
                 assert float(alert["value"]) < 0.5
+                # The why annotation, from the citemon.patterns recordings: every claim of v2
+                # cites the first retrieved passage.
+                why = alert["annotations"]["why"]
+                assert why.startswith(
+                    "Most misattributed claims are first_retrieved: 100% of this version's"
+                ), why
             assert all(a["labels"].get("version") == "v2" for a in await alerts(client, url))
 
             # The deploy gate reads the same counters through the HTTP API.
@@ -152,6 +158,7 @@ async def test_bad_deploy_fires_citation_accuracy_drop(
             out = capsys.readouterr().out
             assert code == 1, out
             assert "verdict: regressed" in out
+            assert "patterns changed: first_retrieved" in out
     finally:
         monitor.send_signal(signal.SIGTERM)
         try:

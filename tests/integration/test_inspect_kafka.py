@@ -202,6 +202,24 @@ async def test_inspect_reads_what_a_real_monitor_wrote(
         for pid, text in f["excerpts"].items():
             assert text == excerpt_of(texts[pid], 240)
 
+    # The demo's v2 cites the first retrieved passage for every claim: each of its
+    # misattributions is first_retrieved, in the results records and in inspect's first block.
+    assert {f["pattern"] for f in v2} == {"first_retrieved"}
+    assert all(
+        c["pattern"] == "first_retrieved"
+        for b in bodies.values() if b["version"] == "v2"
+        for c in b["claims"] if c["verdict"] == "misattributed"
+    )  # fmt: skip
+    table = inspect(kafka_bootstrap, results, "--service", "support-bot", "--version", "v2",
+                    "--environment", "demo", "--since", "30m", "--limit", "1")  # fmt: skip
+    assert table.returncode == 0, table.stderr
+    head = table.stdout.splitlines()
+    assert head[0] == (
+        f"why citations fail: support-bot v2 demo: {len(v2)} misattributed claim(s) by pattern"
+    )
+    assert head[1].split()[:3] == ["first_retrieved", str(len(v2)), "100%"]
+    assert "owner: the prompt / the generator" in head[1]
+
     # The excerpts are the text after the shim's redaction hook: the address never got here.
     (redacted,) = [b for b in bodies.values() if b["service"] == REDACTED_SERVICE]
     assert "[email]" in redacted["excerpts"]["p-3310"]
@@ -240,7 +258,9 @@ async def test_inspect_reads_what_a_real_monitor_wrote(
     table = inspect(kafka_bootstrap, results, "--version", "v2", "--limit", "2",
                     "--trace-url", "https://tempo.example/trace/{trace_id}")  # fmt: skip
     assert table.returncode == 0, table.stderr
-    assert table.stdout.startswith("MISATTRIBUTED ")
+    block, claims_shown = table.stdout.split("\n\n", 1)  # the patterns first, then the claims
+    assert block.startswith("why citations fail: support-bot v2 demo:")
+    assert claims_shown.startswith("MISATTRIBUTED ")
     assert table.stdout.count("    should cite p-") >= 2
     assert f"https://tempo.example/trace/{v2[0]['trace_id']}" in table.stdout
     assert "showing the 2 worst (--limit)" in table.stderr

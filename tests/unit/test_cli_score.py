@@ -30,6 +30,9 @@ def test_score_json_matches_the_design_contract(
         "citation_coverage": 1.0, "citation_coverage_ci95": [0.44, 1.0],
         "faithfulness": 1.0, "ids_per_claim": 1.0, "citation_precision": 1.0,
         "policy": "any_of", "overlap_misattributions": 0,
+        "misattribution_patterns": {"off_by_one": 0, "first_retrieved": 1,
+                                    "previous_citation": 0, "same_document": 0, "other": 1},
+        "multi_hop_ceiling": 1.0,
         "verdicts": {"correct": 1, "misattributed": 2, "multi_hop": 0, "unsupported": 0,
                      "dangling": 0, "unjudged": 0, "uncited": 0},
     }  # fmt: skip
@@ -48,7 +51,14 @@ def test_score_json_matches_the_design_contract(
         "reason": None,
         "unjudged_cause": None,
         "search_cut": 0,
+        "pattern": "first_retrieved",
     }
+    # The specimen's two misattributions: the second claim cites the top-ranked passage
+    # (p-3310, also what the claim before it cites; first_retrieved comes first), the third
+    # cites p-3312 for p-3311's claim: a shift of +1 alone (one offset needs two claims to be
+    # named), another document (legal/enterprise.md against security/audit-logs.md): other.
+    assert "pattern" not in answer["claims"][0]
+    assert answer["claims"][2]["pattern"] == "other"
     assert answer["judge_calls"] == 9 and answer["judge_calls_cut"] == 0
 
 

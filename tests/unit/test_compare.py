@@ -145,7 +145,8 @@ def test_json_keeps_its_fields_and_adds_the_sequential_ones(
     main(["compare", "--scores", str(path), "--baseline", "v1", "--candidate", "v2",
           "--format", "json"])  # fmt: skip
     out = json.loads(capsys.readouterr().out)
-    assert {"baseline", "candidate", "outcome", "counts", "tests", "test"} == set(out)
+    assert {"baseline", "candidate", "outcome", "counts", "tests", "test", "multi_hop_ceiling",
+            "patterns", "patterns_changed"} == set(out)  # fmt: skip
     assert out["test"] == "sequential"
     accuracy = out["tests"][0]
     assert {"metric", "baseline", "candidate", "baseline_ci95", "candidate_ci95", "delta",
@@ -156,3 +157,50 @@ def test_json_keeps_its_fields_and_adds_the_sequential_ones(
     fixed = json.loads(capsys.readouterr().out)
     assert fixed["test"] == "fixed"
     assert fixed["tests"][0]["p_value"] == fixed["tests"][0]["fixed_p_value"]
+
+
+def test_compare_reports_the_patterns_a_candidate_changed_beside_the_verdict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """v1 cites a sibling chunk now and then (same_document), v2 cites the first passage
+    (first_retrieved): both patterns changed, each with its intervals, outside the verdict."""
+    import asyncio
+
+    from citemon.engine.scoring import Scorer
+    from tests.buggy_rag import buggy_answers, oracle_for
+
+    v1 = list(buggy_answers("sibling_chunk", 40, seed=1, version="v1"))
+    v2 = list(buggy_answers("first_passage", 40, seed=2, version="v2"))
+    for p in v2:
+        p.record.id = f"b-{p.record.id}"
+    scores = asyncio.run(Scorer(oracle_for(v1 + v2)).score_many([p.record for p in v1 + v2]))
+    path = tmp_path / "scores.jsonl"
+    path.write_text("".join(s.model_dump_json() + "\n" for s in scores), encoding="utf-8")
+    args = ["compare", "--scores", str(path), "--baseline", "v1", "--candidate", "v2"]
+    assert main([*args, "--format", "json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["patterns_changed"] == ["first_retrieved", "same_document"]
+    rows = {r["pattern"]: r for r in out["patterns"]}
+    assert rows["same_document"]["baseline"] == round(40 / 120, 4)
+    assert rows["same_document"]["candidate"] == 0
+    wrong_v2 = out["counts"]["v2"]["misattribution_patterns"]["first_retrieved"]
+    assert wrong_v2 == sum(c.verdict == "misattributed" for s in scores[40:] for c in s.claims)
+    assert rows["first_retrieved"]["candidate"] == round(wrong_v2 / 120, 4)
+    lo, hi = rows["first_retrieved"]["candidate_ci95"]
+    assert lo < wrong_v2 / 120 < hi and rows["first_retrieved"]["p_value"] < 0.01
+    assert not rows["other"]["changed"] and rows["other"]["p_value"] is None
+    assert out["multi_hop_ceiling"] == {"v1": 1.0, "v2": 1.0}
+    # A change in patterns alone is not a regression: v1 against itself, patterns unchanged.
+    assert main(["compare", "--scores", str(path), "--baseline", "v1", "--candidate", "v1"]) == 0
+    table = capsys.readouterr().out
+    assert "patterns changed: none (p < alpha/5; not in the verdict)" in table
+    assert main(args) == 1
+    table = capsys.readouterr().out.splitlines()
+    assert table[-2] == (
+        "patterns changed: first_retrieved, same_document (p < alpha/5; not in the verdict)"
+    )
+    first = next(line for line in table if line.startswith(" first_retrieved"))
+    assert first.endswith("changed") and "<1e-6" in first
+    assert next(line for line in table if line.startswith("multi-hop ceiling")).split() == [
+        "multi-hop", "ceiling", "1.000", "1.000",
+    ]  # fmt: skip

@@ -90,8 +90,8 @@ async def test_the_specimen_gives_accuracy_one_third_fail_and_faithfulness_one_p
         "gen_ai.evaluation.score.value": 1 / 3,
         "gen_ai.evaluation.score.label": "fail",
         "gen_ai.evaluation.explanation": (
-            "2 of 3 cited claims failed: claim 2: misattributed [p-3310]; "
-            "claim 3: misattributed [p-3312]"
+            "2 of 3 cited claims failed: claim 2: misattributed (first_retrieved) [p-3310]; "
+            "claim 3: misattributed (other) [p-3312]"
         ),
     }
     assert faithfulness.attributes == verdicts | {

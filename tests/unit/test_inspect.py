@@ -4,6 +4,7 @@ shapes, bad input and bad flags; and the results record's capped ``excerpts``.""
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -662,3 +663,55 @@ def test_the_excerpt_setting_is_bounded() -> None:
     args = build_parser().parse_args(["run", "--results-excerpt-chars", too_many])
     with pytest.raises(ConfigError, match="results_excerpt_chars"):
         settings_from_args(args)
+
+
+async def test_misattributions_are_grouped_by_pattern_per_version(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A version whose every claim cites the first passage (v2) beside one that carries the
+    last citation forward (v1): the block names each version's pattern, its share against the
+    other version, owner and fix, and an example; --pattern keeps one; JSON lines carry it."""
+    from tests.buggy_rag import buggy_answers, oracle_for
+
+    v2 = list(buggy_answers("first_passage", 10, seed=1, version="v2"))
+    v1 = list(buggy_answers("carry_forward", 10, seed=2, version="v1"))
+    scores = await Scorer(oracle_for(v1 + v2)).score_many([p.record for p in v1 + v2])
+    path = tmp_path / "scores.jsonl"
+    path.write_text("".join(s.model_dump_json() + "\n" for s in scores), encoding="utf-8")
+    wrong_v2 = sum(c.verdict == "misattributed" for s in scores[10:] for c in s.claims)
+    assert main(["inspect", "--input", str(path), "--limit", "1"]) == 0
+    out = capsys.readouterr().out
+    block, first_claim = out.split("\n\n", 1)
+    lines = block.splitlines()
+    assert lines[0] == (
+        "why citations fail: buggy-rag v1 test: 20 misattributed claim(s) by pattern"
+        " (rest: the other versions read)"
+    )
+    assert lines[1].split() == [
+        "previous_citation", "20", "100%", "rest", "0%",
+        "owner:", "the", "prompt", "/", "the", "generator",
+    ]  # fmt: skip
+    v2_head = next(i for i, line in enumerate(lines) if "buggy-rag v2 test" in line)
+    assert lines[v2_head] == (
+        f"why citations fail: buggy-rag v2 test: {wrong_v2} misattributed claim(s) by pattern"
+        " (rest: the other versions read)"
+    )
+    assert lines[v2_head + 1].split()[:5] == [
+        "first_retrieved",
+        str(wrong_v2),
+        "100%",
+        "rest",
+        "0%",
+    ]
+    example = next(i for i, line in enumerate(lines) if i > v2_head and "e.g." in line)
+    assert lines[example].startswith('      e.g. "Topic ')
+    assert re.fullmatch(
+        r"        cites t\d+-p1, should cite t\d+-p[2-5] \(trace -\)", lines[example + 1]
+    ), lines[example + 1]
+    assert "pattern: first_retrieved (owner: the prompt / the generator)" in first_claim
+
+    assert main(["inspect", "--input", str(path), "--pattern", "first_retrieved", "--limit", "0",
+                 "--format", "json"]) == 0  # fmt: skip
+    shown = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(shown) == wrong_v2 and {s["pattern"] for s in shown} == {"first_retrieved"}
+    assert {s["version"] for s in shown} == {"v2"}

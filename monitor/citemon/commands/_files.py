@@ -83,7 +83,7 @@ def render_table(
                 cites += " → " + ", ".join(c.supported_by)
             if c.irrelevant_ids:
                 cites += " (over-broad: " + ", ".join(c.irrelevant_ids) + ")"
-            flag = " overlap" if c.overlap else ""
+            flag = (" overlap" if c.overlap else "") + (f" · {c.pattern}" if c.pattern else "")
             text = textwrap.shorten(c.text, 70, placeholder="…")
             lines.append(f"  {c.sentence:>2}  {c.verdict:<14} {cites:<26} {text}{flag}")
             if explain:
@@ -106,6 +106,15 @@ def render_table(
         + " · ".join(f"{k} {n}" for k, n in v.items())
         + f" (overlap {s['overlap_misattributions']})",
     ]
+    if v["misattributed"]:
+        mix = " · ".join(f"{k} {n}" for k, n in s["misattribution_patterns"].items() if n)
+        lines.append(f"misattributed by pattern: {mix}")
+    if s["multi_hop_ceiling"] is not None:
+        lines.append(
+            f"multi-hop ceiling {_fmt(s['multi_hop_ceiling'])}"
+            f" (accuracy cannot exceed it: {v['multi_hop']} of {s['cited_claims']} cited claims"
+            " are multi_hop)"
+        )
     if calibration is not None:
         corrected, cci = s["citation_accuracy_corrected"], s["citation_accuracy_corrected_ci95"]
         lines.append(

@@ -29,8 +29,16 @@ from pydantic import Field, ValidationError, field_validator
 
 from citemon.core.errors import ConfigError, InputError
 from citemon.core.labels import OTHER, UNKNOWN
-from citemon.core.records import VERDICTS, AnswerScore, ClaimResult, VerdictName
+from citemon.core.records import (
+    PATTERNS,
+    VERDICTS,
+    AnswerScore,
+    ClaimResult,
+    MisattributionPattern,
+    VerdictName,
+)
 from citemon.core.settings import parse_duration_s
+from citemon.engine.patterns import GUIDE
 
 __all__ = [
     "DEFAULT_VERDICTS",
@@ -43,6 +51,7 @@ __all__ = [
     "parse_result",
     "read_results_file",
     "render_json_line",
+    "render_patterns",
     "render_table",
 ]
 
@@ -182,9 +191,15 @@ class Finding:
             "source": self.source,
             "excerpts": {i: r.excerpts[i] for i in ids if i in r.excerpts},
         }
+        if c.pattern is not None:
+            out["pattern"] = c.pattern
         if trace_url is not None and r.trace_id:
             out["trace_url"] = trace_url.format(trace_id=r.trace_id)
         return out
+
+    def version(self) -> tuple[str, str, str]:
+        r = self.record
+        return (r.service or UNKNOWN, r.version or UNKNOWN, r.environment or UNKNOWN)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -197,6 +212,8 @@ class Filter:
     versions: frozenset[str] = frozenset()
     environments: frozenset[str] = frozenset()
     verdicts: frozenset[VerdictName] = DEFAULT_VERDICTS
+    patterns: frozenset[str] = frozenset()
+    """Misattribution patterns (``--pattern``): only misattributed claims with one of them."""
     trace_ids: frozenset[str] = frozenset()
     since_ms: int | None = None
     until_ms: int | None = None
@@ -221,6 +238,8 @@ class Filter:
         return True
 
     def claim(self, claim: ClaimResult) -> bool:
+        if self.patterns and claim.pattern not in self.patterns:
+            return False
         return not self.verdicts or claim.verdict in self.verdicts
 
 
@@ -256,12 +275,26 @@ class Worst:
 
     limit: int
     matched: Counter[str] = field(default_factory=Counter)
+    patterns: Counter[tuple[tuple[str, str, str], MisattributionPattern]] = field(
+        default_factory=Counter
+    )
+    """(version's labels, pattern) → misattributed claims matched, all of them (not only kept)."""
+    examples: dict[tuple[tuple[str, str, str], MisattributionPattern], Finding] = field(
+        default_factory=dict
+    )
+    """The worst (newest) example of each (version, pattern)."""
     _heap: list[_Kept] = field(default_factory=list)
     _n: int = 0
 
     def add(self, finding: Finding) -> None:
         self.matched[finding.claim.verdict] += 1
         self._n += 1
+        if finding.claim.pattern is not None:  # records written before patterns have none
+            key = (finding.version(), finding.claim.pattern)
+            self.patterns[key] += 1
+            seen = self.examples.get(key)
+            if seen is None or finding.sort_key() < seen.sort_key():
+                self.examples[key] = finding
         item = _Kept(tuple(-k for k in finding.sort_key()), finding)
         if not self.limit or len(self._heap) < self.limit:
             heapq.heappush(self._heap, item)
@@ -343,6 +376,8 @@ def render_table(finding: Finding, trace_url: str | None = None, *, width: int =
         lines += _evidence("resolved to", c.resolved_ids, finding, width)
     if c.verdict == "misattributed":
         lines += _evidence("should cite", c.supported_by, finding, width)
+        if c.pattern is not None:
+            lines.append(f"    pattern: {c.pattern} (owner: {GUIDE[c.pattern][0]})")
         if c.overlap:
             lines.append(
                 "    (overlap: the supporting passage shares a long span with the cited one)"
@@ -369,6 +404,44 @@ def _evidence(what: str, ids: list[str], finding: Finding, width: int) -> list[s
             line = textwrap.shorten(f'{line}: "{text}', width - 5, placeholder="…") + '"'
         out.append("    " + line)
     return out
+
+
+def render_patterns(worst: Worst, *, width: int = 100) -> str | None:
+    """Why citations fail, per version: its misattributed claims by pattern with their count,
+    share, the share of the same pattern in the other versions read (the baseline), the likely
+    owner and fix, and one example each. ``None`` when no misattributed claim matched."""
+    if not worst.patterns:
+        return None
+    versions = sorted({v for v, _ in worst.patterns})
+    lines: list[str] = []
+    for version in versions:
+        mine = {p: n for (v, p), n in worst.patterns.items() if v == version}
+        rest: dict[MisattributionPattern, int] = dict.fromkeys(PATTERNS, 0)
+        for (v, p), n in worst.patterns.items():
+            if v != version:
+                rest[p] += n
+        total, rest_total = sum(mine.values()), sum(rest.values())
+        lines.append(
+            f"why citations fail: {' '.join(version)}: {total} misattributed claim(s) by pattern"
+            + (" (rest: the other versions read)" if rest_total else "")
+        )
+        for pattern in sorted(mine, key=lambda p: (-mine[p], PATTERNS.index(p))):
+            n = mine[pattern]
+            vs = f"  rest {rest[pattern] / rest_total:4.0%}" if rest_total else ""
+            owner, fix = GUIDE[pattern]
+            lines.append(f"  {pattern:<18}{n:>6} {n / total:5.0%}{vs}  owner: {owner}")
+            lines.append(textwrap.fill(f"fix: {fix}", width, initial_indent=" " * 6,
+                                       subsequent_indent=" " * 6))  # fmt: skip
+            ex = worst.examples[(version, pattern)]
+            cites = ", ".join(ex.claim.cited_ids) or "-"
+            should = ", ".join(ex.claim.supported_by) or "-"
+            lines.append(
+                "      " + textwrap.shorten(f'e.g. "{ex.claim.text}"', width - 6, placeholder="…")
+            )
+            lines.append(
+                f"        cites {cites}, should cite {should} (trace {ex.record.trace_id or '-'})"
+            )
+    return "\n".join(lines)
 
 
 def summary_line(worst: Worst, shown: int) -> str:

@@ -6,6 +6,8 @@ Exit status: 0 no evidence of a regression (or improved), 1 regressed, 3 not eno
 2 error. The p-values are always-valid (mixture SPRT, ``--test sequential``, the default): a
 pipeline may run the gate every minute and stop at the first "regressed" without failing a
 healthy candidate more often than ``--alpha``. ``--test fixed`` decides on the one-look z-test.
+Beside the verdict, never part of it: each misattribution pattern's rate per cited claim and
+which of them the candidate changed, and each version's multi-hop ceiling.
 """
 
 from __future__ import annotations
@@ -17,7 +19,13 @@ import sys
 from pydantic import ValidationError
 
 from citemon.core.errors import ConfigError, InputError
-from citemon.rollout.compare import compare, counts_from_prometheus, load_scores
+from citemon.rollout.compare import (
+    compare,
+    counts_from_prometheus,
+    load_patterns,
+    load_scores,
+    patterns_from_prometheus,
+)
 
 __all__ = ["add_arguments", "main"]
 
@@ -71,10 +79,15 @@ def main(args: argparse.Namespace) -> int:
             args.prometheus, [args.baseline, args.candidate],
             window=args.window, service=args.service,
         )  # fmt: skip
+        patterns = patterns_from_prometheus(
+            args.prometheus, [args.baseline, args.candidate],
+            window=args.window, service=args.service,
+        )  # fmt: skip
         source = f"Prometheus over {args.window}"
     else:
         try:
             counts = load_scores(args.scores, service=args.service)
+            patterns = load_patterns(args.scores, service=args.service)
         except ValidationError as exc:  # uncaught it exits 1, which here means "regressed"
             first = exc.errors(include_input=False)[0]
             where = ".".join(str(p) for p in first["loc"]) or "record"
@@ -94,7 +107,7 @@ def main(args: argparse.Namespace) -> int:
     result = compare(
         counts, args.baseline, args.candidate,
         alpha=args.alpha, min_effect=args.min_effect, min_claims=args.min_claims,
-        test=args.test,
+        test=args.test, patterns=patterns,
     )  # fmt: skip
     if args.format == "json":
         print(json.dumps(result.as_dict(), indent=1))
@@ -112,11 +125,22 @@ def main(args: argparse.Namespace) -> int:
         p = "n/a" if t.p_value is None else "<1e-6" if t.p_value < 1e-6 else f"{t.p_value:.3g}"
         print(f"{t.name:<18} {cell(t.baseline, t.baseline_ci95):>22} "
               f"{cell(t.candidate, t.candidate_ci95):>22} {_fmt(t.delta):>7} {p:>7}")  # fmt: skip
+    print("misattributed claims per cited claim, by pattern:")
+    for t in result.patterns:
+        p = "n/a" if t.p_value is None else "<1e-6" if t.p_value < 1e-6 else f"{t.p_value:.3g}"
+        flag = "  changed" if t.name in result.changed else ""
+        base, cand = cell(t.baseline, t.baseline_ci95), cell(t.candidate, t.candidate_ci95)
+        print(f" {t.name:<17} {base:>22} {cand:>22} {_fmt(t.delta):>7} {p:>7}{flag}")
+    print(
+        f"{'multi-hop ceiling':<18} {_fmt(b.multi_hop_ceiling):>22} {_fmt(c.multi_hop_ceiling):>22}"
+    )
     kind = (
         "always-valid (mixture SPRT): safe to look at repeatedly"
         if args.test == "sequential"
         else "fixed-sample z-test: valid for one look only"
     )
     print(f"p: {kind}")
+    changed = ", ".join(result.changed) or "none"
+    print(f"patterns changed: {changed} (p < alpha/{len(result.patterns)}; not in the verdict)")
     print(f"verdict: {result.outcome}")
     return EXIT[result.outcome]

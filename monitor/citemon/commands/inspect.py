@@ -4,7 +4,10 @@ Reads the results topic that `citemon run --results-topic` writes (read_committe
 transaction's records are never shown) from --since (default 1h ago), --offset N or --last N,
 or a scores file (--input FILE|-: results JSON lines, or `citemon score --format json`).
 Filters by --service, --version, --environment, --verdict, --trace-id and --until; prints the
-worst claims first (misattributed with the passage that should have been cited, then
+worst claims first, after a block that groups each version's misattributed claims by pattern
+(count, share, the other versions' share, likely owner and fix, an example each; --pattern
+keeps one pattern's claims only), then the claims (misattributed with the passage that should
+have been cited, then
 unsupported, multi_hop, dangling, uncited, unjudged, correct), newest first within a verdict,
 each with its cited and supporting IDs, their excerpts when the record carries them, the
 judge's reason and the trace ID (a link with --trace-url or CITEMON_TRACE_URL). --follow keeps
@@ -34,13 +37,14 @@ from citemon.commands._inspection import (
     parse_result,
     read_results_file,
     render_json_line,
+    render_patterns,
     render_table,
     summary_line,
     time_flag_ms,
 )
 from citemon.commands._options import open_input
 from citemon.core.errors import ConfigError, InputError, KafkaUnavailable
-from citemon.core.records import VERDICTS
+from citemon.core.records import PATTERNS, VERDICTS
 from citemon.service.results import DEFAULT_RESULTS_TOPIC, ResultsReader, Start
 from citemon.service.settings import (
     KAFKA_CONNECTION_FIELDS,
@@ -73,6 +77,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=(*VERDICTS, "all"),
         help="verdicts to show (repeatable; default the failed ones: misattributed, "
         "unsupported, multi_hop, dangling)",
+    )
+    where.add_argument(
+        "--pattern",
+        action="append",
+        default=[],
+        choices=PATTERNS,
+        help="only misattributed claims of this pattern (repeatable; docs/why-citations-fail.md)",
     )
     where.add_argument("--trace-id", action="append", default=[], help="trace ID (repeatable)")
     where.add_argument(
@@ -140,6 +151,7 @@ def _filter(args: argparse.Namespace, now_ms: int, *, from_file: bool) -> Filter
         versions=frozenset(args.version),
         environments=frozenset(args.environment),
         verdicts=frozenset() if "all" in verdicts else (verdicts or DEFAULT_VERDICTS),
+        patterns=frozenset(args.pattern),
         trace_ids=frozenset(t.lower() for t in args.trace_id),
         since_ms=since_ms,
         until_ms=until_ms,
@@ -177,6 +189,14 @@ class _Printer:
         self.trace_url = trace_url
         self.stream = stream
         self.printed = 0
+
+    def groups(self, worst: Worst) -> None:
+        """The table's first block: the version's misattributions by pattern (not in JSON,
+        whose lines are claims; each carries its ``pattern``)."""
+        block = render_patterns(worst) if self.fmt == "table" else None
+        if block is not None:
+            self.stream.write(block + "\n\n")
+            self.stream.flush()
 
     def write(self, items: Iterable[Finding]) -> None:
         for f in items:
@@ -222,6 +242,7 @@ def _from_file(args: argparse.Namespace, where: Filter, printer: _Printer) -> in
             ):
                 worst.add(f)
     shown = worst.sorted()
+    printer.groups(worst)
     printer.write(shown)
     _report(worst, len(shown), f"read {answers} answer(s) from {args.input}", bad)
     if untimed:
@@ -271,6 +292,7 @@ async def _from_topic(args: argparse.Namespace, where: Filter, printer: _Printer
             async for batch in reader.batches(stop):
                 take(batch, worst)
             shown = worst.sorted()
+            printer.groups(worst)
             printer.write(shown)
             offsets = ", ".join(f"{tp.partition}:{a}-{b}" for tp, (a, b) in spans.items())
             since = f" since {format_time(where.since_ms)}" if start.kind == "time" else ""

@@ -9,16 +9,26 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+)
 
 __all__ = [
     "CITED_VERDICTS",
+    "PATTERNS",
     "UNJUDGED_CAUSES",
     "VERDICTS",
     "AnswerRecord",
     "AnswerScore",
     "Claim",
     "ClaimResult",
+    "MisattributionPattern",
     "Passage",
     "UnjudgedCause",
     "Verdict",
@@ -52,6 +62,21 @@ CITED_VERDICTS: tuple[VerdictName, ...] = (
 ``unjudged`` is excluded from every ratio (DESIGN.md) and ``uncited`` has no citation. Defined
 here once; the scorer's summary, the metrics and ``citemon compare`` all count with it.
 """
+
+MisattributionPattern = Literal[
+    "off_by_one", "first_retrieved", "previous_citation", "same_document", "other"
+]
+"""How a ``misattributed`` claim's citation went wrong (``ClaimResult.pattern``); the rules and
+their chance rates are :mod:`citemon.engine.patterns`' (docs/why-citations-fail.md)."""
+
+PATTERNS: tuple[MisattributionPattern, ...] = (
+    "off_by_one",
+    "first_retrieved",
+    "previous_citation",
+    "same_document",
+    "other",
+)
+"""The patterns in the order they are tried: a claim gets the first that holds."""
 
 UnjudgedCause = Literal[
     "judge_failure", "truncated", "search_cut", "no_passage_text", "passage_lookup_failed"
@@ -215,6 +240,16 @@ class ClaimResult(BaseModel):
     ``faithful`` unknown): why."""
     search_cut: int = 0
     """Passages the misattribution search did not ask about (``max_judge_calls_per_answer``)."""
+    pattern: MisattributionPattern | None = None
+    """Set exactly on a ``misattributed`` claim: how its citation went wrong (explains, never
+    changes a verdict or a count); left out of the JSON when unset."""
+
+    @model_serializer(mode="wrap")
+    def _without_unset_pattern(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        if out.get("pattern", "") is None:
+            del out["pattern"]
+        return out
 
 
 class AnswerScore(BaseModel):

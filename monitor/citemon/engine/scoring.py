@@ -44,7 +44,8 @@ retrieved passages for the claims still open (which single passages entail each,
 jointly do). A judge with ``entails`` alone is scored exactly as above.
 
 The verdicts themselves are decided in :mod:`citemon.engine.verdicts` (both paths call it),
-the search's shares in :mod:`citemon.engine.support_search`, and the totals over answers in
+the search's shares in :mod:`citemon.engine.support_search`, each misattributed claim's
+pattern in :mod:`citemon.engine.patterns`, and the totals over answers in
 :mod:`citemon.engine.summary`.
 
 Why this module is still about 450 lines: it is the one :class:`Scorer`, whose two paths (per
@@ -76,6 +77,7 @@ from citemon.core.text import CitationSyntax
 from citemon.engine.claims import extract_claims
 from citemon.engine.excerpts import excerpts
 from citemon.engine.passage_text import DEFAULT_HASH_KEY, fill_from_store
+from citemon.engine.patterns import assign_patterns
 from citemon.engine.support_search import allot, by_overlap
 from citemon.engine.verdicts import (
     apply_lookup_failure,
@@ -227,6 +229,8 @@ class Scorer:
         for claim, result in zip(claims, results, strict=True):
             apply_lookup_failure(result, claim, record.lookup_failed)
             apply_truncation(result, record)
+        # After every verdict is final: a pattern explains a verdict, never changes one.
+        assign_patterns(results, record, self.options.syntax.passage_id_keys)
         score = AnswerScore(
             id=record.id,
             service=record.service,

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from citemon.core.records import VERDICTS, AnswerScore, VerdictName
+from citemon.core.records import PATTERNS, VERDICTS, AnswerScore, VerdictName
 from citemon.core.tally import Tally
 from citemon.engine.scoring import Policy
 
@@ -28,6 +28,8 @@ class Summary:
     claims: int = 0
     verdicts: dict[VerdictName, int] = field(default_factory=lambda: dict.fromkeys(VERDICTS, 0))
     tally: Tally = field(default_factory=Tally)
+    patterns: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PATTERNS, 0))
+    """Misattributed claims by pattern (:mod:`citemon.engine.patterns`)."""
 
     def add(self, score: AnswerScore) -> None:
         self.answers += 1
@@ -35,6 +37,8 @@ class Summary:
             self.claims += 1
             self.verdicts[c.verdict] += 1
             self.tally.add(c)
+            if c.verdict == "misattributed":
+                self.patterns[c.pattern or "other"] += 1
 
     @property
     def cited_claims(self) -> int:
@@ -62,6 +66,8 @@ class Summary:
             "citation_precision": _round(t.citation_precision),
             "policy": policy,
             "overlap_misattributions": t.overlap,
+            "misattribution_patterns": dict(self.patterns),
+            "multi_hop_ceiling": _round(t.multi_hop_ceiling),
             "verdicts": dict(self.verdicts),
         } | (self._corrected(calibration) if calibration is not None else {})
 

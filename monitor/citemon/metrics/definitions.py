@@ -48,7 +48,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, Metric
 from citemon.core.errors import INVALID_REPLY_CAUSES
 from citemon.core.labels import UNKNOWN
 from citemon.core.probe import PROBE_OUTCOMES, ProbeCounts, ProbeOutcome
-from citemon.core.records import CITED_VERDICTS, UNJUDGED_CAUSES, VERDICTS, AnswerScore
+from citemon.core.records import CITED_VERDICTS, PATTERNS, UNJUDGED_CAUSES, VERDICTS, AnswerScore
 from citemon.core.tally import Tally
 from citemon.metrics.labels import QUALITY_LABELS, LabelCap
 from citemon.metrics.passages import PassageMetrics
@@ -273,6 +273,13 @@ class Metrics:
             labels,
             registry=registry,
         )
+        self._patterns = Counter(
+            "citemon_misattributions",
+            "Misattributed claims by pattern (off_by_one, first_retrieved, previous_citation, "
+            "same_document, other): how the citation went wrong.",
+            [*labels, "pattern"],
+            registry=registry,
+        )
         self._probe_sensitivity = OptionalGauge(
             LEGACY_NAMES["probe_sensitivity"],
             "How far accuracy fell on shuffled citations relative to unshuffled, over the "
@@ -385,6 +392,9 @@ class Metrics:
             for verdict in VERDICTS:
                 with contextlib.suppress(KeyError):
                     self._claims.remove(*labels, verdict)
+            for pattern in PATTERNS:
+                with contextlib.suppress(KeyError):
+                    self._patterns.remove(*labels, pattern)
             self._window.forget(labels)
 
     def record_answer(self, score: AnswerScore, *, trace_id: str | None = None) -> None:
@@ -400,8 +410,11 @@ class Metrics:
         exemplar = {"trace_id": tid} if tid and len(tid) <= _MAX_TRACE_ID_CHARS else None
 
         verdicts = dict.fromkeys(VERDICTS, 0)
+        patterns = dict.fromkeys(PATTERNS, 0)
         for claim in score.claims:
             verdicts[claim.verdict] += 1
+            if claim.verdict == "misattributed":
+                patterns[claim.pattern or "other"] += 1
         tally = Tally.of(score.claims)
 
         if first:
@@ -409,12 +422,17 @@ class Metrics:
             # first scrape (a series born at 3 loses those 3 to rate()).
             for verdict in VERDICTS:
                 self._claims.labels(*labels, verdict)
+            for pattern in PATTERNS:
+                self._patterns.labels(*labels, pattern)
             for metric in (self._faithful, self._cited_ids, self._irrelevant, self._overlap):
                 metric.labels(*labels)
         self._answers.labels(*labels).inc(1, exemplar)
         for verdict, n in verdicts.items():
             if n:
                 self._claims.labels(*labels, verdict).inc(n, exemplar)
+        for pattern, n in patterns.items():
+            if n:
+                self._patterns.labels(*labels, pattern).inc(n, exemplar)
         for metric, n in (
             (self._faithful, tally.faithful),
             (self._cited_ids, tally.cited_ids),

@@ -6,6 +6,13 @@ proportions (pooled variance) and shown with Wilson intervals. IDs per claim is 
 excess over one (a cited claim carries at least one ID): excess IDs are treated as Poisson
 counts over the cited claims, and the log rate ratio is tested with a normal approximation.
 
+Beside the decision, and never part of it: which misattribution patterns the candidate changed.
+Each pattern's rate per cited claim is compared as a proportion (the same tests), and a pattern
+counts as *changed* when its p-value is below ``alpha`` divided by the number of patterns
+(Bonferroni: five looks at one comparison) and the rate moved by at least ``min_effect``. And
+each version's multi-hop ceiling (:attr:`Tally.multi_hop_ceiling`), the accuracy its question
+mix allows. Pattern counts come beside the tallies (:data:`PatternCounts`).
+
 The decision's p-value is, by default, the mixture SPRT's always-valid one
 (:func:`~citemon.core.stats.msprt_p_value`): a gate that runs ``compare`` every minute while
 the candidate collects claims, and fails at the first look below ``alpha``, fails a healthy
@@ -27,18 +34,29 @@ from typing import Any, Literal
 import httpx
 
 from citemon.core.errors import InputError
-from citemon.core.records import AnswerScore
-from citemon.core.stats import msprt_p_value, normal_cdf, two_proportion_variance, two_proportion_z
+from citemon.core.records import PATTERNS, AnswerScore
+from citemon.core.stats import (
+    msprt_p_value,
+    normal_cdf,
+    ratio,
+    two_proportion_variance,
+    two_proportion_z,
+    wilson,
+)
 from citemon.core.tally import Tally
 
 __all__ = [
     "MIXTURE_SD",
     "Comparison",
+    "PatternCounts",
     "TestKind",
     "VersionCounts",
     "compare",
     "counts_from_prometheus",
     "counts_from_scores",
+    "load_patterns",
+    "patterns_from_prometheus",
+    "patterns_from_scores",
 ]
 
 Outcome = Literal["regressed", "no evidence", "improved", "not enough data"]
@@ -50,7 +68,11 @@ MIXTURE_SD: dict[str, float] = {
     "citation_accuracy": 0.1,
     "citation_coverage": 0.1,
     "ids_per_claim": 0.5,
+    "misattribution_pattern": 0.1,
 }
+
+PatternCounts = dict[str, dict[str, int]]
+"""Version → misattributed claims by pattern (every pattern named, zeros included)."""
 
 
 VersionCounts = Tally
@@ -104,6 +126,11 @@ class Comparison:
     tests: list[Test] = field(default_factory=list)
     outcome: Outcome = "no evidence"
     test: TestKind = "sequential"
+    pattern_counts: PatternCounts = field(default_factory=dict)
+    patterns: list[Test] = field(default_factory=list)
+    """Each pattern's rate per cited claim, baseline against candidate (not in the decision)."""
+    changed: list[str] = field(default_factory=list)
+    """The patterns whose rate the candidate changed (Bonferroni over the patterns)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -113,9 +140,19 @@ class Comparison:
             "test": self.test,
             "counts": {
                 v: {"correct": c.correct, "cited": c.cited, "uncited": c.uncited,
-                    "cited_ids": c.cited_ids}
+                    "cited_ids": c.cited_ids, "multi_hop": c.multi_hop,
+                    "misattribution_patterns": dict(self.pattern_counts.get(v, {}))}
                 for v, c in self.counts.items()
             },
+            "multi_hop_ceiling": {v: _r(c.multi_hop_ceiling) for v, c in self.counts.items()},
+            "patterns_changed": list(self.changed),
+            "patterns": [
+                {"pattern": t.name, "baseline": _r(t.baseline), "candidate": _r(t.candidate),
+                 "baseline_ci95": _ri(t.baseline_ci95), "candidate_ci95": _ri(t.candidate_ci95),
+                 "delta": _r(t.delta), "p_value": _r(t.p_value),
+                 "changed": t.name in self.changed}
+                for t in self.patterns
+            ],
             "tests": [
                 {"metric": t.name, "baseline": _r(t.baseline), "candidate": _r(t.candidate),
                  "baseline_ci95": _ri(t.baseline_ci95), "candidate_ci95": _ri(t.candidate_ci95),
@@ -159,6 +196,32 @@ def _proportion_test(
     return test
 
 
+def _pattern_tests(
+    b: Tally, c: Tally, pb: dict[str, int], pc: dict[str, int], test: TestKind
+) -> list[Test]:
+    """Each pattern's misattributed claims per cited claim, baseline against candidate."""
+    out = []
+    for pattern in PATTERNS:
+        s1, n1, s2, n2 = pb.get(pattern, 0), b.cited, pc.get(pattern, 0), c.cited
+        t = Test(
+            name=pattern,
+            baseline=ratio(s1, n1),
+            candidate=ratio(s2, n2),
+            baseline_ci95=wilson(s1, n1),
+            candidate_ci95=wilson(s2, n2),
+            worse_when="higher",
+        )
+        z = two_proportion_z(s1, n1, s2, n2)
+        variance = two_proportion_variance(s1, n1, s2, n2)
+        if z is not None and variance is not None and t.delta is not None:
+            t.z, t.fixed_p_value = z
+            sd = MIXTURE_SD["misattribution_pattern"]
+            t.sequential_p_value = msprt_p_value(t.delta, variance, sd)
+        t.decide_on(test)
+        out.append(t)
+    return out
+
+
 def _ids_test(b: Tally, c: Tally) -> Test:
     test = Test(
         name="ids_per_claim",
@@ -189,13 +252,15 @@ def compare(
     min_effect: float = 0.02,
     min_claims: int = 30,
     test: TestKind = "sequential",
+    patterns: Mapping[str, dict[str, int]] | None = None,
 ) -> Comparison:
     """Compare ``candidate`` against ``baseline``; regressed if any metric is significantly worse.
 
     ``min_effect`` ignores significant but negligible differences (in absolute units of each
     metric); ``min_claims`` cited claims per version are needed before anything is concluded.
     ``test`` chooses the p-value the decision uses: ``sequential`` (always valid, for gates
-    that look repeatedly) or ``fixed`` (the one-look z-test).
+    that look repeatedly) or ``fixed`` (the one-look z-test). ``patterns`` (version →
+    misattributed claims by pattern) adds the pattern report, which never moves the outcome.
     """
     b, c = counts.get(baseline, Tally()), counts.get(candidate, Tally())
     result = Comparison(baseline, candidate, {baseline: b, candidate: c}, test=test)
@@ -206,6 +271,13 @@ def compare(
     ]
     for t in result.tests:
         t.decide_on(test)
+    if patterns is not None:
+        pb, pc = dict(patterns.get(baseline, {})), dict(patterns.get(candidate, {}))
+        result.pattern_counts = {baseline: pb, candidate: pc}
+        result.patterns = _pattern_tests(b, c, pb, pc, test)
+        if min(b.cited, c.cited) >= min_claims:
+            each = alpha / len(PATTERNS)
+            result.changed = [t.name for t in result.patterns if t.direction(each, min_effect)]
     if min(b.cited, c.cited) < min_claims:
         result.outcome = "not enough data"
         return result
@@ -219,7 +291,19 @@ def compare(
 
 def counts_from_scores(lines: Iterable[str], *, service: str | None = None) -> dict[str, Tally]:
     """Per-version counts from ``citemon.scores`` JSON lines or a ``score --format json`` file."""
-    text = "".join(lines)
+    out: dict[str, Tally] = {}
+    for raw in _answers("".join(lines)):
+        score = AnswerScore.model_validate(raw)
+        if service is not None and score.service != service:
+            continue
+        tally = out.setdefault(score.version or "unknown", Tally())
+        for claim in score.claims:
+            tally.add(claim)
+    return out
+
+
+def _answers(text: str) -> list[Any]:
+    """The answers of a scores file: JSON lines, or one ``score --format json`` document."""
     answers: list[Any]
     try:
         whole = json.loads(text)
@@ -233,14 +317,52 @@ def counts_from_scores(lines: Iterable[str], *, service: str | None = None) -> d
                 answers.append(json.loads(line))
             except ValueError as exc:
                 raise InputError(f"not valid JSON ({exc})", line=number) from exc
-    out: dict[str, Tally] = {}
-    for raw in answers:
-        score = AnswerScore.model_validate(raw)
+    return answers
+
+
+def patterns_from_scores(lines: Iterable[str], *, service: str | None = None) -> PatternCounts:
+    """Per-version misattributed claims by pattern, from what :func:`counts_from_scores` reads
+    (a claim written before patterns existed counts as ``other``)."""
+    out: PatternCounts = {}
+    for answer in _answers("".join(lines)):
+        score = AnswerScore.model_validate(answer)
         if service is not None and score.service != service:
             continue
-        tally = out.setdefault(score.version or "unknown", Tally())
+        counts = out.setdefault(score.version or "unknown", dict.fromkeys(PATTERNS, 0))
         for claim in score.claims:
-            tally.add(claim)
+            if claim.verdict == "misattributed":
+                counts[claim.pattern or "other"] += 1
+    return out
+
+
+def patterns_from_prometheus(
+    url: str,
+    versions: Iterable[str],
+    *,
+    window: str = "1h",
+    service: str | None = None,
+    client: httpx.Client | None = None,
+) -> PatternCounts:
+    """Per-version misattributed claims by pattern over ``window`` (all replicas)."""
+    selector = f'version=~"{"|".join(_quote(v) for v in versions)}"'
+    if service:
+        selector += f',service="{_quote(service)}"'
+    query = (
+        "sum by (version, pattern) "
+        f"(increase(citemon_misattributions_total{{{selector}}}[{window}]))"
+    )
+    own = client is None
+    http = client or httpx.Client(timeout=10.0)
+    out: PatternCounts = {}
+    try:
+        for sample in _query(http, url, query):
+            labels, value = sample["metric"], round(float(sample["value"][1]))
+            counts = out.setdefault(labels.get("version", "unknown"), dict.fromkeys(PATTERNS, 0))
+            pattern = labels.get("pattern", "other")
+            counts[pattern] = counts.get(pattern, 0) + value
+    finally:
+        if own:
+            http.close()
     return out
 
 
@@ -303,3 +425,11 @@ def load_scores(path: str, *, service: str | None = None) -> dict[str, Tally]:
         raise InputError(f"no such file: {path}")
     with file.open(encoding="utf-8") as f:
         return counts_from_scores(f, service=service)
+
+
+def load_patterns(path: str, *, service: str | None = None) -> PatternCounts:
+    file = Path(path)
+    if not file.is_file():
+        raise InputError(f"no such file: {path}")
+    with file.open(encoding="utf-8") as f:
+        return patterns_from_scores(f, service=service)

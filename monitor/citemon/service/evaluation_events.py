@@ -145,7 +145,8 @@ def _accuracy(claims: list[ClaimResult]) -> Attributes:
     out["gen_ai.evaluation.score.label"] = "fail" if failing else "pass"
     if failing:
         named = "; ".join(
-            f"claim {i}: {c.verdict} [{', '.join(c.cited_ids)}]"
+            f"claim {i}: {c.verdict}{f' ({c.pattern})' if c.pattern else ''}"
+            f" [{', '.join(c.cited_ids)}]"
             for i, c in failing[:_MAX_CLAIMS_NAMED]
         )
         more = len(failing) - _MAX_CLAIMS_NAMED
