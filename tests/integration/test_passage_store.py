@@ -429,6 +429,7 @@ async def test_run_scores_the_typed_trace_and_holds_answers_through_a_store_outa
     pg: Postgres,
     kafka_bootstrap: str,
     kafka_topic: TopicFactory,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """``citemon run`` with the PostgreSQL store: the specimen from Kafka; with the server
     stopped, the next answer is held (``/readyz`` 503, not scored ``unjudged``) and scored
@@ -465,6 +466,9 @@ async def test_run_scores_the_typed_trace_and_holds_answers_through_a_store_outa
             try:
                 await producer.send_and_wait(topic, second[1], key=second[0])
                 await until_readyz(mon.server.port, 503, 60)  # the store taken to be down
+                down = [r.getMessage() for r in caplog.records if "failing every" in r.message]
+                assert down and "holding answers and probing it" in down[0]
+                assert "127.0.0.1" in down[0]  # the store named, without credentials
                 assert metric_sum(r, "citemon_passage_lookup_seconds_count") >= 2
                 assert metric_sum(r, "citemon_answers_total") == 1  # held, not scored
             finally:
@@ -473,6 +477,7 @@ async def test_run_scores_the_typed_trace_and_holds_answers_through_a_store_outa
                 lambda: metric_sum(r, "citemon_answers_total") == 2, 60, "the held answer"
             )
             assert await readyz(mon.server.port) == 200
+            assert any("answering again after" in rec.getMessage() for rec in caplog.records)
             assert metric_sum(r, "citemon_claims_total", verdict="correct") == 2
             assert metric_sum(r, "citemon_claims_total", verdict="misattributed") == 4
             assert metric_sum(r, "citemon_claims_total", verdict="unjudged") == 0
