@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bench._training import quality_report
 from citemon.judges.lexical import LexicalJudge
-from citemon.judges.training import quality_report
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 

@@ -22,9 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "monitor"), str(REPO)]  # citemon from monitor/, without installing
 
-from citemon.core.calibration import balanced_accuracy  # noqa: E402
-from citemon.judges.features import FEATURE_NAMES  # noqa: E402 (path set above)
-from citemon.judges.training import (  # noqa: E402
+from bench._training import (  # noqa: E402
     _docs,
     build_idf,
     featurize,
@@ -33,6 +31,8 @@ from citemon.judges.training import (  # noqa: E402
     load_expertqa,
     load_wice,
 )
+from citemon.core.calibration import balanced_accuracy  # noqa: E402
+from citemon.judges.features import FEATURE_NAMES  # noqa: E402 (path set above)
 
 Rows = list[list[float]]
 Variant = Callable[[Rows, list[bool], Rows], list[float]]

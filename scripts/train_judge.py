@@ -20,14 +20,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "monitor"), str(REPO)]  # citemon from monitor/, without installing
 
-from citemon.judges.learned import WEIGHTS_RESOURCE  # noqa: E402 (path set above)
-from citemon.judges.lexical import LexicalJudge  # noqa: E402
-from citemon.judges.training import (  # noqa: E402
+from bench._training import (  # noqa: E402
     load_expertqa,
     load_wice,
     quality_report,
     train,
 )
+from citemon.judges.learned import WEIGHTS_RESOURCE  # noqa: E402 (path set above)
+from citemon.judges.lexical import LexicalJudge  # noqa: E402
 
 
 def main() -> int:

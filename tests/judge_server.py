@@ -7,7 +7,7 @@ verdicts: by default a claim is entailed iff every content word of it occurs in 
 shown (:func:`content_word_rule`), and a sentence is decomposed by splitting on ``;`` and
 ``and`` (:func:`split_rule`).
 
-It also speaks wire contract v2 (:mod:`citemon.judges.batch`): a request carrying several
+It also speaks wire contract v2 (:class:`citemon.judges.BatchJudge`): a request carrying several
 ``<claim id="c1" …>`` tags is a citation check (``kind="cited"``) or a support search
 (``kind="support"``), and each claim is answered with the same ``rule``, so v1 and v2 replies
 agree by construction: ``entailed`` = rule(claim, shown); ``supported_by`` = the shown passages

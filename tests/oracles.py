@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import Mapping, Sequence
 
-from citemon.core.errors import JudgeHTTPError
+from citemon.core.errors import JudgeError, JudgeHTTPError
+from citemon.core.judge import CitedOutcome, CitedVerdict, Judge, SupportOutcome, SupportVerdict
 from citemon.core.records import Verdict
 
 
@@ -83,3 +85,68 @@ class SpecimenTextJudge:
 def specimen_text_judge() -> SpecimenTextJudge:
     """For ``--judge tests.oracles:specimen_text_judge``."""
     return SpecimenTextJudge()
+
+
+class EntailsBatch:
+    """Any :class:`Judge` with the batch methods built from its ``entails``: the reference
+    semantics of :class:`~citemon.core.judge.BatchJudge` (whose docstring lists the calls this
+    makes), and a way to run the scorer's batch path on a per-claim judge. It saves no calls.
+    """
+
+    def __init__(self, judge: Judge) -> None:
+        self.judge = judge
+
+    def __repr__(self) -> str:
+        return f"EntailsBatch({self.judge!r})"
+
+    async def entails(self, claim: str, passages: Mapping[str, str]) -> Verdict:
+        return await self.judge.entails(claim, passages)
+
+    async def check_citations(
+        self, claims: Sequence[str], passages: Mapping[str, str], *, precision: bool
+    ) -> list[CitedOutcome]:
+        return list(
+            await asyncio.gather(*(self._cited(c, passages, precision=precision) for c in claims))
+        )
+
+    async def find_support(
+        self, claims: Sequence[str], passages: Mapping[str, str]
+    ) -> list[SupportOutcome]:
+        return list(await asyncio.gather(*(self._support(c, passages) for c in claims)))
+
+    async def _cited(
+        self, claim: str, shown: Mapping[str, str], *, precision: bool
+    ) -> CitedOutcome:
+        try:
+            verdict = await self.judge.entails(claim, shown)
+            if not (verdict.entailed and precision and len(shown) > 1):
+                return CitedVerdict(
+                    entailed=verdict.entailed, reason=verdict.reason, confidence=verdict.confidence
+                )
+            alone = [p for p in shown if (await self.judge.entails(claim, {p: shown[p]})).entailed]
+            spare = [
+                p
+                for p in shown
+                if (
+                    await self.judge.entails(claim, {k: v for k, v in shown.items() if k != p})
+                ).entailed
+            ]
+        except JudgeError as exc:
+            return exc
+        return CitedVerdict(
+            entailed=True,
+            reason=verdict.reason,
+            confidence=verdict.confidence,
+            supported_by=tuple(alone),
+            dispensable=tuple(spare),
+        )
+
+    async def _support(self, claim: str, passages: Mapping[str, str]) -> SupportOutcome:
+        try:
+            joint = await self.judge.entails(claim, passages)
+            alone = [
+                p for p in passages if (await self.judge.entails(claim, {p: passages[p]})).entailed
+            ]
+        except JudgeError as exc:
+            return exc
+        return SupportVerdict(supported_by=tuple(alone), joint=joint.entailed, reason=joint.reason)

@@ -12,10 +12,10 @@ import logging
 import pytest
 
 from citemon.core.errors import JudgeHTTPError, JudgeInvalidReply
-from citemon.judges.batch import EntailsBatch
 from citemon.judges.classifier import ClassifierJudge
 from tests.integration.test_http_judge_faults import RecordingObserver
 from tests.judge_server import Fault
+from tests.oracles import EntailsBatch
 from tests.tei_server import OVERLOADED, UNHEALTHY, TEIServer, share_score
 
 FAST = {"backoff_base_s": 0.005, "backoff_max_s": 0.05}

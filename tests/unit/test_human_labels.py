@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from bench._training import load_expertqa, load_wice
 from citemon.checks.labelled_pairs import pairs_from_rows
 from citemon.core.human_labels import HumanLabel, human_labels
-from citemon.judges.training import load_expertqa, load_wice
 
 ANSWER: dict[str, Any] = {
     "id": "q1",

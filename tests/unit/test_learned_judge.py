@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from importlib import resources
+from pathlib import Path
 
 import pytest
 
+from bench._training import fit_model, grouped_folds
 from citemon.core.calibration import balanced_accuracy
 from citemon.core.errors import ConfigError
 from citemon.core.text import strip_markers
 from citemon.judges import Judge, load_judge
 from citemon.judges.features import FEATURE_NAMES, extract
 from citemon.judges.learned import WEIGHTS_RESOURCE, LearnedJudge, LearnedModel, load_model
-from citemon.judges.training import fit_model, grouped_folds
 
 PASSAGE = {
     "p-3310": "Audit log retention is 90 days on the Business plan and 365 days on Enterprise.",
@@ -94,3 +98,27 @@ def test_grouped_folds_never_split_a_group() -> None:
 def test_strip_markers() -> None:
     assert strip_markers("It can instill beliefs [3]. ") == "It can instill beliefs."
     assert strip_markers("Both [1, 2][4] agree.") == "Both agree."
+
+
+def test_the_idf_table_does_not_depend_on_the_hash_seed() -> None:
+    # Every word below ties at one document; a cut at 3 terms keeps those seen first, in
+    # whatever process the training runs (a set's order would follow PYTHONHASHSEED).
+    code = (
+        "from bench._training import build_idf\n"
+        "docs = ['zeta alpha mike kilo', 'oscar bravo zeta', 'delta echo foxtrot golf']\n"
+        "print(build_idf(docs, max_terms=3))\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    shown = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=root,
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+        ).stdout
+        for seed in range(6)
+    }
+    assert len(shown) == 1
+    assert shown.pop().startswith("({'zeta': 1.2877, 'alpha': 1.6931, 'mike': 1.6931}")

@@ -42,14 +42,7 @@ from citemon.core.errors import ConfigError, DecodeError, JudgeError, JudgeInval
 from citemon.core.records import AnswerRecord, Passage
 from citemon.engine.scoring import Scorer
 from citemon.judges import JudgeOptions, load_judge
-from citemon.judges.http import (
-    HTTPBatchJudge,
-    HTTPJudge,
-    parse_cited_reply,
-    parse_decompose_reply,
-    parse_entailment_reply,
-    parse_support_reply,
-)
+from citemon.judges.http import HTTPBatchJudge, HTTPJudge
 from citemon.judges.lexical import LexicalJudge
 from citemon.judges.prompts import (
     build_cited_messages,
@@ -57,6 +50,12 @@ from citemon.judges.prompts import (
     build_entailment_messages,
     build_support_messages,
     choose_nonce,
+)
+from citemon.judges.replies import (
+    parse_cited_reply,
+    parse_decompose_reply,
+    parse_entailment_reply,
+    parse_support_reply,
 )
 from citemon.metrics import JudgeMetrics
 from citemon.otlp.assembly import TraceAssembler

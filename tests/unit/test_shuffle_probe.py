@@ -27,7 +27,6 @@ from citemon.core.tally import Tally
 from citemon.demo.data import sample_records, specimen
 from citemon.engine.scoring import Scorer, ScoringOptions
 from citemon.engine.summary import Summary
-from citemon.judges.batch import EntailsBatch
 from citemon.judges.http import HTTPBatchJudge
 from citemon.judges.lexical import LexicalJudge
 from citemon.metrics import Metrics
@@ -37,7 +36,7 @@ from citemon.service.pipeline import Pipeline
 from citemon.service.sampling import ratio_bound, trace_id_sampled
 from citemon.service.settings import Settings, settings_from_args
 from tests.judge_server import JudgeServer
-from tests.oracles import SPECIMEN_TRUTH, OracleJudge, YesJudge
+from tests.oracles import SPECIMEN_TRUTH, EntailsBatch, OracleJudge, YesJudge
 from tests.unit.test_metrics import SVE, FakeClock, answer, claim
 
 CALIB = Calibration(judge="lexical", tp=80, fn=20, tn=70, fp=30)  # sens 0.8, spec 0.7

@@ -13,7 +13,7 @@ Two shapes are read, detected per row:
 it cannot use, the reason as a string (the caller counts them): nothing is dropped unsaid.
 ``citemon calibrate`` matches an ExpertQA claim to the claim citemon itself extracts
 (:mod:`citemon.checks.calibration`); training takes the annotator's claim with its markers
-stripped (:mod:`citemon.judges.training`).
+stripped (``bench/_training.py``).
 """
 
 from __future__ import annotations

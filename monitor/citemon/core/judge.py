@@ -1,8 +1,9 @@
 """The judge protocols: the only things the scorer asks of a model.
 
 :class:`Judge` answers one claim at a time; :class:`BatchJudge` is the optional batch capability
-(wire contract v2's two questions, described in :mod:`citemon.judges.batch`, which also holds
-its reference implementation ``EntailsBatch``), with its per-claim outcome types.
+(wire contract v2's two questions), with its per-claim outcome types. They live in the bottom
+layer so that the scorer needs no judge module; :mod:`citemon.judges` re-exports them for judge
+authors.
 """
 
 from __future__ import annotations
@@ -117,10 +118,30 @@ SupportOutcome: TypeAlias = SupportVerdict | JudgeError
 
 @runtime_checkable
 class BatchJudge(Protocol):
-    """A judge that answers wire contract v2's two questions (see the module docstring).
+    """A judge that answers wire contract v2's two questions, asked once per answer instead of
+    once per claim and passage (the scorer uses them whenever a judge has them):
 
-    ``claims`` may repeat a text; the outcomes are aligned with ``claims`` either way.
-    ``passages`` (ID → text) are shown in the order given.
+    * :meth:`check_citations`: one call per distinct cited-passage set, carrying every claim
+      that cites exactly that set; the judge still sees only those passages. With ``precision``
+      (two or more passages) each entailed claim also says which passages entail it alone
+      (``supported_by``) and which could be left out with the rest still entailing it
+      (``dispensable``): ALCE's precision needs nothing more.
+    * :meth:`find_support`: one call per answer, all retrieved passages, for the claims that
+      failed their citation check or cite nothing: which single passages entail each claim
+      (``supported_by``) and whether all of them jointly do (``joint``).
+
+    The fields mean exactly what these ``entails`` calls would answer::
+
+        check_citations  entailed     = entails(claim, shown)
+                         supported_by = [p for p in shown if entails(claim, {p})]
+                         dispensable  = [p for p in shown if entails(claim, shown - {p})]
+        find_support     supported_by = [p for p in passages if entails(claim, {p})]
+                         joint        = entails(claim, passages)
+
+    Both return one outcome per claim, aligned with ``claims`` (which may repeat a text): a
+    verdict, or the :class:`~citemon.core.errors.JudgeError` that left that claim without one
+    (the scorer makes it ``unjudged``); a judge never raises for the whole batch when some
+    claims could be judged. ``passages`` (ID → text) are shown in the order given.
     """
 
     async def check_citations(

@@ -1,10 +1,12 @@
-"""Judges: what decides whether passages entail a claim.
+"""Judges: what decides whether passages entail a claim. This package is the public judge API.
 
-``--judge`` takes ``lexical`` (the offline default), ``learned`` (the offline trained judge),
-``http`` (an OpenAI-compatible endpoint, wire contract v1, or v2 with ``--judge-protocol v2``),
-``classifier`` (a sequence-pair classifier behind TEI's ``POST /predict``,
-:mod:`citemon.judges.classifier`) or ``package.module:factory`` (a zero-argument callable
-returning a :class:`Judge`).
+A custom judge imports what it implements and returns from here (``from citemon.judges import
+Judge, Verdict``; a batch judge also ``BatchJudge``, ``CitedVerdict``, ``SupportVerdict``), and
+raises a :class:`JudgeError` when it cannot answer (the claim is then ``unjudged``, never
+"wrong"). The protocols are defined in the bottom layer (:mod:`citemon.core.judge`) so that the
+scorer needs no judge module; they are re-exported here, with the built-in judges, the one HTTP
+transport a judge of a new wire can be built on, and :func:`load_judge` (what ``--judge`` calls).
+``docs/judges.md`` documents them.
 
 ``--judge-threshold`` (or the threshold a calibration file holds) decides a verdict from a
 confidence: for ``classifier`` the entailment score; for any other judge whose
@@ -19,23 +21,89 @@ import argparse
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from citemon.core.errors import ConfigError
-from citemon.core.judge import Judge, JudgeObserver
+from citemon.core.errors import (
+    ConfigError,
+    JudgeError,
+    JudgeHTTPError,
+    JudgeInvalidReply,
+    JudgeRateLimited,
+    JudgeTimeout,
+)
+from citemon.core.judge import (
+    BatchJudge,
+    CitedOutcome,
+    CitedVerdict,
+    CPUJudge,
+    Judge,
+    JudgeObserver,
+    SupportOutcome,
+    SupportVerdict,
+)
 from citemon.core.records import Verdict
 from citemon.judges.settings import JudgeSettings
 
+if TYPE_CHECKING:  # imported when first used (below): `--judge lexical` loads no HTTP client
+    from citemon.judges.classifier import ClassifierJudge
+    from citemon.judges.http import HTTPBatchJudge, HTTPJudge
+    from citemon.judges.learned import LearnedJudge
+    from citemon.judges.lexical import LexicalJudge
+    from citemon.judges.transport import Exchange, HTTPTransport, Refused, Site, Wire
+
 __all__ = [
+    "BatchJudge",
+    "CPUJudge",
+    "CitedOutcome",
+    "CitedVerdict",
+    "ClassifierJudge",
+    "Exchange",
+    "HTTPBatchJudge",
+    "HTTPJudge",
+    "HTTPTransport",
     "Judge",
+    "JudgeError",
+    "JudgeHTTPError",
+    "JudgeInvalidReply",
     "JudgeObserver",
     "JudgeOptions",
+    "JudgeRateLimited",
+    "JudgeTimeout",
+    "LearnedJudge",
+    "LexicalJudge",
+    "Refused",
+    "Site",
+    "SupportOutcome",
+    "SupportVerdict",
     "ThresholdJudge",
+    "Verdict",
+    "Wire",
     "add_judge_arguments",
     "entailment_score",
     "judge_options",
     "load_judge",
 ]
+
+_LAZY = {
+    "ClassifierJudge": "citemon.judges.classifier",
+    "Exchange": "citemon.judges.transport",
+    "HTTPBatchJudge": "citemon.judges.http",
+    "HTTPJudge": "citemon.judges.http",
+    "HTTPTransport": "citemon.judges.transport",
+    "LearnedJudge": "citemon.judges.learned",
+    "LexicalJudge": "citemon.judges.lexical",
+    "Refused": "citemon.judges.transport",
+    "Site": "citemon.judges.transport",
+    "Wire": "citemon.judges.transport",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The built-in judges and the HTTP transport, imported on first use."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -156,10 +224,9 @@ def _load(spec: str, options: JudgeOptions, observer: JudgeObserver | None) -> J
 
         return LexicalJudge()
     if spec == "learned":
-        from citemon.judges.learned import LearnedJudge  # type: ignore[import-not-found,unused-ignore]
+        from citemon.judges.learned import LearnedJudge
 
-        judge: Any = LearnedJudge()
-        return judge  # type: ignore[no-any-return]
+        return LearnedJudge()
     if spec == "http":
         from citemon.judges.http import FORMATS, PROTOCOLS, HTTPBatchJudge, HTTPJudge
 

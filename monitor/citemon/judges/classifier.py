@@ -1,50 +1,24 @@
 """The classifier judge: a (premise, hypothesis) sequence-pair classifier behind TEI's ``/predict``.
 
-``--judge classifier`` asks a server in the shape of Hugging Face Text Embeddings Inference
-(TEI) — MiniCheck-RoBERTa/DeBERTa, an NLI cross-encoder — whether passages entail a claim::
+The judge is the shared :class:`~citemon.judges.transport.HTTPTransport` given TEI's wire
+(:class:`~citemon.judges.tei.PredictWire`); what it adds is how a claim becomes pairs and how
+scores become a verdict, and it keeps these promises:
 
-    POST {base_url}/predict
-    {"inputs": [["<premise chunk>", "<claim>"], …], "truncate": true, "raw_scores": false}
-    → [[{"label": "entailment", "score": 0.93}, {"label": "neutral", "score": 0.05}, …], …]
+* a claim's score is the maximum over the chunks of its premise (the passages shown, joined in
+  the order given): one chunk that entails the claim is enough (MiniCheck's rule). Chunks are
+  counted in whitespace-separated words, not tokens, because the client does not have the
+  server's tokenizer: a word is never split;
+* a chunk that could not be scored leaves the claim without a verdict (a
+  :class:`~citemon.core.errors.JudgeError`, so ``unjudged``): a maximum over the other chunks
+  could miss the one that entails it;
+* no pair is lost or scored twice when TEI refuses a batch as too large: the judge lowers its
+  cap (to the limit TEI names, else to half the batch), says so once in the log, and sends the
+  same pairs again in smaller requests; it starts at TEI's ``/info`` limit when that is lower;
+* the cache holds scores, not verdicts (keyed by label, window, overlap, claim and passages),
+  so the threshold is applied after it.
 
-one list of ``{label, score}`` per pair, in request order (TEI sorts each list by score). The
-claim's score is the ``label`` entry's score (``raw_scores: false``: a probability), the label
-matched case-insensitively (models name it ``entailment``, ``ENTAILMENT`` or ``LABEL_1``); the
-verdict is ``score >= threshold`` and :attr:`Verdict.confidence` is that score, P(entailed) as
-the model estimates it (:attr:`ClassifierJudge.confidence_means` says so to ``citemon
-calibrate``).
-
-Premise and chunks. The passages shown (only those the check is about) are joined, in the order
-given, with a blank line between them. A premise longer than ``window_words`` words is scored in
-chunks of ``window_words`` words that overlap by ``overlap_words``, and the claim's score is the
-maximum over chunks (MiniCheck's rule: one chunk that entails the claim is enough). The unit is
-the whitespace-separated word because the client does not have the server's tokenizer: a word
-is never split, and English runs about 1.3 subword tokens per word, so the default 300-word
-window plus a claim fits a 512-token model. ``truncate: true`` is sent so that an unusually
-token-dense chunk (numbers, URLs) is cut by the server rather than refused; the overlap then
-carries the cut tail into the next chunk.
-
-Batching. All pairs one call needs (every chunk, and in the batch methods every claim and every
-passage subset) are sent in requests of at most ``batch_pairs`` pairs, concurrently under the
-in-flight cap. TEI refuses a batch over its ``--max-client-batch-size`` (default 32) with HTTP
-422 ``batch size N > maximum allowed batch size M``, and a body over ``--payload-limit`` with
-HTTP 413: the judge then lowers its own cap (to M, or to half the batch), says so in the
-log, and sends the same pairs again in smaller requests: no pair is lost or counted twice.
-Before its first batch the judge also reads TEI's ``GET /info`` once and, when the server's
-``max_client_batch_size`` is below ``batch_pairs``, starts at that (a server without ``/info``
-is simply learned from).
-
-Everything else comes from the shared :class:`citemon.judges.transport.HTTPTransport`: the
-in-flight cap, per-attempt timeout, retries with full jitter on 429/5xx/timeouts/dropped
-connections/invalid replies (and on TEI's 424, a backend failure), ``Retry-After`` obeyed by every
-caller, the reply size bound, the API key from ``CITEMON_JUDGE_API_KEY`` (sent as ``Authorization:
-Bearer``, TEI's ``--api-key``), URL credentials as Basic auth and redacted everywhere, the observer
-behind ``citemon_judge_requests_total{outcome}``, and the LRU cache (keyed by label, window,
-overlap, claim and passages; the threshold is applied after it, so it holds scores, not verdicts).
-
-The ``/predict`` wire itself (the reply's reading, TEI's refusals) is :mod:`citemon.judges.tei`.
-Why the rest is one module (about 450 lines): chunking, the batch cap it learns, thresholds and
-the two batch questions are one judge's behaviour, tested together against a TEI-shaped server.
+The request, the reply, the chunking defaults and TEI's limits: ``docs/judges.md``, "The
+classifier judge".
 """
 
 from __future__ import annotations
@@ -65,7 +39,8 @@ from citemon.core.judge import (
     SupportVerdict,
 )
 from citemon.core.records import Verdict
-from citemon.judges.tei import BatchTooLarge, PredictTransport, parse_predictions
+from citemon.judges.tei import BatchTooLarge, PredictRequest, PredictWire, parse_predictions
+from citemon.judges.transport import HTTPTransport
 
 __all__ = [
     "DEFAULT_BATCH_PAIRS",
@@ -173,7 +148,7 @@ class ClassifierJudge:
         self._batch_pairs = batch_pairs
         self._window = window_words
         self._overlap = overlap_words
-        self._http = PredictTransport(base_url, model, observer=observer, **http)
+        self._http = HTTPTransport(base_url, model, wire=PredictWire(), observer=observer, **http)
         self._kind = f"predict:{self._label.casefold()}:{window_words}:{overlap_words}"
         self._probe: asyncio.Task[None] | None = None
 
@@ -360,8 +335,8 @@ class ClassifierJudge:
             key = self._key(q)
             if key in out or key in ask:
                 continue
-            hit = self._http.lookup(key)
-            if isinstance(hit, _Score):
+            found, hit = self._http.lookup(key)
+            if found and isinstance(hit, _Score):
                 out[key] = hit
             else:
                 ask[key] = q
@@ -408,11 +383,11 @@ class ClassifierJudge:
         """Before the first batch: TEI's ``max_client_batch_size`` lowers the cap, so no
         request is refused for its size (a server without ``/info`` is learned from on 422)."""
         try:
-            info = await self._http.info()
+            info = await self._http.get_json("info")
         except Exception:  # an optional hint must never stop judging
             logger.debug("classifier judge: reading /info failed", exc_info=True)
             return
-        limit = info.get("max_client_batch_size") if info else None
+        limit = info.get("max_client_batch_size") if isinstance(info, dict) else None
         usable = isinstance(limit, int) and not isinstance(limit, bool) and limit >= 1
         if usable and isinstance(limit, int) and limit < self._batch_pairs:
             logger.info(
@@ -433,7 +408,11 @@ class ClassifierJudge:
             return parse_predictions(content, pairs=len(pairs), label=self._label)
 
         try:
-            return list(await self._http.send(body, parse, log=logger))
+            request = PredictRequest(body, parse)
+            scores = await self._http.call(
+                request, fatal=(BatchTooLarge,), log=logger, what="classifier"
+            )
+            return list(scores)
         except BatchTooLarge as exc:
             smaller = exc.limit if exc.limit is not None else len(pairs) // 2
             if len(pairs) <= 1 or smaller < 1 or smaller >= len(pairs):

@@ -124,10 +124,12 @@ def extract(
     def w(word: str) -> float:
         return idf.get(word, default_idf)
 
-    total_idf = sum(w(x) for x in claim_set) or 1.0
+    # fsum, not sum: a sum over a set depends on its order, which PYTHONHASHSEED changes, and
+    # ties between windows then fell either way; fsum is exact, so one text gives one vector.
+    total_idf = math.fsum(w(x) for x in claim_set) or 1.0
     found = claim_set & passage_set
     containment = len(found) / len(claim_set) if claim_set else 1.0
-    idf_containment = sum(w(x) for x in found) / total_idf if claim_set else 1.0
+    idf_containment = math.fsum(w(x) for x in found) / total_idf if claim_set else 1.0
 
     claim_bigrams = _bigrams(claim_words)
     passage_bigrams = _bigrams(passage_words)
@@ -146,7 +148,7 @@ def extract(
         hit = claim_set & win_set
         if not hit and best_window_len:
             continue
-        share_idf = sum(w(x) for x in hit) / total_idf if claim_set else 1.0
+        share_idf = math.fsum(w(x) for x in hit) / total_idf if claim_set else 1.0
         window_hits.append((share_idf, frozenset(hit)))
         if share_idf > best_idf or not best_window_len:
             best_idf = share_idf
@@ -162,7 +164,7 @@ def extract(
     covered: set[str] = set()
     for _, hit_set in sorted(window_hits, key=lambda h: h[0], reverse=True)[:3]:
         covered |= hit_set
-    top3_union = sum(w(x) for x in covered) / total_idf if claim_set else 1.0
+    top3_union = math.fsum(w(x) for x in covered) / total_idf if claim_set else 1.0
     claim_prefixes = {x[:5] for x in claim_set}
     passage_prefixes = {x[:5] for x in passage_set}
     prefix_containment = (

@@ -1,79 +1,34 @@
 """The HTTP judge: an OpenAI-compatible chat model behind wire contract v1 (or v2).
 
-Wire contract v1 (DESIGN.md, "Judges"): ``POST {base_url}/chat/completions`` with an
-OpenAI-compatible body (``model``, ``messages``, ``temperature: 0``, ``response_format``: the
-reply's exact schema as structured outputs, see below), one claim per request, every passage
-verbatim inside nonce-tagged delimiters (:mod:`citemon.judges.prompts`). The model's message
-content must be a JSON object ``{"entailed": true|false, "reason": "…"}`` (a ```json fence and
-surrounding whitespace are tolerated); anything else is an invalid reply.
-``Authorization: Bearer <key>`` is sent only when a key is set, and the key comes from
-:data:`API_KEY_ENV` unless passed in.
+The judge is the shared :class:`~citemon.judges.transport.HTTPTransport` (limits, retries, the
+cache and single-flight, secrets) given a chat wire: :class:`ChatWire` for citemon's JSON
+verdicts (v1's one claim per request and v2's batches, :class:`HTTPBatchJudge`) or
+:class:`MiniCheckWire` for MiniCheck's Yes/No (``--judge-format minicheck``). The contracts
+themselves (the request, the reply, the response-format step down, v2's per-claim validity) are
+stated in ``docs/judges.md``; the prompts are :mod:`citemon.judges.prompts` and the reading of
+replies :mod:`citemon.judges.replies`.
 
-Limits, retries, the cache and single-flight, secrets:
-:class:`~citemon.judges.transport.HTTPTransport` (the module's promises hold for this judge).
-What this module adds: the chat request and its reply (:mod:`citemon.judges.replies` reads
-it), the response-format ladder below, MiniCheck's format, and wire contract v2's batch
-requests.
-
-Structured outputs: every JSON request asks for ``{"type": "json_schema", "json_schema":
-{"name": …, "strict": true, "schema": …}}`` with the exact reply schema of
-:mod:`citemon.judges.prompts`. A server that refuses it — HTTP 400 or 422 whose body names
-``response_format`` or a schema (OpenAI models without structured outputs: 400
-``invalid_request_error``, param ``response_format``; llama-cpp-python 0.3.36's server: a pydantic
-``literal_error`` at ``response_format.type``, as 422, or with FastAPI 0.165 as a 500
-``internal_server_error`` quoting that validation error — a 500 counts only when it says
-"validation error"; older vLLM: 400 from the same validation; a grammar backend that cannot
-compile the schema: 400 naming it) — is asked again at once with ``{"type":
-"json_object", "schema": …}`` (llama-cpp-python constrains decoding to that schema; servers that
-do not know the key ignore it), and a refusal of that too steps down to plain ``json_object``.
-The step is remembered per endpoint and model for the life of the process and logged once; the
-refused request counts as an ``error`` request but not against the retry budget.
-
-``--judge-format minicheck`` (:data:`FORMATS`) speaks MiniCheck's own prompt instead
-(:func:`~citemon.judges.prompts.build_minicheck_messages`): no ``response_format``,
-``max_tokens`` :data:`MINICHECK_MAX_TOKENS`, ``logprobs: true, top_logprobs:``
-:data:`MINICHECK_TOP_LOGPROBS`; the reply must be ``Yes`` or ``No``
-(:func:`parse_minicheck_reply`) and ``confidence`` comes from the reply token's log
-probabilities. A server that refuses ``logprobs`` (400/422 naming it) is asked without them
-from then on, and its verdicts have no confidence.
-
-Invalid replies are reported to the observer by cause
-(:data:`citemon.core.errors.INVALID_REPLY_CAUSES`, ``invalid_reply(cause)`` when the observer has
-it): ``citemon_judge_invalid_replies_total{cause}``.
-
-Wire contract v2 (:class:`HTTPBatchJudge`, ``--judge-protocol v2``) keeps all of the above and adds
-the two batch requests of :mod:`citemon.judges.batch`, several claims per request, each claim
-tagged with an ID the request assigns (``c1``, ``c2``, …). The reply must be a JSON object
-``{"verdicts": [{"claim": "c1", …}, …]}``; a reply that is not such an object is invalid as a
-whole. Inside it, each claim is judged on its own entry: a claim with no entry, two entries or an
-invalid one is *invalid for that claim only*, and entries naming no claim of the request are
-ignored. Only the claims left without a valid verdict are asked again, in a new request (fresh
-nonce, claims numbered afresh), within the same retry budget as failed requests; claims still
-without one then get a :class:`JudgeInvalidReply` (``unjudged``), while the others keep theirs.
-A reply that leaves any claim without a verdict counts as outcome ``invalid`` for the observer.
-Verdicts are cached per claim (the key holds the protocol and prompt version, the request kind,
-the claim and the sorted passages), so only claims not cached are sent.
-
-Why one module (about 480 lines): wire contracts v1 and v2 share the chat body, the
-response-format ladder and the reply reading; v2's batch requests add under 150 lines.
+A v2 reply is judged per claim: only the claims left without a valid verdict are asked again,
+in a new request (fresh nonce, claims numbered afresh), within the one retry budget; the others
+keep theirs, so a model that drops one claim of twenty costs one claim, not twenty.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Final, Literal, TypeVar, cast
+from typing import Any, Final, Generic, Literal, Self, TypeVar, cast
 
 import httpx
 
-from citemon.core.errors import INVALID_REPLY_CAUSES, ConfigError, JudgeError, JudgeInvalidReply
+from citemon.core.errors import ConfigError, JudgeError, JudgeInvalidReply
 from citemon.core.judge import CitedOutcome, CitedVerdict, SupportOutcome, SupportVerdict
 from citemon.core.records import Verdict
 from citemon.judges.prompts import (
+    PROMPT_VERSION,
     PROMPT_VERSION_MINICHECK,
     PROMPT_VERSION_V2,
     Message,
@@ -97,30 +52,29 @@ from citemon.judges.replies import (
     parse_decompose_reply,
     parse_entailment_reply,
     parse_minicheck_choice,
-    parse_minicheck_reply,
     parse_support_reply,
     snippet,
 )
-from citemon.judges.transport import API_KEY_ENV, HTTPTransport, parse_retry_after
+from citemon.judges.transport import (
+    Exchange,
+    HTTPTransport,
+    Refused,
+    Site,
+    raise_for_status,
+)
 
 __all__ = [
-    "API_KEY_ENV",
     "FORMATS",
-    "INVALID_REPLY_CAUSES",
     "MINICHECK_MAX_TOKENS",
     "MINICHECK_TOP_LOGPROBS",
     "PROTOCOLS",
-    "BatchReply",
+    "ChatRequest",
+    "ChatWire",
     "HTTPBatchJudge",
     "HTTPJudge",
+    "MiniCheckWire",
     "ReplyFormat",
     "WireProtocol",
-    "parse_cited_reply",
-    "parse_decompose_reply",
-    "parse_entailment_reply",
-    "parse_minicheck_reply",
-    "parse_retry_after",
-    "parse_support_reply",
 ]
 
 MINICHECK_MAX_TOKENS: Final = 1
@@ -141,12 +95,16 @@ ReplyFormat = Literal["json", "minicheck"]
 
 FORMATS: Final[tuple[ReplyFormat, ...]] = ("json", "minicheck")
 
-# What a request asks of the server, best first; a refusal steps to the next (see the docstring).
+# What a request asks of the server, best first; a refusal steps to the next (docs/judges.md,
+# "Structured outputs").
 _LADDERS: Final[dict[ReplyFormat, tuple[str, ...]]] = {
     "json": ("json_schema", "json_object+schema", "json_object"),
     "minicheck": ("logprobs", "plain"),
 }
-# Words in a 400/422 body that say the server refused that rung (lower-cased).
+# Words in a 400/422 body that say the server refused that rung (lower-cased): OpenAI's 400
+# `invalid_request_error` (param `response_format`), vLLM's 400 from a schema its grammar backend
+# cannot compile, llama-cpp-python 0.3.36's 422 `literal_error` at `response_format.type` (a 500
+# quoting that validation error under FastAPI 0.165).
 _REFUSAL_WORDS: Final[dict[str, tuple[str, ...]]] = {
     "json_schema": ("response_format", "schema"),
     "json_object+schema": ("response_format", "schema"),
@@ -160,140 +118,32 @@ _V = TypeVar("_V", CitedVerdict, SupportVerdict)
 
 
 @dataclass(frozen=True, slots=True)
-class _Request:
-    """One logical request: its messages, and the reply schema (None: a MiniCheck request)."""
+class ChatRequest(Generic[_T]):
+    """One logical chat request: its messages, the reply's schema (None: a MiniCheck request)
+    and how the model's message reads."""
 
     messages: list[Message]
     schema: Schema | None
+    parse: Callable[[Choice], _T]
 
 
-class HTTPJudge(HTTPTransport):
-    """A :class:`~citemon.core.judge.Judge` that asks an OpenAI-compatible chat endpoint.
+class _Ladder:
+    """The response formats of one reply format, best first, and the rung an endpoint and model
+    are at: shared by every judge of the process, so a refusal is learned (and logged) once."""
 
-    ``base_url`` is the API root (``http://localhost:8000/v1`` for vLLM, ``…:11434/v1`` for
-    Ollama); ``retries`` is the number of retries after the first attempt. Limits are in the
-    names: ``max_inflight`` requests, ``timeout_s`` per attempt, backoff in seconds,
-    ``cache_size`` entries (0 disables the cache). ``reply_format`` is ``json`` (citemon's
-    prompts, structured outputs) or ``minicheck`` (MiniCheck's prompt; ``entails`` only, and
-    ``decompose`` still sends the JSON decomposition prompt). Pass ``client`` to share an
-    ``httpx.AsyncClient`` (the judge then does not close it) or ``transport`` for the one it
-    builds; ``rng`` makes the jitter reproducible.
+    def __init__(self, reply_format: ReplyFormat) -> None:
+        self.format: ReplyFormat = reply_format
+        self.rungs = _LADDERS[reply_format]
 
-    Use ``async with HTTPJudge(...) as judge`` or call :meth:`aclose`.
-    """
+    def now(self, site: Site) -> str:
+        return self.rungs[_rungs.get(self._where(site), 0)]
 
-    def __init__(
-        self,
-        base_url: str,
-        model: str,
-        *,
-        reply_format: ReplyFormat = "json",
-        **kwargs: Any,
-    ) -> None:
-        if reply_format not in FORMATS:
-            raise ConfigError(f"the judge format must be json or minicheck, not {reply_format!r}")
-        self._format: ReplyFormat = reply_format
-        super().__init__(base_url, model, endpoint="chat/completions", **kwargs)
+    def _where(self, site: Site) -> tuple[str, str, ReplyFormat]:
+        return (site.url, site.model, self.format)
 
-    protocol: WireProtocol = "v1"
-    """The wire contract this judge speaks (v1: ``entails`` and ``decompose`` only)."""
-
-    def _repr_fields(self) -> str:
-        return f"protocol={self.protocol!r}, format={self._format!r}, "
-
-    async def entails(self, claim: str, passages: Mapping[str, str]) -> Verdict:
-        """Whether ``passages`` (ID → text), taken together, entail ``claim``.
-
-        Raises a :class:`~citemon.core.errors.JudgeError` subclass when no valid verdict could be
-        had within the retry budget. No passages entail nothing, so that costs no request.
-        """
-        if not passages:
-            return Verdict(entailed=False, reason="no passages were shown")
-        if self._format == "minicheck":
-            # MiniCheck reads the passages as one document in the order given: that order is
-            # part of what it sees, so it is part of the key (no sorting).
-            key = self._key("minicheck", claim, list(passages.items()), PROMPT_VERSION_MINICHECK)
-            request = _Request(build_minicheck_messages(claim, passages), None)
-            return await self._cached(key, lambda: self._call(request, parse_minicheck_choice))
-        key = self._key("entails", claim, sorted(passages.items()))
-        return await self._cached(
-            key,
-            lambda: self._call(
-                _Request(build_entailment_messages(claim, passages), entailment_schema()),
-                parse_content(parse_entailment_reply),
-            ),
-        )
-
-    async def decompose(self, sentence: str) -> list[str]:
-        """``sentence`` split into standalone atomic claims (``--decompose llm``).
-
-        An empty split means the model found nothing to check; the sentence itself is returned
-        so the claim is not silently lost. Raises :class:`~citemon.core.errors.JudgeError` on final
-        failure (the caller falls back to the sentence).
-        """
-        key = self._key("decompose", sentence, [])
-        claims = await self._cached(
-            key,
-            lambda: self._call(
-                _Request(build_decompose_messages(sentence), decompose_schema()),
-                parse_content(parse_decompose_reply),
-            ),
-        )
-        return list(claims) if claims else [sentence]
-
-    # -- the chat request: response formats, body, reply ------------------------------------
-
-    @property
-    def reply_format(self) -> ReplyFormat:
-        return self._format
-
-    @property
-    def response_format(self) -> str:
-        """What this judge's endpoint is asked for now: ``json_schema``, ``json_object+schema``
-        or ``json_object`` (format ``json``), ``logprobs`` or ``plain`` (format ``minicheck``)."""
-        ladder = _LADDERS[self._format]
-        return ladder[_rungs.get(self._endpoint, 0)]
-
-    @property
-    def confidence_means(self) -> str | None:
-        """What a verdict's ``confidence`` is, for ``citemon calibrate``'s ROC and threshold:
-        MiniCheck's is the probability of the answer it gave (``"verdict"``); the JSON format
-        gives none."""
-        return "verdict" if self._format == "minicheck" else None
-
-    @property
-    def _endpoint(self) -> tuple[str, str, ReplyFormat]:
-        return (self._shown_url, self._model, self._format)
-
-    def _rung(self) -> str:
-        return self.response_format
-
-    def _body(self, request: _Request, rung: str) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "model": self._model,
-            "messages": request.messages,
-            "temperature": 0,
-        }
-        if request.schema is None:  # MiniCheck: a one-token answer and its probabilities
-            body["max_tokens"] = MINICHECK_MAX_TOKENS
-            if rung == "logprobs":
-                body |= {"logprobs": True, "top_logprobs": MINICHECK_TOP_LOGPROBS}
-            return body
-        name, schema = request.schema
-        if rung == "json_schema":
-            body["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": name, "strict": True, "schema": schema},
-            }
-        elif rung == "json_object+schema":
-            body["response_format"] = {"type": "json_object", "schema": schema}
-        else:
-            body["response_format"] = {"type": "json_object"}
-        return body
-
-    def _refused(self, rung: str, response: httpx.Response) -> bool:
-        """Whether ``response`` refuses what ``rung`` asked for (see the module docstring)."""
-        if rung == _LADDERS[self._format][-1]:
+    def refused(self, rung: str, response: httpx.Response) -> bool:
+        """Whether ``response`` refuses what ``rung`` asked for."""
+        if rung == self.rungs[-1]:
             return False  # nothing left to step down to
         words = _REFUSAL_WORDS.get(rung)
         status = response.status_code
@@ -304,54 +154,261 @@ class HTTPJudge(HTTPTransport):
             return False  # a 500 is the server failing, unless it is a request validation error
         return any(word in text for word in words)
 
-    def _step_down(self, rung: str, response: httpx.Response) -> None:
-        ladder = _LADDERS[self._format]
-        index = ladder.index(rung)
-        if _rungs.get(self._endpoint, 0) > index:
+    def step_down(self, rung: str, response: httpx.Response, site: Site) -> None:
+        index = self.rungs.index(rung)
+        where = self._where(site)
+        if _rungs.get(where, 0) > index:
             return  # another call stepped down already (and logged it)
-        _rungs[self._endpoint] = index + 1
+        _rungs[where] = index + 1
         logger.warning(
             "judge at %s (model %r) refused %s (HTTP %d: %r); asking for %s from now on",
-            self._shown_url,
-            self._model,
+            site.url,
+            site.model,
             rung,
             response.status_code,
-            snippet(self._redact(response.text)),
-            ladder[index + 1],
+            snippet(site.redact(response.text)),
+            self.rungs[index + 1],
         )
 
-    def _reply(self, response: httpx.Response, parse: Callable[[Choice], _T]) -> _T:
-        try:
-            choice = response.json()["choices"][0]
-            content = choice["message"]["content"]
-        except (ValueError, LookupError, TypeError) as exc:
-            raise JudgeInvalidReply(
-                f"judge at {self._shown_url} sent no chat completion: "
-                f"{snippet(self._redact(response.text))!r}",
-                cause="not_completion",
-            ) from exc
-        if not isinstance(content, str):
-            raise JudgeInvalidReply(
-                f"judge at {self._shown_url} sent no message content", cause="not_completion"
-            )
-        finish = choice.get("finish_reason") if isinstance(choice, dict) else None
-        try:
-            return parse(Choice(content, finish, choice.get("logprobs")))
-        except JudgeInvalidReply as exc:
-            if finish != "length":
-                raise
-            # Cut off by max_tokens or the context: the cause to fix is the length, not the model.
-            raise JudgeInvalidReply(
-                f"reply cut off (finish_reason length): {exc}", cause="truncated"
-            ) from exc
 
-    def _problem(self, result: object) -> str | None:
-        # A v2 reply that leaves some claims without a verdict is an invalid reply too.
-        return result.cause if isinstance(result, BatchReply) and result.problems else None
+def _read_choice(response: httpx.Response, site: Site, parse: Callable[[Choice], _T]) -> _T:
+    """A 2xx chat completion's first choice, through ``parse``; raises JudgeInvalidReply."""
+    try:
+        choice = response.json()["choices"][0]
+        content = choice["message"]["content"]
+    except (ValueError, LookupError, TypeError) as exc:
+        raise JudgeInvalidReply(
+            f"judge at {site.url} sent no chat completion: {snippet(site.redact(response.text))!r}",
+            cause="not_completion",
+        ) from exc
+    if not isinstance(content, str):
+        raise JudgeInvalidReply(
+            f"judge at {site.url} sent no message content", cause="not_completion"
+        )
+    finish = choice.get("finish_reason") if isinstance(choice, dict) else None
+    try:
+        return parse(Choice(content, finish, choice.get("logprobs")))
+    except JudgeInvalidReply as exc:
+        if finish != "length":
+            raise
+        # Cut off by max_tokens or the context: the cause to fix is the length, not the model.
+        raise JudgeInvalidReply(
+            f"reply cut off (finish_reason length): {exc}", cause="truncated"
+        ) from exc
+
+
+def _read(
+    ladder: _Ladder,
+    rung: str,
+    site: Site,
+    parse: Callable[[Choice], _T],
+    response: httpx.Response,
+) -> _T:
+    if ladder.refused(rung, response):
+        ladder.step_down(rung, response, site)
+        raise Refused(rung)
+    raise_for_status(response, site)
+    return _read_choice(response, site, parse)
+
+
+def _batch_problem(result: object) -> str | None:
+    # A v2 reply that leaves some claims without a verdict is an invalid reply too.
+    return result.cause if isinstance(result, BatchReply) and result.problems else None
+
+
+class ChatWire:
+    """``POST chat/completions`` asking for citemon's JSON verdicts with the reply's exact
+    schema as structured outputs, stepping down to ``json_object`` where that is refused."""
+
+    endpoint = "chat/completions"
+
+    def __init__(self) -> None:
+        self.ladder = _Ladder("json")
+
+    def __repr__(self) -> str:
+        return "ChatWire()"
+
+    def exchange(self, request: ChatRequest[_T], site: Site) -> Exchange[_T]:
+        if request.schema is None:
+            raise TypeError("ChatWire needs a request with a reply schema")
+        rung = self.ladder.now(site)
+        body: dict[str, Any] = {
+            "model": site.model,
+            "messages": request.messages,
+            "temperature": 0,
+        }
+        name, schema = request.schema
+        if rung == "json_schema":
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": name, "strict": True, "schema": schema},
+            }
+        elif rung == "json_object+schema":
+            body["response_format"] = {"type": "json_object", "schema": schema}
+        else:
+            body["response_format"] = {"type": "json_object"}
+        return Exchange(
+            body, partial(_read, self.ladder, rung, site, request.parse), _batch_problem
+        )
+
+
+class MiniCheckWire:
+    """``POST chat/completions`` in MiniCheck's format: a one-token Yes/No answer and its log
+    probabilities, asked without them where ``logprobs`` is refused. A request with a schema
+    (``--decompose llm``) asks for a plain ``json_object``: a MiniCheck server is not asked for
+    structured outputs."""
+
+    endpoint = "chat/completions"
+
+    def __init__(self) -> None:
+        self.ladder = _Ladder("minicheck")
+
+    def __repr__(self) -> str:
+        return "MiniCheckWire()"
+
+    def exchange(self, request: ChatRequest[_T], site: Site) -> Exchange[_T]:
+        rung = self.ladder.now(site)
+        body: dict[str, Any] = {
+            "model": site.model,
+            "messages": request.messages,
+            "temperature": 0,
+        }
+        if request.schema is None:  # a one-token answer and its probabilities
+            body["max_tokens"] = MINICHECK_MAX_TOKENS
+            if rung == "logprobs":
+                body |= {"logprobs": True, "top_logprobs": MINICHECK_TOP_LOGPROBS}
+        else:
+            body["response_format"] = {"type": "json_object"}
+        return Exchange(
+            body, partial(_read, self.ladder, rung, site, request.parse), _batch_problem
+        )
+
+
+class HTTPJudge:
+    """A :class:`~citemon.core.judge.Judge` that asks an OpenAI-compatible chat endpoint.
+
+    ``base_url`` is the API root (``http://localhost:8000/v1`` for vLLM, ``…:11434/v1`` for
+    Ollama). ``reply_format`` is ``json`` (citemon's prompts, structured outputs) or
+    ``minicheck`` (MiniCheck's prompt; ``entails`` only, and ``decompose`` still sends the JSON
+    decomposition prompt). The other keyword arguments are
+    :class:`~citemon.judges.transport.HTTPTransport`'s (``max_inflight``, ``timeout_s``,
+    ``retries``, backoff, ``cache_size``, ``api_key``, ``observer``, ``client``,
+    ``transport``, ``rng``).
+
+    Use ``async with HTTPJudge(...) as judge`` or call :meth:`aclose`.
+    """
+
+    protocol: WireProtocol = "v1"
+    """The wire contract this judge speaks (v1: ``entails`` and ``decompose`` only)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        reply_format: ReplyFormat = "json",
+        **http: Any,
+    ) -> None:
+        if reply_format not in FORMATS:
+            raise ConfigError(f"the judge format must be json or minicheck, not {reply_format!r}")
+        self._format: ReplyFormat = reply_format
+        self._wire = MiniCheckWire() if reply_format == "minicheck" else ChatWire()
+        self.transport = HTTPTransport(base_url, model, wire=self._wire, **http)
+
+    def __repr__(self) -> str:
+        fields = f"protocol={self.protocol!r}, format={self._format!r}, "
+        return f"{type(self).__name__}({self.transport.describe(fields)})"
+
+    @property
+    def model(self) -> str:
+        return self.transport.model
+
+    @property
+    def max_inflight(self) -> int:
+        return self.transport.max_inflight
+
+    @property
+    def reply_format(self) -> ReplyFormat:
+        return self._format
+
+    @property
+    def response_format(self) -> str:
+        """What this judge's endpoint is asked for now: ``json_schema``, ``json_object+schema``
+        or ``json_object`` (format ``json``), ``logprobs`` or ``plain`` (format ``minicheck``)."""
+        return self._wire.ladder.now(self.transport.site)
+
+    @property
+    def confidence_means(self) -> str | None:
+        """What a verdict's ``confidence`` is, for ``citemon calibrate``'s ROC and threshold:
+        MiniCheck's is the probability of the answer it gave (``"verdict"``); the JSON format
+        gives none."""
+        return "verdict" if self._format == "minicheck" else None
+
+    async def aclose(self) -> None:
+        """Cancel calls still running and close the HTTP client if the judge made it."""
+        await self.transport.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def entails(self, claim: str, passages: Mapping[str, str]) -> Verdict:
+        """Whether ``passages`` (ID → text), taken together, entail ``claim``.
+
+        Raises a :class:`~citemon.core.errors.JudgeError` subclass when no valid verdict could be
+        had within the retry budget. No passages entail nothing, so that costs no request.
+        """
+        if not passages:
+            return Verdict(entailed=False, reason="no passages were shown")
+        http = self.transport
+        if self._format == "minicheck":
+            # MiniCheck reads the passages as one document in the order given: that order is
+            # part of what it sees, so it is part of the key (no sorting).
+            key = http.key("minicheck", claim, list(passages.items()), PROMPT_VERSION_MINICHECK)
+            messages = build_minicheck_messages(claim, passages)
+            request = ChatRequest(messages, None, parse_minicheck_choice)
+            return await http.cached(key, lambda: self._call(request))
+        key = http.key("entails", claim, sorted(passages.items()), PROMPT_VERSION)
+        return await http.cached(
+            key,
+            lambda: self._call(
+                ChatRequest(
+                    build_entailment_messages(claim, passages),
+                    entailment_schema(),
+                    parse_content(parse_entailment_reply),
+                )
+            ),
+        )
+
+    async def decompose(self, sentence: str) -> list[str]:
+        """``sentence`` split into standalone atomic claims (``--decompose llm``).
+
+        An empty split means the model found nothing to check; the sentence itself is returned
+        so the claim is not silently lost. Raises :class:`~citemon.core.errors.JudgeError` on final
+        failure (the caller falls back to the sentence).
+        """
+        key = self.transport.key("decompose", sentence, [], PROMPT_VERSION)
+        claims = await self.transport.cached(
+            key,
+            lambda: self._call(
+                ChatRequest(
+                    build_decompose_messages(sentence),
+                    decompose_schema(),
+                    parse_content(parse_decompose_reply),
+                )
+            ),
+        )
+        return list(claims) if claims else [sentence]
+
+    async def _call(self, request: ChatRequest[_T]) -> _T:
+        return cast(_T, await self.transport.call(request))
 
 
 class HTTPBatchJudge(HTTPJudge):
-    """An :class:`HTTPJudge` that also speaks wire contract v2 (a :class:`~.batch.BatchJudge`).
+    """An :class:`HTTPJudge` that also speaks wire contract v2 (a
+    :class:`~citemon.core.judge.BatchJudge`).
 
     Everything about limits, retries, the cache, the observer and the key is shared with v1;
     ``entails`` and ``decompose`` still send v1 requests (``citemon calibrate`` asks one pair at
@@ -380,8 +437,8 @@ class HTTPBatchJudge(HTTPJudge):
         kind = "cited+precision" if precise else "cited"
         shown = list(passages)
 
-        def messages(ids: Mapping[str, str]) -> _Request:
-            return _Request(
+        def messages(ids: Mapping[str, str]) -> tuple[list[Message], Schema]:
+            return (
                 build_cited_messages(ids, passages, precision=precise),
                 cited_schema(list(ids), shown, precision=precise),
             )
@@ -399,8 +456,8 @@ class HTTPBatchJudge(HTTPJudge):
             return [SupportVerdict(supported_by=(), joint=False)] * len(claims)
         shown = list(passages)
 
-        def messages(ids: Mapping[str, str]) -> _Request:
-            return _Request(build_support_messages(ids, passages), support_schema(list(ids), shown))
+        def messages(ids: Mapping[str, str]) -> tuple[list[Message], Schema]:
+            return build_support_messages(ids, passages), support_schema(list(ids), shown)
 
         def parse(content: str, ids: list[str]) -> BatchReply[SupportVerdict]:
             return parse_support_reply(content, claims=ids, passages=shown)
@@ -412,31 +469,32 @@ class HTTPBatchJudge(HTTPJudge):
         kind: str,
         claims: Sequence[str],
         passages: Mapping[str, str],
-        messages: Callable[[Mapping[str, str]], _Request],
+        messages: Callable[[Mapping[str, str]], tuple[list[Message], Schema]],
         parse: Callable[[str, list[str]], BatchReply[_V]],
     ) -> list[_V | JudgeError]:
         """Cached claims from the cache, the rest in one request (shared with identical ones)."""
+        http = self.transport
         items = sorted(passages.items())
-        keys = {c: self._key(kind, c, items, PROMPT_VERSION_V2) for c in dict.fromkeys(claims)}
+        keys = {c: http.key(kind, c, items, PROMPT_VERSION_V2) for c in dict.fromkeys(claims)}
         done: dict[str, _V | JudgeError] = {}
         for claim, key in keys.items():
-            found, value = self._lookup(key)
+            found, value = http.lookup(key)
             if found:
                 done[claim] = cast(_V, value)
         ask = [c for c in keys if c not in done]
         if ask:
-            flight = self._key(f"{kind}-batch", json.dumps(ask), items, PROMPT_VERSION_V2)
-            got = await self._single_flight(flight, lambda: self._ask(ask, messages, parse))
+            flight = http.key(f"{kind}-batch", json.dumps(ask), items, PROMPT_VERSION_V2)
+            got = await http.single_flight(flight, lambda: self._ask(ask, messages, parse))
             for claim, outcome in got.items():
                 done[claim] = outcome
                 if not isinstance(outcome, JudgeError):
-                    self._store(keys[claim], outcome)
+                    http.store(keys[claim], outcome)
         return [done[c] for c in claims]
 
     async def _ask(
         self,
         claims: list[str],
-        messages: Callable[[Mapping[str, str]], _Request],
+        messages: Callable[[Mapping[str, str]], tuple[list[Message], Schema]],
         parse: Callable[[str, list[str]], BatchReply[_V]],
     ) -> dict[str, _V | JudgeError]:
         """Ask for ``claims``; re-ask only the ones left without a valid verdict, then give up.
@@ -447,17 +505,13 @@ class HTTPBatchJudge(HTTPJudge):
         pending = claims
         attempt = 0
         while True:
-            await self._wait_not_before()
             ids = {f"c{n}": claim for n, claim in enumerate(pending, 1)}
-            error: JudgeError
+            request = ChatRequest(*messages(ids), partial(parse_batch_for, parse, list(ids)))
             try:
-                reply = await self._attempt(
-                    messages(ids), partial(parse_batch_for, parse, list(ids))
-                )
+                reply: BatchReply[_V] = await self.transport.send(request)
             except JudgeError as exc:
-                if not exc.retriable or attempt >= self._retries:
+                if not await self.transport.retry(attempt, exc, log=logger, what="judge batch"):
                     return out | dict.fromkeys(pending, exc)
-                error = exc
             else:
                 for cid, verdict in reply.verdicts.items():
                     out[ids[cid]] = verdict
@@ -465,26 +519,16 @@ class HTTPBatchJudge(HTTPJudge):
                     return out
                 pending = [ids[cid] for cid in ids if cid in reply.problems]
                 why = {ids[cid]: p for cid, p in reply.problems.items()}
-                if attempt >= self._retries:
+                error = JudgeInvalidReply(
+                    f"{len(pending)} of {len(ids)} claims without a valid verdict "
+                    f"({next(iter(why.values()))})",
+                    cause=reply.cause,
+                )
+                if not await self.transport.retry(attempt, error, log=logger, what="judge batch"):
                     return out | {
                         c: JudgeInvalidReply(
                             f"no valid verdict for the claim: {why[c]}", cause=reply.cause
                         )
                         for c in pending
                     }
-                error = JudgeInvalidReply(
-                    f"{len(pending)} of {len(ids)} claims without a valid verdict "
-                    f"({next(iter(why.values()))})",
-                    cause=reply.cause,
-                )
-            delay = self._backoff(attempt, error)
-            logger.debug(
-                "judge batch attempt %d/%d: %s; asking %d claims again in %.3fs",
-                attempt + 1,
-                self._retries + 1,
-                error,
-                len(pending),
-                delay,
-            )
             attempt += 1
-            await asyncio.sleep(delay)

@@ -3,7 +3,8 @@
 It says "entailed" when the passages contain most of the claim's content words, every number the
 claim states, and agree with it on negation. It reads no meaning: paraphrase it misses, and a
 passage that shares words but says something else can fool it. Its measured agreement with human
-labels is in the README; use an HTTP judge (an LLM) or the learned judge for numbers you act on.
+labels is in docs/judges.md ("The offline judges, measured"); use an HTTP judge (an LLM) or the
+learned judge for numbers you act on.
 """
 
 from __future__ import annotations

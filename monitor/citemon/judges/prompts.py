@@ -8,11 +8,12 @@ Text inside a passage cannot close its own tag, because it cannot know the nonce
 texts, so the real closing tag is the only one that can match. Nothing is escaped, so the model
 reads exactly the words the RAG service showed its own model.
 
-Contract v1 asks about one claim per request. Contract v2 (:mod:`citemon.judges.batch`) asks
-about several claims at once, each tagged ``<claim id="c1" nonce="…">``, in two shapes: the
-*citation check* (the passages one citation set names, every claim citing exactly that set) and
-the *support search* (all retrieved passages, the claims that failed or cite nothing). Its system
-messages are constant per shape so that servers with prefix caching reuse them.
+Contract v1 asks about one claim per request. Contract v2
+(:class:`~citemon.core.judge.BatchJudge`) asks about several claims at once, each tagged
+``<claim id="c1" nonce="…">``, in two shapes: the *citation check* (the passages one citation
+set names, every claim citing exactly that set) and the *support search* (all retrieved
+passages, the claims that failed or cite nothing). Its system messages are constant per shape so
+that servers with prefix caching reuse them.
 
 Each JSON request also carries the exact schema of its reply (:func:`entailment_schema`,
 :func:`decompose_schema`, :func:`cited_schema`, :func:`support_schema`), sent as structured

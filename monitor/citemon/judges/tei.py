@@ -1,27 +1,34 @@
-"""The wire of Text Embeddings Inference's ``/predict`` (and ``/info``), as the classifier
-judge (:mod:`citemon.judges.classifier`) speaks it: the request, the reply and how it is read
-(:func:`parse_predictions`), and TEI's refusals of a batch that is too large
-(:class:`BatchTooLarge`: HTTP 422 over ``--max-client-batch-size``, 413 over the payload limit).
-The in-flight cap, retries, cache and redaction are :class:`~citemon.judges.transport.
-HTTPTransport`'s."""
+"""The wire of Text Embeddings Inference's ``/predict``, as the classifier judge speaks it.
+
+The classifier (:mod:`citemon.judges.classifier`) is the shared
+:class:`~citemon.judges.transport.HTTPTransport` given :class:`PredictWire`: the body as the
+judge built it, a reply read by :func:`parse_predictions`, and TEI's refusals of a batch that is
+too large (:class:`BatchTooLarge`: HTTP 422 over ``--max-client-batch-size``, 413 over the
+payload limit) told apart from failures, so the judge can split the batch instead of retrying it.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import logging
 import math
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from functools import partial
+from typing import Any, Final, Generic, TypeVar
 
 import httpx
 
 from citemon.core.errors import JudgeHTTPError, JudgeInvalidReply
-from citemon.judges.transport import HTTPTransport
+from citemon.judges.transport import Exchange, Site, raise_for_status
 
-__all__ = ["BatchTooLarge", "LabelMissing", "PredictTransport", "parse_predictions"]
+__all__ = [
+    "BatchTooLarge",
+    "LabelMissing",
+    "PredictRequest",
+    "PredictWire",
+    "parse_predictions",
+]
 
 _T = TypeVar("_T")
 _TEI_BATCH_LIMIT: Final = re.compile(r"maximum allowed batch size (\d+)")
@@ -86,82 +93,39 @@ def parse_predictions(content: str, *, pairs: int, label: str) -> list[float]:
 
 
 @dataclass(frozen=True, slots=True)
-class _Predict:
-    """A ``/predict`` request: its JSON body as it is sent (no chat messages, no schema)."""
+class PredictRequest(Generic[_T]):
+    """A ``/predict`` request: its JSON body as it is sent, and how the reply's text reads."""
 
     body: dict[str, Any]
+    parse: Callable[[str], _T]
 
 
-class PredictTransport(HTTPTransport):
-    """The shared HTTP transport aimed at ``{base_url}/predict``: the in-flight cap, deadline,
-    retries, Retry-After, cache, single-flight and redaction are
-    :class:`~citemon.judges.transport.HTTPTransport`'s; this says what the body is and how a
-    ``/predict`` reply and TEI's refusals read."""
+def _read(site: Site, parse: Callable[[str], _T], response: httpx.Response) -> _T:
+    status = response.status_code
+    if status in (413, 422):
+        found = _TEI_BATCH_LIMIT.search(response.text)
+        if status == 413 or found:
+            raise BatchTooLarge(
+                f"judge at {site.url} refused the batch (HTTP {status})",
+                status=status,
+                limit=int(found.group(1)) if found else None,
+            )
+    try:
+        raise_for_status(response, site)  # 429 and the other errors, redacted
+    except JudgeHTTPError as exc:
+        if status == 424:  # TEI's backend error (e.g. out of memory under load)
+            exc.retriable = True
+        raise
+    return parse(response.text)
 
-    def __init__(self, base_url: str, model: str, **kwargs: Any) -> None:
-        super().__init__(base_url, model, endpoint="predict", **kwargs)
 
-    @property
-    def shown_base(self) -> str:
-        return self._shown_base
+class PredictWire:
+    """``POST predict``: the body as given, the reply's text through the request's parser."""
 
-    async def send(
-        self, body: dict[str, Any], parse: Callable[[str], _T], *, log: logging.Logger
-    ) -> _T:
-        """POST ``body`` with the retry budget; a refused batch size is raised at once."""
-        return await self._call(
-            _Predict(body), parse, fatal=(BatchTooLarge,), log=log, what="classifier"
-        )
+    endpoint = "predict"
 
-    def _body(self, request: Any, rung: str) -> dict[str, Any]:
-        assert isinstance(request, _Predict)
-        return request.body
+    def __repr__(self) -> str:
+        return "PredictWire()"
 
-    def _reply(self, response: httpx.Response, parse: Callable[[str], _T]) -> _T:
-        return parse(response.text)
-
-    def _read(self, response: httpx.Response, parse: Callable[[Any], _T]) -> _T:
-        status = response.status_code
-        if status in (413, 422):
-            found = _TEI_BATCH_LIMIT.search(response.text)
-            if status == 413 or found:
-                raise BatchTooLarge(
-                    f"judge at {self._shown_url} refused the batch (HTTP {status})",
-                    status=status,
-                    limit=int(found.group(1)) if found else None,
-                )
-        try:
-            return super()._read(response, parse)  # 429 and the other errors, redacted
-        except JudgeHTTPError as exc:
-            if status == 424:  # TEI's backend error (e.g. out of memory under load)
-                exc.retriable = True
-            raise
-
-    async def info(self) -> dict[str, Any] | None:
-        """TEI's ``GET /info`` (its limits and labels), or None when the server has none or
-        fails: the judge works without it. One request, outside the cap and the metrics."""
-        parsed = httpx.URL(self._base_url)
-        url = str(parsed.copy_with(path=parsed.path.rstrip("/") + "/info"))
-        auth: dict[str, Any] = {} if self._auth is None else {"auth": self._auth}
-        try:
-            async with asyncio.timeout(self._timeout_s):
-                response = await self._client.get(url, headers=self._headers, **auth)
-            if response.status_code != 200 or len(response.content) > 1_000_000:
-                return None
-            value = response.json()
-        except (TimeoutError, httpx.HTTPError, ValueError):
-            return None
-        return value if isinstance(value, dict) else None
-
-    def key(self, kind: str, claim: str, passages: list[tuple[str, str]]) -> str:
-        return self._key(kind, claim, passages)
-
-    async def cached(self, key: str, call: Callable[[], Awaitable[_T]]) -> _T:
-        return await self._cached(key, call)
-
-    def lookup(self, key: str) -> object | None:
-        found, value = self._lookup(key)
-        return value if found else None
-
-    def store(self, key: str, value: object) -> None:
-        self._store(key, value)
+    def exchange(self, request: PredictRequest[_T], site: Site) -> Exchange[_T]:
+        return Exchange(request.body, partial(_read, site, request.parse))

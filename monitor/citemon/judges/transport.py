@@ -1,7 +1,9 @@
-"""The HTTP transport the HTTP judges share: limits, retries, the cache and single-flight, once.
+"""The one HTTP transport of the judges, given a wire: limits, retries, the cache, once.
 
-What it promises the judges built on it (:class:`~citemon.judges.http.HTTPJudge` and its v2
-subclass, the classifier's ``/predict`` transport) and so their callers:
+Every HTTP judge is this transport composed with a :class:`Wire`, the one thing judges differ in:
+what a request's body is and how its reply reads (the chat wires of :mod:`citemon.judges.http`,
+TEI's ``/predict`` of :mod:`citemon.judges.tei`). What the transport promises, so that no judge
+has its own copy and none can get it wrong:
 
 * at most ``max_inflight`` HTTP requests in flight, shared by every caller of one judge;
 * a hard per-attempt deadline of ``timeout_s`` (connect + send + whole reply), and a reply read
@@ -10,22 +12,17 @@ subclass, the classifier's ``/predict`` transport) and so their callers:
   errors and invalid replies; a server's ``Retry-After`` (seconds or HTTP date, capped by
   ``backoff_max_s``) is obeyed and also holds back every other caller of the judge;
 * other 4xx fail at once; after the retry budget the matching
-  :class:`~citemon.core.errors.JudgeError` is raised (the scorer turns it into ``unjudged``) —
+  :class:`~citemon.core.errors.JudgeError` is raised (the scorer turns it into ``unjudged``),
   never a guessed verdict;
 * results (not errors) are cached in an LRU of ``cache_size`` entries keyed by a hash of kind,
-  model, prompt version, text and passages; identical concurrent calls share one (single-flight);
+  model, version, text and passages; identical concurrent calls share one (single-flight);
 * the API key never appears in logs, reprs, error messages or metrics; nor do credentials in
   the base URL (``http://user:key@host/v1`` is sent as HTTP Basic auth and shown without them),
   nor an ``Authorization`` value a server echoes back in an error body.
 
-httpx errors are mapped to citemon's in one place, :meth:`HTTPTransport._send`. A subclass says
-what a request's body is (:meth:`~HTTPTransport._body`) and how a 2xx reply reads
-(:meth:`~HTTPTransport._reply`); the chat judge also steps down refused response formats
-(:meth:`~HTTPTransport._rung`, :meth:`~HTTPTransport._refused`, :meth:`~HTTPTransport._step_down`).
-
-Why one module (about 500 lines): the in-flight cap, deadline, retries, Retry-After, cache and
-single-flight are written here once, so that no judge has its own copy; they act on the same
-request's lifecycle.
+httpx errors are mapped to citemon's in one place, :meth:`HTTPTransport.send`; a reply's status
+in one other, :func:`raise_for_status`, which a wire calls once it has read what its endpoint
+says in a status of its own.
 """
 
 from __future__ import annotations
@@ -42,9 +39,10 @@ import re
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from functools import partial
 from types import TracebackType
-from typing import Any, Final, Self, TypeVar, cast
+from typing import Any, Final, Generic, Protocol, Self, TypeVar, cast
 
 import httpx
 
@@ -57,11 +55,20 @@ from citemon.core.errors import (
     JudgeTimeout,
 )
 from citemon.core.judge import JudgeObserver
-from citemon.judges.prompts import PROMPT_VERSION
 from citemon.judges.replies import snippet
 from citemon.judges.settings import API_KEY_ENV, JudgeEnvironment
 
-__all__ = ["API_KEY_ENV", "DEFAULT_MAX_REPLY_BYTES", "HTTPTransport", "parse_retry_after"]
+__all__ = [
+    "API_KEY_ENV",
+    "DEFAULT_MAX_REPLY_BYTES",
+    "Exchange",
+    "HTTPTransport",
+    "Refused",
+    "Site",
+    "Wire",
+    "parse_retry_after",
+    "raise_for_status",
+]
 
 DEFAULT_MAX_REPLY_BYTES: Final = 4 * 1024 * 1024
 """A chat completion carrying verdicts is a few kB; past this a reply is read no further."""
@@ -93,8 +100,66 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
     return max(0.0, seconds)
 
 
+@dataclass(frozen=True, slots=True)
+class Site:
+    """The endpoint as a wire may see it: never its credentials, so it can be shown."""
+
+    url: str
+    """``{base_url}/{endpoint}`` without credentials or query string."""
+    model: str
+    redact: Callable[[str], str]
+    """Takes every form of the transport's credentials out of a text (an echoed error body)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Exchange(Generic[_T]):
+    """One HTTP request as a wire makes it once the request holds its slot: the JSON body, how
+    the reply reads (raising a :class:`~citemon.core.errors.JudgeError`, or :class:`Refused`),
+    and, for a result valid only in part, the invalid-reply cause to count it under."""
+
+    body: dict[str, Any]
+    read: Callable[[httpx.Response], _T]
+    problem: Callable[[_T], str | None] | None = None
+
+
+class Wire(Protocol):
+    """What one endpoint's requests and replies are: all an HTTP judge adds to the transport.
+
+    ``exchange`` is called for every request sent, inside the in-flight slot, so what it asks
+    for (a response format a server refused before) is decided as late as it can be.
+    """
+
+    endpoint: str
+    """The path under the base URL (``chat/completions``, ``predict``)."""
+
+    def exchange(self, request: Any, site: Site) -> Exchange[Any]: ...
+
+
+class Refused(Exception):
+    """A wire's reading of a reply: the server refused what the request asked for (a response
+    format), and the wire now asks for less. The transport sends again at once: a server's
+    capability is not a failure, so it costs no retry (the refused request counts as ``error``)."""
+
+
+def raise_for_status(response: httpx.Response, site: Site) -> None:
+    """A non-2xx reply as citemon's error (429 with its ``Retry-After``; the body redacted)."""
+    status = response.status_code
+    if status == 429:
+        retry_after = parse_retry_after(response.headers.get("retry-after"))
+        raise JudgeRateLimited(
+            f"judge at {site.url} is rate limiting (HTTP 429, Retry-After "
+            f"{'unset' if retry_after is None else f'{retry_after:g}s'})",
+            retry_after_s=retry_after,
+        )
+    if not 200 <= status < 300:
+        raise JudgeHTTPError(
+            f"judge at {site.url} returned HTTP {status}: {snippet(site.redact(response.text))!r}",
+            status=status,
+        )
+
+
 class HTTPTransport:
-    """A JSON-over-HTTP endpoint at ``{base_url}/{endpoint}`` with the module's promises.
+    """A JSON-over-HTTP endpoint at ``{base_url}/{wire.endpoint}`` with the module's promises.
 
     ``retries`` is the number of retries after the first attempt; limits are in the names:
     ``max_inflight`` requests, ``timeout_s`` per attempt, backoff in seconds, ``cache_size``
@@ -108,7 +173,7 @@ class HTTPTransport:
         base_url: str,
         model: str,
         *,
-        endpoint: str,
+        wire: Wire,
         max_inflight: int = 8,
         timeout_s: float = 30.0,
         retries: int = 3,
@@ -122,6 +187,8 @@ class HTTPTransport:
         transport: httpx.AsyncBaseTransport | None = None,
         rng: random.Random | None = None,
     ) -> None:
+        endpoint = wire.endpoint
+        self._wire = wire
         if max_inflight < 1:
             raise ConfigError(f"max_inflight must be at least 1, not {max_inflight}")
         if max_reply_bytes < 1:
@@ -194,18 +261,19 @@ class HTTPTransport:
         self._not_before = 0.0  # time.monotonic() before which nobody sends (Retry-After)
         self._cache: OrderedDict[str, object] = OrderedDict()
         self._pending: dict[str, asyncio.Future[Any]] = {}
+        self._site = Site(self._shown_url, model, self._redact)
 
     def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(base_url={self._shown_base!r}, model={self._model!r}, "
-            f"max_inflight={self._max_inflight}, timeout_s={self._timeout_s:g}, "
-            f"retries={self._retries}, {self._repr_fields()}"
-            f"api_key={'***' if self._api_key else None!r})"
-        )
+        return f"HTTPTransport({self.describe()})"
 
-    def _repr_fields(self) -> str:
-        """What a subclass adds to the repr (``name=value, `` pairs); never a secret."""
-        return ""
+    def describe(self, extra: str = "") -> str:
+        """The repr's fields (``extra``, ``name=value, `` pairs, before the key); no secret."""
+        return (
+            f"base_url={self._shown_base!r}, model={self._model!r}, "
+            f"max_inflight={self._max_inflight}, timeout_s={self._timeout_s:g}, "
+            f"retries={self._retries}, {extra}"
+            f"api_key={'***' if self._api_key else None!r}"
+        )
 
     @property
     def model(self) -> str:
@@ -215,8 +283,18 @@ class HTTPTransport:
     def max_inflight(self) -> int:
         return self._max_inflight
 
+    @property
+    def site(self) -> Site:
+        """Where requests go, as they may be shown."""
+        return self._site
+
+    @property
+    def shown_base(self) -> str:
+        """The base URL without credentials or query string."""
+        return self._shown_base
+
     async def aclose(self) -> None:
-        """Cancel calls still running and close the HTTP client if the judge made it."""
+        """Cancel calls still running and close the HTTP client if the transport made it."""
         pending = list(self._pending.values())
         for fut in pending:
             fut.cancel()
@@ -238,10 +316,9 @@ class HTTPTransport:
 
     # -- cache and single-flight: one implementation for every judge and request kind ------
 
-    def _key(
-        self, kind: str, text: str, passages: list[tuple[str, str]], version: str | None = None
-    ) -> str:
-        version = PROMPT_VERSION if version is None else version  # looked up now, not at import
+    def key(self, kind: str, text: str, passages: list[tuple[str, str]], version: str = "") -> str:
+        """The cache key of a question: ``kind``, the model, ``version`` (a prompt's, so that a
+        new prompt is never answered from an old one's verdicts), ``text`` and ``passages``."""
         payload = json.dumps([kind, self._model, version, text, passages], ensure_ascii=False)
         return hashlib.sha256(payload.encode()).hexdigest()
 
@@ -252,20 +329,21 @@ class HTTPTransport:
             return True, self._cache[key]
         return False, None
 
-    def _lookup(self, key: str) -> tuple[bool, Any]:
-        """:meth:`_peek`, counted as a cache hit or miss for the observer."""
+    def lookup(self, key: str) -> tuple[bool, Any]:
+        """``(True, value)`` for a cached key, else ``(False, None)``; counted as a cache hit or
+        miss for the observer."""
         found, value = self._peek(key)
         self._observe_cache(hit=found)
         return found, value
 
-    def _store(self, key: str, value: object) -> None:
+    def store(self, key: str, value: object) -> None:
         if self._cache_size:
             self._cache[key] = value
             self._cache.move_to_end(key)
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
 
-    async def _cached(self, key: str, call: Callable[[], Awaitable[_T]]) -> _T:
+    async def cached(self, key: str, call: Callable[[], Awaitable[_T]]) -> _T:
         """The cached result for ``key``, else ``call()``'s, shared with identical calls in
         flight and cached once it succeeds (errors are never cached)."""
         found, value = self._peek(key)
@@ -274,9 +352,9 @@ class HTTPTransport:
             return cast(_T, value)
         # Joining an identical call already in flight saves a request: count it as a hit.
         self._observe_cache(hit=key in self._pending)
-        return await self._single_flight(key, call, cache=True)
+        return await self.single_flight(key, call, cache=True)
 
-    async def _single_flight(
+    async def single_flight(
         self, key: str, call: Callable[[], Awaitable[_T]], *, cache: bool = False
     ) -> _T:
         """``call()``, or the identical call already in flight under ``key``; with ``cache``
@@ -294,47 +372,56 @@ class HTTPTransport:
             del self._pending[key]
         if not cache or fut.cancelled() or fut.exception() is not None:  # errors: never cached
             return
-        self._store(key, fut.result())
+        self.store(key, fut.result())
 
     # -- one logical call: attempts, backoff ---------------------------------------------
 
-    async def _call(
+    async def call(
         self,
         request: object,
-        parse: Callable[[Any], _T],
         *,
         fatal: tuple[type[JudgeError], ...] = (),
         log: logging.Logger = logger,
         what: str = "judge",
-    ) -> _T:
+    ) -> Any:
         """One logical call: attempts within the retry budget, with backoff between them.
 
         ``fatal`` errors are raised at once; ``log`` and ``what`` name the caller in the debug
         line of each retry."""
         attempt = 0
         while True:
-            await self._wait_not_before()
             try:
-                return await self._attempt(request, parse)
+                return await self.send(request)
             except fatal:
                 raise
             except JudgeError as exc:
-                if not exc.retriable or attempt >= self._retries:
+                if not await self.retry(attempt, exc, log=log, what=what):
                     raise
-                delay = self._backoff(attempt, exc)
-                log.debug(
-                    "%s attempt %d/%d failed (%s: %s); retrying in %.3fs",
-                    what,
-                    attempt + 1,
-                    self._retries + 1,
-                    type(exc).__name__,
-                    exc,
-                    delay,
-                )
                 attempt += 1
-                await asyncio.sleep(delay)
 
-    def _backoff(self, attempt: int, exc: JudgeError) -> float:
+    async def retry(
+        self, attempt: int, exc: JudgeError, *, log: logging.Logger = logger, what: str = "judge"
+    ) -> bool:
+        """Whether attempt ``attempt`` (0-based), failed with ``exc``, may be followed by
+        another: False past the budget or for an error that cannot pass; else True, once the
+        backoff has been slept."""
+        if not exc.retriable or attempt >= self._retries:
+            return False
+        delay = self.backoff(attempt, exc)
+        log.debug(
+            "%s attempt %d/%d failed (%s: %s); retrying in %.3fs",
+            what,
+            attempt + 1,
+            self._retries + 1,
+            type(exc).__name__,
+            exc,
+            delay,
+        )
+        await asyncio.sleep(delay)
+        return True
+
+    def backoff(self, attempt: int, exc: JudgeError) -> float:
+        """Seconds to wait after attempt ``attempt`` failed with ``exc``."""
         if isinstance(exc, JudgeRateLimited) and exc.retry_after_s is not None:
             delay = min(exc.retry_after_s, self._backoff_max_s)
             # The server asked everyone to wait, not just this call.
@@ -348,39 +435,31 @@ class HTTPTransport:
         while (wait := self._not_before - time.monotonic()) > 0:  # noqa: ASYNC110
             await asyncio.sleep(wait)
 
-    async def _attempt(self, request: object, parse: Callable[[Any], _T]) -> _T:
-        """One attempt: a request, and again at once one step down if the server refused what
-        it asked for (a refusal is the server's capability, not a failure to retry)."""
+    async def send(self, request: object) -> Any:
+        """One attempt: after any ``Retry-After``, a request, and again at once if the server
+        refused what it asked for (:class:`Refused`: the wire asks for less now)."""
+        await self._wait_not_before()
         while True:
-            refused: list[tuple[str, httpx.Response]] = []
-            result = await self._send(request, parse, refused)
-            if not refused:
-                return cast(_T, result)
-            self._step_down(*refused[0])
+            try:
+                return await self._send(request)
+            except Refused:
+                continue
 
-    async def _send(
-        self,
-        request: object,
-        parse: Callable[[Any], _T],
-        refused: list[tuple[str, httpx.Response]],
-    ) -> _T | None:
+    async def _send(self, request: object) -> Any:
         """One HTTP request under the in-flight cap: the single httpx → citemon error boundary.
 
-        What to ask for is chosen once the request holds its slot, so requests queued behind a
-        refusal already use the step down. A refusal is appended to ``refused`` (with the rung
-        refused) and None returned instead of raised.
-        """
+        The wire makes the request once it holds its slot, so requests queued behind a refusal
+        already ask for less."""
         auth: dict[str, Any] = {} if self._auth is None else {"auth": self._auth}
         async with self._semaphore:
-            rung = self._rung()
-            body = self._body(request, rung)
+            exchange = self._wire.exchange(request, self._site)
             self._observe_inflight(+1)
             started = time.perf_counter()
             outcome = "error"
             try:
                 try:
                     async with asyncio.timeout(self._timeout_s):
-                        response = await self._post(body, auth)
+                        response = await self._post(exchange.body, auth)
                 except (TimeoutError, httpx.TimeoutException) as exc:
                     raise JudgeTimeout(
                         f"judge at {self._shown_url} did not answer within {self._timeout_s:g}s"
@@ -390,12 +469,10 @@ class HTTPTransport:
                         f"judge at {self._shown_url} failed: {type(exc).__name__}: "
                         f"{self._redact(str(exc))}"
                     ) from exc
-                if self._refused(rung, response):
-                    refused.append((rung, response))
-                    return None  # outcome stays "error": the request did fail
-                result = self._read(response, parse)
+                result = exchange.read(response)  # Refused: outcome stays "error", it failed
                 # A reply valid only in part (a v2 reply missing claims) is invalid too.
-                if (problem := self._problem(result)) is not None:
+                problem = None if exchange.problem is None else exchange.problem(result)
+                if problem is not None:
                     outcome = "invalid"
                     self._observe_invalid(problem)
                 else:
@@ -439,50 +516,21 @@ class HTTPTransport:
             response.status_code, headers=headers, content=bytes(data), request=request
         )
 
-    def _read(self, response: httpx.Response, parse: Callable[[Any], _T]) -> _T:
-        """A reply's status as citemon's errors (429 with its Retry-After, any other non-2xx),
-        else what :meth:`_reply` reads from it."""
-        status = response.status_code
-        if status == 429:
-            retry_after = parse_retry_after(response.headers.get("retry-after"))
-            raise JudgeRateLimited(
-                f"judge at {self._shown_url} is rate limiting (HTTP 429, Retry-After "
-                f"{'unset' if retry_after is None else f'{retry_after:g}s'})",
-                retry_after_s=retry_after,
-            )
-        if not 200 <= status < 300:
-            raise JudgeHTTPError(
-                f"judge at {self._shown_url} returned HTTP {status}: "
-                f"{snippet(self._redact(response.text))!r}",
-                status=status,
-            )
-        return self._reply(response, parse)
-
-    # -- what a subclass says about its endpoint -------------------------------------------
-
-    def _body(self, request: Any, rung: str) -> dict[str, Any]:
-        """The JSON body of ``request``, asking for ``rung`` (see :meth:`_rung`)."""
-        raise NotImplementedError
-
-    def _reply(self, response: httpx.Response, parse: Callable[[Any], _T]) -> _T:
-        """What a 2xx ``response`` holds, through ``parse``; raises JudgeInvalidReply."""
-        raise NotImplementedError
-
-    def _rung(self) -> str:
-        """What a request asks of the server now (a response format); "" when nothing varies."""
-        return ""
-
-    def _refused(self, rung: str, response: httpx.Response) -> bool:
-        """Whether ``response`` refuses what ``rung`` asked for (then :meth:`_step_down`)."""
-        return False
-
-    def _step_down(self, rung: str, response: httpx.Response) -> None:
-        """Ask for less than ``rung`` from now on (called after :meth:`_refused`)."""
-        raise NotImplementedError
-
-    def _problem(self, result: object) -> str | None:
-        """The invalid-reply cause of a result that is valid only in part, else None."""
-        return None
+    async def get_json(self, path: str) -> Any:
+        """``GET {base_url}/{path}`` as JSON, or None when the server has none or fails (a reply
+        over 1 MB included): for optional hints (TEI's ``/info``). One request, outside the
+        in-flight cap, the retries and the metrics."""
+        parsed = httpx.URL(self._base_url)
+        url = str(parsed.copy_with(path=parsed.path.rstrip("/") + "/" + path))
+        auth: dict[str, Any] = {} if self._auth is None else {"auth": self._auth}
+        try:
+            async with asyncio.timeout(self._timeout_s):
+                response = await self._client.get(url, headers=self._headers, **auth)
+            if response.status_code != 200 or len(response.content) > 1_000_000:
+                return None
+            return response.json()
+        except (TimeoutError, httpx.HTTPError, ValueError):
+            return None
 
     # -- secrets and the observer --------------------------------------------------------
 

@@ -1,8 +1,9 @@
-"""Training and honest evaluation of the learned judge, in pure Python.
+"""Training and honest evaluation of the learned judge, in pure Python (offline: not shipped).
 
 Used by ``scripts/train_judge.py`` (which writes the shipped weights) and by
 ``bench/judge_quality.py`` (which re-measures them): both go through :func:`cross_validate`, so
-the figures in the README and the weights come from one code path.
+the figures in docs/judges.md and the weights come from one code path. The leading underscore keeps
+it out of ``make bench``, which runs every public module of ``bench/``.
 
 Honesty rules built in: the IDF table is computed from the training fold only; ExpertQA folds
 are grouped by answer (and WiCE folds by cited page), so a claim is never scored by a model that
@@ -105,7 +106,9 @@ def build_idf(docs: Iterable[str], *, max_terms: int) -> tuple[dict[str, float],
     n = 0
     for doc in docs:
         n += 1
-        df.update(set(content_words(tokens(doc))))
+        # Each word once, in the order it first appears, not in a set's order: most_common
+        # breaks ties at the cut by first sight, and a set's order changes with PYTHONHASHSEED.
+        df.update(dict.fromkeys(content_words(tokens(doc))).keys())
     kept = df.most_common(max_terms)
     idf = {term: round(math.log((n + 1) / (count + 1)) + 1.0, 4) for term, count in kept}
     default = round(math.log((n + 1) / 2) + 1.0, 4)
