@@ -349,6 +349,86 @@ async def kafka_sasl_topic(
         yield create
 
 
+# -- a broker that does not create topics on first use (most production clusters) ------------
+
+
+@dataclass(frozen=True)
+class StrictBroker:
+    """A plaintext broker of this session's own with ``auto.create.topics.enable=false``."""
+
+    bootstrap: str
+    log_dir: Path
+
+
+def _strict_broker_config(port: int, controller_port: int, data: Path) -> str:
+    template = (REPO / "deploy" / "kafka" / "server.properties.in").read_text()
+    text = (
+        template.replace("@PORT@", str(port))
+        .replace("@CONTROLLER_PORT@", str(controller_port))
+        .replace("@DATA_DIR@", str(data))
+    )
+    assert "auto.create.topics.enable=true" in text, "the template changed: update this fixture"
+    return text.replace("auto.create.topics.enable=true", "auto.create.topics.enable=false")
+
+
+@pytest.fixture(scope="session")
+def kafka_strict(
+    kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[StrictBroker]:
+    """A second broker, started once per session from the jars ``deploy/kafka.sh`` fetched
+    (the shared broker fixture fetches them), that refuses to create topics on first use."""
+    from tests.integration.prometheus_support import free_port
+
+    info = kafka_script("info", timeout_s=PROBE_TIMEOUT_S)
+    run_dir = dict(line.split("=", 1) for line in info.stdout.splitlines() if "=" in line)
+    libs = Path(run_dir.get("run_dir", "/nonexistent")).parent / "libs"
+    if not (libs / ".complete").is_file():
+        need_server("a second Apache Kafka broker", f"no Kafka jars in {libs}")
+    root = tmp_path_factory.mktemp("strict-kafka")
+    port, controller = free_port(), free_port()
+    config = root / "server.properties"
+    config.write_text(_strict_broker_config(port, controller, root / "data"))
+    logs = root / "logs"
+    logs.mkdir()
+    java = ["java", "-cp", f"{libs}/*", f"-Dkafka.logs.dir={logs}"]
+    java.append(f"-Dlog4j2.configurationFile={REPO / 'deploy' / 'kafka' / 'log4j2.xml'}")
+    cluster = subprocess.run(
+        [*java, "kafka.tools.StorageTool", "random-uuid"], capture_output=True, text=True
+    ).stdout.split()
+    if not cluster:
+        need_server("a second Apache Kafka broker", "StorageTool random-uuid printed nothing")
+    formatted = subprocess.run(
+        [*java, "kafka.tools.StorageTool", "format", "-t", cluster[-1], "-c", str(config)],
+        capture_output=True,
+        text=True,
+    )
+    if formatted.returncode != 0:
+        need_server("a second Apache Kafka broker", formatted.stdout + formatted.stderr)
+    out = (logs / "stdout.log").open("wb")
+    proc = subprocess.Popen(
+        [*java, "-Xmx384m", "kafka.Kafka", str(config)],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    bootstrap = f"127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while (why := asyncio.run(_probe(bootstrap))) is not None:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                need_server("a second Apache Kafka broker", f"{bootstrap}: {why}")
+            time.sleep(0.5)
+        yield StrictBroker(bootstrap, logs)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        out.close()
+
+
 # -- passage stores (tests/integration/store_servers.py) ----------------------------------------
 
 

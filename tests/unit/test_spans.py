@@ -399,11 +399,13 @@ def test_otlp_json_lines_file(
     assert [(n, type(x).__name__) for n, x in got] == [
         (1, "AnswerRecord"),
         (3, "DecodeError"),
-        (5, "NoAnswer"),  # GET /health: a trace that ended with nothing any dialect reads
         (6, "AnswerRecord"),
+        # GET /health: a trace that ended with nothing any dialect reads, said once the file
+        # is over (the rest of a trace whose root came first may follow later in the file)
+        (6, "NoAnswer"),
     ]
     assert isinstance(got[1][1], DecodeError) and got[1][1].reason == "not_json"
-    assert isinstance(got[3][1], AnswerRecord) and got[3][1].answer == "Kept 90 days [n-1]"
+    assert isinstance(got[2][1], AnswerRecord) and got[2][1].answer == "Kept 90 days [n-1]"
 
 
 def test_uppercase_hex_ids_come_out_lowercase(

@@ -37,13 +37,15 @@ def test_each_trace_without_an_answer_is_counted_once_by_outcome() -> None:
         ]
     )
     assert [r.trace_id for r in got] == ["d" * 32]
-    assert assembler.unrecognized == 1 and (assembler.no_passages, assembler.no_answer) == (0, 0)
+    # Nothing is counted before the window ends: the rest of "c" may still come.
+    assert (assembler.unrecognized, assembler.no_passages, assembler.no_answer) == (0, 0, 0)
     assert assembler.flush() == []
     assert (assembler.no_passages, assembler.no_answer, assembler.dropped_incomplete) == (1, 1, 2)
+    assert assembler.unrecognized == 1
     assert [(u.trace_id[0], u.outcome, len(u.parts)) for u in assembler.take_unanswered()] == [
-        ("c", "unrecognized", 1),
         ("a", "no_passages", 2),
         ("b", "no_answer", 2),
+        ("c", "unrecognized", 1),
     ]
     assert assembler.take_unanswered() == []
 
@@ -51,4 +53,35 @@ def test_each_trace_without_an_answer_is_counted_once_by_outcome() -> None:
 def test_without_explain_nothing_is_kept() -> None:
     assembler = TraceAssembler()
     assembler.add([part("c" * 32, "5", parent="")])
+    assembler.flush()
     assert assembler.unrecognized == 1 and assembler.take_unanswered() == []
+
+
+def test_a_root_that_comes_first_is_counted_once_when_the_rest_arrives() -> None:
+    """A bare root (nothing any dialect reads on it) ahead of the trace's other parts: one
+    trace, one outcome (``completed``), not ``unrecognized`` at once and ``settled`` later."""
+    now = [0.0]
+    assembler = TraceAssembler(window_s=30.0, clock=lambda: now[0])
+    docs = [Passage(id="d-1", text="t")]
+    assert assembler.add([part("e" * 32, "1", parent="")]) == []
+    now[0] = 10.0
+    got = assembler.add(
+        [part("e" * 32, "2", documents=docs), part("e" * 32, "3", answer="x [d-1]")]
+    )
+    assert [r.trace_id for r in got] == ["e" * 32]
+    now[0] = 100.0
+    assembler.expire()
+    counts = (assembler.completed, assembler.settled, assembler.unrecognized)
+    assert counts == (1, 0, 0)
+    assert (assembler.dropped_incomplete, assembler.no_passages, assembler.no_answer) == (0, 0, 0)
+
+
+def test_a_bare_root_alone_is_unrecognized_when_its_window_ends() -> None:
+    now = [0.0]
+    assembler = TraceAssembler(window_s=30.0, clock=lambda: now[0])
+    assembler.add([part("f" * 32, "1", parent="")])
+    now[0] = 29.0
+    assert assembler.expire() == 0 and assembler.unrecognized == 0
+    now[0] = 31.0
+    assembler.expire()
+    assert (assembler.unrecognized, assembler.dropped_incomplete, len(assembler)) == (1, 0, 0)

@@ -40,6 +40,7 @@ from citemon.engine.scoring import Scorer, ScoringOptions
 from citemon.judges import add_judge_arguments, judge_options, load_judge
 from citemon.metrics import Metrics, MetricsServer
 from citemon.passages import add_passage_store_arguments, open_store
+from citemon.service.client_noise import quiet_repeats
 from citemon.service.gate import GateObserver, JudgeGate
 from citemon.service.pipeline import Pipeline, PipelineStats
 from citemon.service.settings import Settings, add_settings_arguments, settings_from_args
@@ -142,6 +143,8 @@ async def serve(
             stack.callback(pipeline.stop_supervising)  # before the server closes
             # aiokafka's "coordinator not available (yet)" while the group forms: debug level.
             stack.enter_context(quiet_startup(lambda: pipeline.ready))
+            # aiokafka's same error again and again: once, then counted (service.client_noise).
+            stack.enter_context(quiet_repeats(metrics.client_error_repeated))
             if on_ready is not None:
                 on_ready(pipeline, server)
             return await pipeline.run(stop)

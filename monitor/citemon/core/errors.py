@@ -13,6 +13,7 @@
     │   └── JudgeInvalidReply (the reply was not the JSON object the contract asks for)
     ├── ConfigError           settings that cannot work together
     ├── KafkaUnavailable      the brokers could not be reached at start-up
+    ├── TopicsUnusable        a topic ``run`` needs is missing or refused (exit status 1)
     └── MonitorFailed         a background task of ``citemon run`` died (exit status 1)
 """
 
@@ -31,6 +32,7 @@ __all__ = [
     "JudgeTimeout",
     "KafkaUnavailable",
     "MonitorFailed",
+    "TopicsUnusable",
 ]
 
 
@@ -127,3 +129,15 @@ class MonitorFailed(CitemonError):
     ended: ``/healthz`` turns 503 and the process exits with ``exit_code``, the cause logged."""
 
     exit_code = 1
+
+
+class TopicsUnusable(CitemonError):
+    """Topics ``citemon run`` reads or writes are missing, refused by an ACL or too small for
+    its records: ``problems`` names each with the setting or ACL that fixes it (exit status 1)."""
+
+    exit_code = 1
+
+    def __init__(self, problems: list[str], servers: str) -> None:
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"cannot use the topics at {servers}:\n{lines}")

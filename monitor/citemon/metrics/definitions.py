@@ -62,6 +62,7 @@ __all__ = [
     "EVALUATION_EVENT_OUTCOMES",
     "JUDGE_OUTCOMES",
     "LEGACY_NAMES",
+    "RECORD_CUTS",
     "SPAN_OUTCOMES",
     "JudgeMetrics",
     "Metrics",
@@ -80,10 +81,27 @@ shuffle probe was once called the "canary", and its metrics still carry that nam
 JUDGE_OUTCOMES: Final = ("ok", "error", "timeout", "rate_limited", "invalid")
 """Values of ``citemon_judge_requests_total{outcome}`` (``JudgeError.outcome`` plus ``ok``)."""
 
-SpanOutcome = Literal["answer", "sampled_out", "skipped", "invalid"]
-"""What became of a consumed span: scored as an answer, sampled out, not an answer, undecodable."""
+SpanOutcome = Literal["answer", "sampled_out", "skipped", "invalid", "unkeyed"]
+"""What became of a consumed span: scored as an answer, sampled out, not an answer, undecodable;
+and, counted besides one of those, ``unkeyed``: its Kafka record's key is not its trace ID."""
 
-SPAN_OUTCOMES: Final[tuple[SpanOutcome, ...]] = ("answer", "sampled_out", "skipped", "invalid")
+SPAN_OUTCOMES: Final[tuple[SpanOutcome, ...]] = (
+    "answer",
+    "sampled_out",
+    "skipped",
+    "invalid",
+    "unkeyed",
+)
+
+RECORD_CUTS: Final = (
+    ("results", "excerpts"),
+    ("results", "claims"),
+    ("results", "identity_only"),
+    ("review", "dropped"),
+    ("dead_letter", "value"),
+)
+"""Values of ``citemon_records_cut_total{record, reason}``: a produced record cut to fit its
+topic's limit (:mod:`citemon.service.fitting`)."""
 
 EVALUATION_EVENT_OUTCOMES: Final = ("sent", "dropped", "failed")
 """Values of ``citemon_evaluation_events_total{outcome}`` (``--evaluation-events``): accepted by
@@ -295,8 +313,23 @@ class Metrics:
         )
         self._spans = Counter(
             "citemon_spans",
-            "Consumed spans by outcome (answer, sampled_out, skipped, invalid).",
+            "Consumed spans by outcome (answer, sampled_out, skipped, invalid; and unkeyed: "
+            "its record's key is not its trace ID, counted besides its outcome).",
             ["outcome"],
+            registry=registry,
+        )
+        self._records_cut = Counter(
+            "citemon_records_cut",
+            "Records produced cut to fit their topic's max.message.bytes, by record (results, "
+            "review, dead_letter) and what was cut.",
+            ["record", "reason"],
+            registry=registry,
+        )
+        self._client_errors = Counter(
+            "citemon_kafka_client_errors",
+            "Kafka client (aiokafka) errors and warnings repeating one already logged: "
+            "counted here instead of logged again.",
+            ["logger"],
             registry=registry,
         )
         self._dead_letters = Counter(
@@ -343,6 +376,8 @@ class Metrics:
         ).labels(build_version or _build_version()).set(1)
         for outcome in SPAN_OUTCOMES:
             self._spans.labels(outcome)
+        for record, reason in RECORD_CUTS:
+            self._records_cut.labels(record, reason)
         for name in QUALITY_LABELS:
             self._overflow.labels(name)
         for probe_outcome in PROBE_OUTCOMES:
@@ -517,6 +552,16 @@ class Metrics:
         if outcome not in EVALUATION_EVENT_OUTCOMES:
             raise ValueError(f"unknown evaluation event outcome {outcome!r}")
         self._evaluation_events.labels(outcome).inc(n)
+
+    def record_cut(self, record: str, reason: str) -> None:
+        """Count one produced record cut to fit its topic (:data:`RECORD_CUTS`)."""
+        if (record, reason) not in RECORD_CUTS:
+            raise ValueError(f"unknown record cut {(record, reason)!r}")
+        self._records_cut.labels(record, reason).inc()
+
+    def client_error_repeated(self, logger: str) -> None:
+        """Count one Kafka client message not logged because it repeats one that was."""
+        self._client_errors.labels(logger).inc()
 
     def dead_letter(self, reason: str) -> None:
         """Count one message sent to the DLQ (``reason``: a ``DecodeError.reason`` code)."""

@@ -31,8 +31,8 @@ DEFAULT_MAX_BYTES: Final = 64 * 1024 * 1024
 """Approximate text bytes the assembler holds at once."""
 NO_ANSWER_OUTCOMES: Final = ("unrecognized", "no_passages", "no_answer")
 """Why a trace gave no answer (``citemon_traces_total{outcome}``): ``unrecognized`` — it ended
-(its root arrived) and no dialect read anything from it; ``no_passages`` — an answer but no
-retrieved documents; ``no_answer`` — documents but no answer."""
+(its root arrived), no dialect read anything from it and nothing more came within the window;
+``no_passages`` — an answer but no retrieved documents; ``no_answer`` — documents but no answer."""
 TRACE_OUTCOMES: Final = (
     "completed",
     "settled",
@@ -91,10 +91,12 @@ class TraceAssembler:
 
     Counters: ``completed``, ``settled``, ``dropped_incomplete``, ``evicted`` (settled or dropped
     early for the caps), ``superseded`` (the trace had a self-contained ``rag.answer`` span);
-    and the traces that gave no answer (:data:`NO_ANSWER_OUTCOMES`): ``unrecognized`` (a root
-    arrived for a trace with nothing held), ``no_passages`` and ``no_answer`` (each also
-    ``dropped_incomplete``). With ``explain=True`` the assembler keeps those traces (at most
-    1,000 at a time) for :meth:`take_unanswered`.
+    and the traces that gave no answer (:data:`NO_ANSWER_OUTCOMES`): ``unrecognized`` (only a
+    root no dialect read arrived, and nothing more within the window), ``no_passages`` and
+    ``no_answer`` (each also ``dropped_incomplete``). Each trace is counted under one outcome
+    once: a bare root is held like any part, so a trace whose root came first is ``completed``
+    when the rest arrives, never ``unrecognized`` and then ``settled``. With ``explain=True``
+    the assembler keeps those traces (at most 1,000 at a time) for :meth:`take_unanswered`.
     """
 
     def __init__(
@@ -186,12 +188,12 @@ class TraceAssembler:
                 continue
             pending = self._traces.get(tid)
             if pending is None:
-                if s.documents is None and s.answer is None:
-                    if s.is_root:
-                        # The trace ended and no dialect read anything from it.
-                        self.unrecognized += 1
-                        self._unanswered_add(Unanswered(tid, "unrecognized", [s]))
+                if s.documents is None and s.answer is None and not s.is_root:
                     continue
+                # A bare root (no dialect read anything from it) is held too: the rest of its
+                # trace may still come (another exporter's batch, another partition), and the
+                # trace is counted once, when it completes or when its window ends
+                # (``unrecognized`` then, if nothing else came).
                 pending = self._traces[tid] = _Pending(first_seen=now)
             pending.spans.append(s)
             pending.nbytes += s.nbytes
@@ -266,7 +268,12 @@ class TraceAssembler:
     def _settle(self, pending: _Pending, out: list[AnswerRecord]) -> None:
         self.nbytes -= pending.nbytes
         record = self._assemble(pending)
-        if record is None:
+        if record is None and all(s.documents is None and s.answer is None for s in pending.spans):
+            # Only bare roots: the trace ended and no dialect read anything from it.
+            self.unrecognized += 1
+            tid = pending.spans[0].trace_id if pending.spans else ""
+            self._unanswered_add(Unanswered(tid, "unrecognized", pending.spans))
+        elif record is None:
             self.dropped_incomplete += 1
             has_docs = any(s.documents is not None for s in pending.spans)
             outcome = "no_answer" if has_docs else "no_passages"

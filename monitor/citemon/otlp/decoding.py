@@ -44,6 +44,7 @@ def read_spans(
         if isinstance(raw, DecodeError):
             batch.errors.append(raw)
             continue
+        batch.spans_per_trace[raw.trace_id] = batch.spans_per_trace.get(raw.trace_id, 0) + 1
         names = batch.seen.setdefault(raw.trace_id, [])
         if len(names) < MAX_SEEN_NAMES:
             names.append(raw.name)

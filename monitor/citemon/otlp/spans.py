@@ -163,6 +163,9 @@ class DecodedBatch:
     seen: dict[str, list[str]] = field(default_factory=dict)
     """Trace ID → names of the spans of it this payload held (for explaining a trace that
     gives no answer; at most :data:`MAX_SEEN_NAMES` per trace)."""
+    spans_per_trace: dict[str, int] = field(default_factory=dict)
+    """Trace ID → how many spans of it this payload held (what its Kafka key is checked
+    against: :mod:`citemon.service.keys`)."""
 
 
 @dataclass(slots=True)

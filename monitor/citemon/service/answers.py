@@ -158,6 +158,9 @@ class AnswerJobs:
             home = max((e for e in entries if e.alive), key=lambda e: e.offset, default=None)
             if home is not None:
                 home.scores.append((score, record.span_id))
+                for e in entries:  # the answer's records of one partition commit together
+                    if e.tp == home.tp and e is not home:
+                        e.commit_with = max(e.commit_with, home.offset)
         except asyncio.CancelledError:
             cancelled = True
             raise

@@ -20,6 +20,7 @@ from citemon.otlp.decoding import decode_otlp
 from citemon.service.answers import AnswerJobs
 from citemon.service.entries import Entry
 from citemon.service.held_parts import HeldParts
+from citemon.service.keys import KeyCheck
 from citemon.service.messages import add_dead_letter
 from citemon.service.offsets import OffsetTracker
 from citemon.service.settings import Settings
@@ -53,6 +54,7 @@ class RecordDecoder:
         self._answers = answers
         self._tracker = tracker
         self._on_change = on_change
+        self._keys = KeyCheck(metrics, topic=settings.rekey_topic or settings.topic)
 
     def decode_into(self, entry: Entry[Any], rec: Any) -> None:
         dlq = self._settings.dlq_topic
@@ -66,6 +68,7 @@ class RecordDecoder:
                 self._metrics.span("invalid")
                 add_dead_letter(entry, dlq, rec.key, rec.value or b"", exc.reason, str(exc))
             return
+        self._keys.check(rec.key, batch)
         if batch.errors:
             self._metrics.span("invalid", len(batch.errors))
             first = batch.errors[0]

@@ -25,6 +25,9 @@ class OutMessage:
     key: bytes | None
     value: bytes
     headers: tuple[tuple[str, bytes], ...] = ()
+    cut: tuple[tuple[str, str], ...] = ()
+    """What was cut to make the record fit its topic, as (record, reason) pairs
+    (:mod:`citemon.service.fitting`); counted once its commit succeeded."""
 
 
 TP = TypeVar("TP", bound=Hashable)
@@ -48,6 +51,11 @@ class Entry(Generic[TP]):
     """Scored answers with their span ID; counted and published once the offset commits."""
     dead_letters: list[str] = field(default_factory=list)
     alive: bool = True
+    commit_with: int = -1
+    """The offset of the record this one must commit with (or after): a trace's parts in
+    several records of one partition carry their answer on the last of them, so no commit may
+    end between them (a revoke there left the next owner the later parts only, and the answer
+    was never counted); -1 = none."""
 
     @property
     def done(self) -> bool:
@@ -61,3 +69,6 @@ class Ready(Generic[TP]):
     tp: TP
     offset: int
     entries: list[Entry[TP]]
+    cuts: list[tuple[str, str]] = field(default_factory=list)
+    """What was cut of the records produced with this commit, as (record, reason) pairs
+    (:mod:`citemon.service.fitting`): counted once it succeeded."""

@@ -39,6 +39,7 @@ from typing import Any, Final
 
 __all__ = [
     "CODEC_NAMES",
+    "add_partitions_probe",
     "cluster_metadata",
     "disable_codec",
     "fetch_record_set",
@@ -151,3 +152,42 @@ def disable_codec(name: str) -> None:
     if name not in CODEC_NAMES:
         raise ValueError(f"unknown codec {name!r} (one of {CODEC_NAMES})")
     setattr(codec, f"has_{name}", lambda: False)
+
+
+async def add_partitions_probe(
+    producer: Any, transactional_id: str, topics: list[str]
+) -> list[str]:
+    """Add partition 0 of each of ``topics`` to a transaction of the started transactional
+    ``producer`` (``AddPartitionsToTxn``, which checks WRITE on each topic), then abort it
+    (``EndTxn``): nothing is written. Returns the topics the broker refused to let it write.
+
+    Private parts: ``producer.client`` and ``producer._txn_manager``'s producer ID and epoch;
+    aiokafka adds partitions only as a side effect of ``send``, which would write a record."""
+    from aiokafka.client import CoordinationType
+    from aiokafka.errors import TransactionalIdAuthorizationFailed, for_code
+    from aiokafka.protocol.transaction import AddPartitionsToTxnRequest, EndTxnRequest
+
+    if not topics:
+        return []
+    client = producer.client
+    manager = producer._txn_manager
+    node = await client.coordinator_lookup(CoordinationType.TRANSACTION, transactional_id)
+    pid, epoch = manager.producer_id, manager.producer_epoch
+    response = await client.send(
+        node, AddPartitionsToTxnRequest(transactional_id, pid, epoch, [(t, [0]) for t in topics])
+    )
+    refused: list[str] = []
+    other: list[int] = []
+    for topic, partitions in response.errors:
+        for _partition, code in partitions:
+            if code == 29:  # TOPIC_AUTHORIZATION_FAILED
+                refused.append(topic)
+            elif code == 53:  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                raise TransactionalIdAuthorizationFailed()
+            elif code not in (0, 55):  # 55: not attempted because another partition failed
+                other.append(code)
+    if not refused and not other:
+        await client.send(node, EndTxnRequest(transactional_id, pid, epoch, False))
+    elif other:
+        raise for_code(other[0])(f"adding partitions of {topics} to a probe transaction")
+    return sorted(set(refused))

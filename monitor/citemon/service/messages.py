@@ -9,15 +9,16 @@ ID and, when asked, the recut passage excerpts. Both wait on the record's
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any, Final
 
 from citemon.core.records import AnswerScore
 from citemon.engine.excerpts import recut
+from citemon.review.sample import review_selected
 from citemon.service.batches import BadBatch
 from citemon.service.dedupe import DedupeWindow, Key
 from citemon.service.entries import Entry, OutMessage, Ready
+from citemon.service.fitting import RecordLimits, fit_dead_letter, fit_result
 from citemon.service.review import review_message
 from citemon.service.settings import Settings
 from citemon.service.stats import PipelineStats
@@ -77,9 +78,13 @@ def add_batch_dead_letter(entry: Entry[Any], dlq_topic: str, bad: BadBatch) -> N
 
 
 def result_message(
-    settings: Settings, score: AnswerScore, span_id: str | None
+    settings: Settings,
+    score: AnswerScore,
+    span_id: str | None,
+    limits: RecordLimits | None = None,
 ) -> OutMessage | None:
-    """The results-topic record of a scored answer (None without a results topic)."""
+    """The results-topic record of a scored answer (None without a results topic), cut to
+    fit the topic's limit (:func:`~citemon.service.fitting.fit_result`)."""
     topic = settings.results_topic
     if topic is None:
         return None
@@ -87,25 +92,30 @@ def result_message(
     body["span_id"] = span_id
     if settings.results_excerpt_chars:
         body["excerpts"] = recut(score.evidence, settings.results_excerpt_chars)
-    return OutMessage(
-        topic,
-        (score.trace_id or "").encode() or None,
-        json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode(),
-    )
+    key = (score.trace_id or "").encode() or None
+    value, cut = fit_result(body, (limits or RecordLimits()).value_budget(topic, key))
+    return OutMessage(topic, key, value, cut=tuple(("results", reason) for reason in cut))
 
 
 def commit_outputs(
-    ready: Iterable[Ready[Any]], dedupe: DedupeWindow, settings: Settings, stats: PipelineStats
+    ready: Iterable[Ready[Any]],
+    dedupe: DedupeWindow,
+    settings: Settings,
+    stats: PipelineStats,
+    limits: RecordLimits | None = None,
 ) -> list[tuple[Ready[Any], list[OutMessage], Counted]]:
     """Per partition: the messages to produce with its commit, and the scores to count after
-    it (deduplicated against the window of committed answers and within the batch)."""
+    it (deduplicated against the window of committed answers and within the batch). Every
+    message fits its topic's limit (:mod:`citemon.service.fitting`)."""
+    limits = limits or RecordLimits()
     out: list[tuple[Ready[Any], list[OutMessage], Counted]] = []
     batch_keys: set[Key] = set()
     for r in ready:
         messages: list[OutMessage] = []
         counted: Counted = []
+        r.cuts = []
         for e in r.entries:
-            messages.extend(e.messages)
+            messages.extend(fit_dead_letter(m, limits) for m in e.messages)
             for score, span_id in e.scores:
                 key = (score.trace_id, span_id)
                 if key != (None, None) and (key in dedupe or key in batch_keys):
@@ -113,11 +123,14 @@ def commit_outputs(
                     continue
                 batch_keys.add(key)
                 counted.append((score, key))
-                result = result_message(settings, score, span_id)
+                result = result_message(settings, score, span_id, limits)
                 if result is not None:
                     messages.append(result)
-                review = review_message(score, span_id, settings)
+                review = review_message(score, span_id, settings, limits)
                 if review is not None:
                     messages.append(review)
+                elif review_selected(score.trace_id, settings.review_rate):
+                    r.cuts.append(("review", "dropped"))
+        r.cuts.extend(cut for m in messages for cut in m.cut)
         out.append((r, messages, counted))
     return out

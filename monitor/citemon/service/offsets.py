@@ -64,10 +64,16 @@ class OffsetTracker(Generic[TP]):
         out: list[Ready[TP]] = []
         for tp, queue in self._queues.items():
             entries: list[Entry[TP]] = []
+            end, need = 0, -1
             for entry in queue:
                 if not entry.done:
                     break
                 entries.append(entry)
+                # Never end a commit between the records of one answer (Entry.commit_with).
+                need = max(need, entry.commit_with)
+                if need <= entry.offset:
+                    end = len(entries)
+            del entries[end:]
             if entries:
                 out.append(Ready(tp, entries[-1].offset + 1, entries))
         return out

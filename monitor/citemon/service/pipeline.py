@@ -57,6 +57,7 @@ from citemon.service.decoding import RecordDecoder
 from citemon.service.dedupe import DedupeWindow
 from citemon.service.delivery import KafkaDelivery
 from citemon.service.entries import Ready
+from citemon.service.fitting import RecordLimits
 from citemon.service.gate import GateObserver, JudgeGate
 from citemon.service.held_parts import HeldParts
 from citemon.service.hooks import FAULT_ENV, LoopFaults, PipelineHooks
@@ -71,12 +72,14 @@ from citemon.service.offsets import OffsetTracker
 from citemon.service.opening import open_partitions
 from citemon.service.partitions import PartitionStates
 from citemon.service.recovery import BatchRecovery, Scanner
+from citemon.service.rekey import RekeyStage
 from citemon.service.sampling import Sampler
 from citemon.service.settings import Settings
 from citemon.service.shuffle_probe import ShuffleProbes
 from citemon.service.shutdown import close_within, stop_between_commits
 from citemon.service.stats import PipelineStats
 from citemon.service.supervision import Supervisor
+from citemon.service.topics import TopicWatch, check_topics
 
 __all__ = ["ERROR_HEADER", "FAULT_ENV", "Pipeline", "PipelineHooks", "PipelineStats"]
 
@@ -187,6 +190,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         self._consumer: Any = None
         self._delivery: KafkaDelivery | None = None
         self._started = False
+        self._limits = RecordLimits()  # read from the broker at start (service.topics)
         metrics.watch_traces(self._trace_outcomes)
         # After the drain: the last commit and closing the clients. aiokafka retries both for
         # as long as the broker is away, so without a deadline a SIGTERM during a broker
@@ -294,6 +298,8 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         """
         s = self.settings
         stop = stop or asyncio.Event()
+        # Every topic exists and may be used, or exit 1 naming what is missing (service.topics).
+        self._limits = await check_topics(s)
         disable_codecs()  # test-only hook; a no-op unless CITEMON_TEST_DISABLE_CODECS is set
         consumer = AIOKafkaConsumer(
             **s.kafka_options(),
@@ -314,7 +320,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         self._delivery = delivery
         try:
             await delivery.start()
-            consumer.subscribe([s.topic], listener=self)
+            consumer.subscribe([s.rekey_topic or s.topic], listener=self)
             await consumer.start()
         except KafkaConnectionError as exc:
             await delivery.stop()
@@ -334,7 +340,17 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         background = [
             self.supervise(asyncio.create_task(self._commit_loop(), name="citemon-commit")),
             self.supervise(asyncio.create_task(self._lag_loop(), name="citemon-lag")),
+            self.supervise(
+                asyncio.create_task(
+                    TopicWatch(s, interval_s=s.lag_interval_s).run(), name="citemon-topics"
+                )
+            ),
         ]
+        if s.rekey_topic is not None:
+            rekey = RekeyStage(s)
+            background.append(
+                self.supervise(asyncio.create_task(rekey.run(), name="citemon-rekey"))
+            )
         if until_caught_up:
             background.append(asyncio.create_task(self._stop_when_caught_up(stop, ends)))
         try:
@@ -514,7 +530,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             ]
             if not ready:
                 return True
-            batches = commit_outputs(ready, self._dedupe, self.settings, self.stats)
+            batches = commit_outputs(ready, self._dedupe, self.settings, self.stats, self._limits)
             outcomes = await delivery.deliver([(r, messages) for r, messages, _ in batches])
             ok = True
             fenced: set[Any] = set()
@@ -564,6 +580,8 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             for reason in e.dead_letters:
                 self.metrics.dead_letter(reason)
                 self.stats.dead_letters += 1
+        for record, why in r.cuts:
+            self.metrics.record_cut(record, why)
 
     # -- rebalances ----------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from typing import Final
 from citemon.core.records import AnswerScore
 from citemon.review.sample import review_record, review_selected
 from citemon.service.entries import OutMessage
+from citemon.service.fitting import RecordLimits
 from citemon.service.settings import Settings
 
 __all__ = ["MAX_REVIEW_RECORD_BYTES", "review_message"]
@@ -31,10 +32,15 @@ the producer's ``max_request_size``), as dead letters are (:mod:`citemon.service
 
 
 def review_message(
-    score: AnswerScore, span_id: str | None, settings: Settings
+    score: AnswerScore,
+    span_id: str | None,
+    settings: Settings,
+    limits: RecordLimits | None = None,
 ) -> OutMessage | None:
     """The review record of ``score`` as a message for ``settings.review_topic``, or ``None``
-    when the review sample does not pick it (or has no trace ID to pick it by)."""
+    when the review sample does not pick it (or has no trace ID to pick it by), or when its
+    record would not fit the topic's limit (not written, with a warning; the caller counts
+    it: ``review_selected`` tells the two apart)."""
     if not review_selected(score.trace_id, settings.review_rate):
         return None
     record = review_record(
@@ -44,13 +50,18 @@ def review_message(
         passage_chars=settings.review_passage_chars,
     )
     value = record.to_json().encode()
-    if len(value) > MAX_REVIEW_RECORD_BYTES:
+    key = record.trace_id.encode()
+    limit = min(
+        MAX_REVIEW_RECORD_BYTES,
+        (limits or RecordLimits()).value_budget(settings.review_topic, key),
+    )
+    if len(value) > limit:
         log.warning(
             "review record of trace %s is %d bytes, over %d: not written to %s",
             record.trace_id,
             len(value),
-            MAX_REVIEW_RECORD_BYTES,
+            limit,
             settings.review_topic,
         )
         return None
-    return OutMessage(settings.review_topic, record.trace_id.encode(), value)
+    return OutMessage(settings.review_topic, key, value)

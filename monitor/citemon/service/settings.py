@@ -74,6 +74,31 @@ _ROWS: Final[tuple[tuple[str, str, Any, str], ...]] = (
         "characters of each cited/supporting passage in a review record, 1..4000 (4000)",
     ),
     (
+        "--rekey-topic",
+        "rekey_topic",
+        str,
+        "re-key the input by trace ID to this topic (exactly once) and score from it, for "
+        "input not keyed by trace ID (off)",
+    ),
+    (
+        "--create-topics",
+        "create_topics",
+        bool,
+        "create the topics run uses that do not exist, instead of exiting 1 (off)",
+    ),
+    (
+        "--topic-partitions",
+        "topic_partitions",
+        int,
+        "partitions of topics --create-topics creates; -1 = the broker's default (-1)",
+    ),
+    (
+        "--topic-replication-factor",
+        "topic_replication_factor",
+        int,
+        "replication factor of topics --create-topics creates; -1 = the broker's default (-1)",
+    ),
+    (
         "--transactional-id",
         "transactional_id",
         str,
@@ -216,6 +241,13 @@ class Settings(FlagSettings):
     """Characters kept of each cited or supporting passage in a review record (the text the
     shim recorded, after its redaction hook); longer passages are cut and named in
     ``passages_cut``."""
+    rekey_topic: str | None = None
+    """Re-key the input by trace ID to this topic first, in transactions with the input
+    offsets, and score from it (:mod:`citemon.service.rekey`)."""
+    create_topics: bool = False
+    """Create the topics ``run`` uses that do not exist (:mod:`citemon.service.topics`)."""
+    topic_partitions: int = Field(default=-1, ge=-1)
+    topic_replication_factor: int = Field(default=-1, ge=-1)
     transactional_id: str | None = None
     """Deprecated: the results producers' transactional-ID prefix is derived from the consumer
     group alone, ``citemon-<group>`` (:attr:`transactional_id_prefix`), so every replica of a
@@ -299,7 +331,7 @@ class Settings(FlagSettings):
     def _duration(cls, value: Any) -> Any:
         return parse_duration_s(value) if isinstance(value, str) else value
 
-    @field_validator("results_topic", "sasl_mechanism", "calibration", mode="before")
+    @field_validator("results_topic", "rekey_topic", "sasl_mechanism", "calibration", mode="before")
     @classmethod
     def _empty_is_none(cls, value: Any) -> Any:
         return None if value == "" else value
@@ -320,6 +352,10 @@ class Settings(FlagSettings):
         if self.answer_retry_backoff_max_s < self.answer_retry_backoff_s:
             raise ValueError("answer_retry_backoff_max_s must be >= answer_retry_backoff_s")
         check_transactional_id(self.transactional_id, self.group)
+        if self.rekey_topic is not None and self.rekey_topic == self.topic:
+            raise ValueError("--rekey-topic must differ from --topic")
+        if 0 in (self.topic_partitions, self.topic_replication_factor):
+            raise ValueError("--topic-partitions and --topic-replication-factor: >= 1, or -1")
         return self
 
     # -- derived -----------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from citemon.core.errors import MonitorFailed
+from citemon.core.errors import MonitorFailed, TopicsUnusable
 
 __all__ = ["Supervisor"]
 
@@ -48,6 +48,12 @@ class Supervisor:
         else:
             cause = task.exception()
             what = f"died: {cause!r}" if cause is not None else "returned"
+        if isinstance(cause, TopicsUnusable):  # said in full, no traceback: exit 1 with it
+            log.error("%s: /healthz is now unhealthy and the monitor stops", cause)
+            if self.fatal is None:
+                self.fatal = cause
+            self._on_fatal()
+            return
         error = MonitorFailed(f"background task {name} {what}; the monitor stops")
         error.__cause__ = cause
         log.error(
