@@ -109,12 +109,12 @@ def inputs() -> str:
         parts.append(claims("moderate", "v1", verdict, pattern(v1, 0, 60)))
         fixed = merge(pattern((bad,), 60.25, 80), pattern(v1, 80.25, END_MIN))
         parts.append(claims("moderate", "v2", verdict, fixed))
-    # blip: 0.90 all along but for one minute (60-61 m) in which every cited claim is wrong.
+    # blip: 0.90 all along but for one scrape (60-60.25 m) in which every cited claim is wrong.
     parts.append(
-        claims("blip", "v1", "correct", overlay(pattern(CORRECT_90, 0, END_MIN), 60, 61, 0))
+        claims("blip", "v1", "correct", overlay(pattern(CORRECT_90, 0, END_MIN), 60, 60.25, 0))
     )
     parts.append(
-        claims("blip", "v1", "misattributed", overlay(pattern(WRONG_90, 0, END_MIN), 60, 61, 15))
+        claims("blip", "v1", "misattributed", overlay(pattern(WRONG_90, 0, END_MIN), 60, 60.25, 15))
     )
     # noisy: 15 claims a scrape, each correct with p = 0.85 (seeded binomial noise).
     noisy = [sum(rng.random() < 0.85 for _ in range(15)) for _ in range(SAMPLES)]
@@ -157,21 +157,27 @@ HEADER = """\
 # Scrapes and rule evaluations every 15 s; one cited claim a second per service unless noted
 # (a conservative reading of the issue's "one answer a second": the demo's answers carry three).
 #   severe    v1 at 0.90 for an hour; the deploy at 60 m takes all traffic to v2 at 0.33 (5 of
-#             15 correct per scrape); rolled back to v1 at 66 m. The fast path must page within
-#             3 minutes of the deploy, and stop within a minute or two of the rollback; the
-#             slow path (pending from the first minutes) must never reach its 10 minutes.
-#   moderate  v1 0.90 -> v2 0.67 at 60 m (above the fast path's 0.30 drop): only the slow path
-#             pages; fixed in place (same version) at 80 m, which resolves it.
-#   blip      0.90 throughout but for one minute (60-61 m) with every cited claim wrong.
+#             15 correct per scrape); rolled back to v1 at 66 m. Both paths page within 1.5
+#             minutes of the deploy (the fast one on the evidence, the slow one on the floor)
+#             and stop within two minutes of the rollback.
+#   moderate  v1 0.90 -> v2 0.67 at 60 m: both paths page on the evidence within 2.5 minutes;
+#             fixed in place (same version) at 80 m: the fast path resolves within a minute,
+#             the slow one once its 15-minute window has recovered (its 1-hour member's check).
+#   blip      0.90 throughout but for one scrape (60-60.25 m) with every cited claim wrong:
+#             15 claims, not evidence enough (a whole minute of it, 60 claims, would page).
 #   noisy     each claim correct with p = 0.85, seeded binomial noise, for 90 minutes.
 #   quiet     five cited claims, all wrong, between 60 m and 62 m: far below every guard.
 #   tenth     three cited claims a second (45 a scrape): v1 0.90 -> v2 0.80 at 60 m (the share
-#             of wrong citations doubles): the slow path's evidence pages within 10 minutes.
+#             of wrong citations doubles): pages within 3 minutes (slow first, then fast).
 #   noisy3    three cited claims a second, each correct with p = 0.90 (seeded noise): nothing.
 #   dip       30 cited claims a second: v1 0.90 -> v2 0.87 at 60 m, a certain but small dip
 #             (z over 10 in 15 minutes): under the 0.05 minimum effect, never pages.
 #   gamer     IDs per claim 1.2 -> 3.4 at 60 m (version v2'rc1: the inspect line quotes it).
-#   broad     IDs per claim 1.2 -> 2.2 at 60 m: a moderate climb, the slow path's.
+#   broad     IDs per claim 1.2 -> 2.2 at 60 m: a moderate climb, as much evidence at this
+#             volume: both paths page it within two minutes.
+# (The history is one hour, so the day's baseline holds the new version's claims: a third of
+# it by 90 m. That pulls the baseline toward v2 and ends some pages early after 80 m; with a
+# real day of history the pull is under 5 %.)
 rule_files:
   - ../citemon.rules.yml
 
@@ -205,18 +211,18 @@ def where(service: str, version: str) -> str:
 
 def accuracy_alert(service: str, version: str, path: str, pct: str) -> str:
     if path == "fast":
-        summary = f"Citation accuracy of {service} {version} (prod) fell to {pct} in 5 minutes"
+        summary = f"Citation accuracy of {service} {version} (prod) fell to {pct} within minutes"
         description = (
-            f"Over the last 5 minutes, and still in the last minute, only {pct} of cited "
-            f"claims of {service} version {version} in prod are supported by the passage they "
-            "cite: more than 30 points below the service's 1-day level, on at least 60 "
-            "cited claims. Check the verdict mix: misattributed means the right passage was "
-            "retrieved but the wrong one cited."
+            f"Over the last 1 or 5 minutes only {pct} of cited claims of {service} version "
+            f"{version} in prod are supported by the passage they cite: at least 5 points below "
+            "the service's 1-day level and at least 6 standard errors out (a likelihood ratio "
+            "of e^18), on at least 60 cited claims. Check the verdict mix: misattributed means "
+            "the right passage was retrieved but the wrong one cited."
         )
     else:
         summary = f"Citation accuracy of {service} {version} (prod) fell to {pct}"
         description = (
-            f"Over the last 15 minutes only {pct} of cited claims of {service} version "
+            f"Over the last 15 minutes or hour only {pct} of cited claims of {service} version "
             f"{version} in prod are supported by the passage they cite (floor 50%, or at "
             "least 5 points below the service's 1-day level and at least 5 standard errors "
             "out: see the drop and z panels). Check the verdict mix: misattributed means the "
@@ -235,21 +241,22 @@ def accuracy_alert(service: str, version: str, path: str, pct: str) -> str:
 
 def ids_alert(service: str, version: str, path: str, value: float, shown: str = "") -> str:
     if path == "fast":
-        summary = f"{service} {version} (prod) cites {value:.1f} passages per claim in 5 minutes"
+        summary = f"{service} {version} (prod) cites {value:.1f} passages per claim within minutes"
         description = (
             f"Cited claims of {service} version {version} in prod name "
-            f"{shown or f'{value:.2f}'} passages each over the last 5 minutes, and still in "
-            "the last minute: over twice the service's 1-day level, on at least 60 cited "
+            f"{shown or f'{value:.2f}'} passages each over the last 1 or 5 minutes: over 1.5x "
+            "the service's 1-day level and at least 6 standard errors out, on at least 60 cited "
             "claims. Citing everything makes citation accuracy look fine while telling the "
             "reader nothing: read the accuracy panel together with this one."
         )
     else:
         summary = f"{service} {version} (prod) cites {value:.1f} passages per claim"
         description = (
-            f"Cited claims of {service} version {version} in prod now name {value:.2f} "
-            "passages each on average (alert at 3, or 1.5x the service's 1-day level). Citing "
-            "everything makes citation accuracy look fine while telling the reader nothing: "
-            "read the accuracy panel together with this one."
+            f"Cited claims of {service} version {version} in prod now name "
+            f"{shown or f'{value:.2f}'} passages each on average over the last 15 minutes or "
+            "hour (alert at 3, or 1.5x the service's 1-day level at least 5 standard errors "
+            "out). Citing everything makes citation accuracy look fine while telling the reader "
+            "nothing: read the accuracy panel together with this one."
         )
     return f"""\
           - exp_labels: {{severity: warning, {where(service, version)}, path: {path}}}
@@ -301,45 +308,39 @@ def expectations() -> str:
 """,
         check("59m", ACC, [], "An hour of healthy traffic, the noise, the quiet service: nothing."),
         check("59m", IDS, [], "Nor for IDs per claim."),
-        check("61m", ACC, [], "One minute after the deploy: pending (the blip's minute too)."),
-        check("61m45s", ACC, [], "Still pending 1 min 45 s after the deploy..."),
+        check("60m45s", ACC, [], "The blip's wrong scrape, then severe's first claims: pending."),
         check(
-            "62m",
+            "61m",
             ACC,
-            [accuracy_alert("severe", "v2", "fast", "33.33%")],
-            "...and firing at 2 min 0 s.",
+            [accuracy_alert("severe", "v2", "slow", "33.33%")],
+            "A minute after the deploy severe pages on the slow path's floor (< 0.5, 30 claims)...",
         ),
         check(
-            "63m",
-            ACC,
-            [accuracy_alert("severe", "v2", "fast", "33.33%")],
-            "Three minutes after the deploy the fast path pages; the slow one is pending.",
-        ),
-        check(
-            "63m",
-            IDS,
-            [ids_alert("gamer", "v2'rc1", "fast", 3.4, shown="3.42")],
-            "3.4 IDs per claim pages fast; broad's 2.2 waits for the slow path.",
-        ),
-        check(
-            "65m",
-            ACC,
-            [accuracy_alert("severe", "v2", "fast", "33.33%")],
-            "Still severe alone: moderate (0.67) is no fast-path drop, the blip is long gone.",
-        ),
-        check(
-            "66m15s",
+            "61m30s",
             ACC,
             [
                 accuracy_alert("moderate", "v2", "slow", "66.67%"),
                 accuracy_alert("severe", "v2", "fast", "33.33%"),
                 accuracy_alert("severe", "v2", "slow", "33.33%"),
             ],
-            "The slow path's evidence (z >= 5 for 5 minutes) pages severe at 5m30s, moderate "
-            "at 5m45s; tenth (0.90 -> 0.80 at 3 claims/s) is still pending...",
+            "...and at 1 min 30 s on the fast path's evidence; moderate (0.90 -> 0.67 at one "
+            "claim a second) on the slow path's hour member, its whole life so far.",
         ),
         check(
-            "66m30s",
+            "61m45s",
+            IDS,
+            [
+                ids_alert("broad", "v2", "fast", 2.2),
+                ids_alert("broad", "v2", "slow", 2.2, shown="2.23"),
+                ids_alert("gamer", "v2'rc1", "fast", 3.4),
+                ids_alert("gamer", "v2'rc1", "slow", 3.4, shown="3.44"),
+            ],
+            "Both climbs page both paths within two minutes (the slow one first, on its hour "
+            "member; its IDs ratio reads a little high while v2 is younger than the window: "
+            "increase() extrapolates each counter on its own).",
+        ),
+        check(
+            "62m",
             ACC,
             [
                 accuracy_alert("moderate", "v2", "slow", "66.67%"),
@@ -347,57 +348,71 @@ def expectations() -> str:
                 accuracy_alert("severe", "v2", "slow", "33.33%"),
                 accuracy_alert("tenth", "v2", "slow", "80%"),
             ],
-            "...and pages 6m30s after its deploy (the target: within 10 minutes).",
+            "tenth (0.90 -> 0.80 at 3 claims a second) pages 2 min 0 s after its deploy (the "
+            "limit: about 1.5 minutes of its claims; the target 2x that + 1 min = 3.9 min).",
+        ),
+        check(
+            "62m15s",
+            ACC,
+            [
+                accuracy_alert("moderate", "v2", "fast", "66.67%"),
+                accuracy_alert("moderate", "v2", "slow", "66.67%"),
+                accuracy_alert("severe", "v2", "fast", "33.33%"),
+                accuracy_alert("severe", "v2", "slow", "33.33%"),
+                accuracy_alert("tenth", "v2", "slow", "80%"),
+            ],
+            "moderate's fast path follows (its 5-minute window).",
         ),
         check(
             "67m",
             ACC,
             [
+                accuracy_alert("moderate", "v2", "fast", "66.67%"),
                 accuracy_alert("moderate", "v2", "slow", "66.67%"),
                 accuracy_alert("severe", "v2", "slow", "33.33%"),
+                accuracy_alert("tenth", "v2", "fast", "80%"),
                 accuracy_alert("tenth", "v2", "slow", "80%"),
             ],
-            "Rolled back at 66 m: the fast path resolved a minute later (the 1-minute window).",
+            "Rolled back at 66 m: the fast path resolved within a minute (the 1-minute window).",
         ),
         check(
             "68m",
             ACC,
             [
+                accuracy_alert("moderate", "v2", "fast", "66.67%"),
                 accuracy_alert("moderate", "v2", "slow", "66.67%"),
+                accuracy_alert("tenth", "v2", "fast", "80%"),
                 accuracy_alert("tenth", "v2", "slow", "80%"),
             ],
             "The slow path resolves severe when v2 stops serving (no claim for 2 minutes).",
         ),
         check(
             "75m",
-            ACC,
-            [
-                accuracy_alert("moderate", "v2", "slow", "66.67%"),
-                accuracy_alert("tenth", "v2", "slow", "80%"),
-            ],
-            "Both moderate drops keep paging; the certain 0.03 dip at 30 claims/s does not.",
-        ),
-        check(
-            "75m",
             IDS,
             [
+                ids_alert("broad", "v2", "fast", 2.2),
+                ids_alert("broad", "v2", "slow", 2.2),
                 ids_alert("gamer", "v2'rc1", "fast", 3.4),
                 ids_alert("gamer", "v2'rc1", "slow", 3.4),
-                ids_alert("broad", "v2", "slow", 2.2),
             ],
-            "Both paths for gamer; the slow path alone for broad.",
+            "Both paths keep paging both climbs.",
         ),
         check(
-            "84m",
+            "81m",
             ACC,
-            [accuracy_alert("tenth", "v2", "slow", "80%")],
-            "Moderate fixed in place at 80 m: the 5-minute window resolves it.",
+            [
+                accuracy_alert("moderate", "v2", "slow", "68.22%"),
+                accuracy_alert("tenth", "v2", "fast", "80%"),
+                accuracy_alert("tenth", "v2", "slow", "80%"),
+            ],
+            "Moderate fixed in place at 80 m: its fast path resolved within a minute.",
         ),
         check(
             "90m",
             ACC,
             [accuracy_alert("tenth", "v2", "slow", "80%")],
-            "Noise (p = 0.85 at 1 claim/s, p = 0.90 at 3 claims/s) and the dip never paged.",
+            "Its slow path once the 15-minute window recovered (by 88.5 m); noise (p = 0.85 at 1 "
+            "claim/s, p = 0.90 at 3 claims/s) and the dip never paged.",
         ),
     ]
     return "".join(parts)
