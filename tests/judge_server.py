@@ -86,7 +86,7 @@ __all__ = [
 RequestKind = Literal["entails", "decompose", "cited", "support", "minicheck", "other"]
 
 REFUSALS: dict[str, tuple[int, str]] = {
-    # llama-cpp-python 0.3.36 (NOTES.md): FastAPI's validation of response_format.type, a 422.
+    # llama-cpp-python 0.3.36, measured: FastAPI's validation of response_format.type, a 422.
     "llama-cpp-python": (
         422,
         json.dumps(

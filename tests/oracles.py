@@ -60,7 +60,8 @@ SPECIMEN_TRUTH = {
 
 
 def specimen_judge() -> OracleJudge:
-    """The judgement DESIGN.md's specimen assumes, for ``--judge tests.oracles:specimen_judge``."""
+    """The judgement the specimen (docs/design.md) assumes, for ``--judge
+    tests.oracles:specimen_judge``."""
     return OracleJudge(SPECIMEN_TRUTH)
 
 

@@ -1,4 +1,4 @@
-"""Real RAG pipelines traced by the real instrumentations: the DESIGN specimen as each
+"""Real RAG pipelines traced by the real instrumentations: the specimen (docs/design.md) as each
 framework answers it (only the LLM and the embeddings are fakes), its trace as OTLP bytes.
 
 Run as ``python -m tests.integration.dialect_traces OUTDIR``: every instrumentation patches its

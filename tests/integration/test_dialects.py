@@ -1,7 +1,7 @@
-"""The trace dialects, read from traces made by the real instrumentations (DESIGN.md, "Trace
-dialects" and "Which passage a citation names").
+"""The trace dialects, read from traces made by the real instrumentations (docs/design.md, "Trace
+dialects" and "Passage identity").
 
-Each case is the DESIGN specimen answered by a real RAG pipeline — LangChain, LlamaIndex,
+Each case is the specimen answered by a real RAG pipeline — LangChain, LlamaIndex,
 Haystack, DSPy — traced by a real instrumentation — OpenInference, Traceloop's OpenLLMetry,
 MLflow tracing, the OpenTelemetry GenAI util — with only the LLM and the embeddings faked
 (:mod:`tests.integration.dialect_traces`, run once per module in a child process). Each must

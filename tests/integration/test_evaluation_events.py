@@ -2,7 +2,7 @@
 project's Collector (``make collector``, the shipped config's logs pipeline) → Kafka.
 
 The service's spans take the same Collector in; the monitor is ``citemon run`` as a process with
-the DESIGN specimen's judgement; the events are read back from the Collector's logs topic as the
+the specimen's judgement; the events are read back from the Collector's logs topic as the
 ``ExportLogsServiceRequest`` it writes and matched to the answer spans by trace and span ID. The
 second test holds the OTLP endpoint's every request (a real HTTP server on loopback that does
 not answer until told to): scoring and commits go on regardless, and every event is counted.
@@ -195,7 +195,7 @@ async def test_events_reach_kafka_through_the_collector_on_each_answer_span(
             assert accuracy["gen_ai.evaluation.score.value"] == 1.0
             assert accuracy["gen_ai.evaluation.score.label"] == "pass"
             assert accuracy["citemon.verdicts.correct"] == 2
-        else:  # DESIGN's specimen: one correct claim, two misattributed
+        else:  # the specimen: one correct claim, two misattributed
             assert accuracy["gen_ai.evaluation.score.value"] == 1 / 3
             assert accuracy["gen_ai.evaluation.score.label"] == "fail"
             assert accuracy["citemon.verdicts.correct"] == 1

@@ -1,4 +1,4 @@
-"""Traces whose spans are split across partitions (DESIGN "Kafka", re-keying): records not keyed
+"""Traces whose spans are split across partitions (docs/design.md, "Re-keying"): records not keyed
 by their trace ID are counted and warned about; with ``--rekey-topic`` every answer is counted
 once whatever the upstream keys, through replicas joining and a ``kill -9``.
 

@@ -1,6 +1,6 @@
-"""Nothing stalls on the broker's own rules (DESIGN "Kafka"): records that fit the topic's
-``max.message.bytes``, topics checked before anything is consumed, a topic deleted while
-running. On the shared broker and on a broker that does not create topics on first use
+"""Nothing stalls on the broker's own rules (docs/design.md, "Kafka topics"): records that fit
+the topic's ``max.message.bytes``, topics checked before anything is consumed, a topic deleted
+while running. On the shared broker and on a broker that does not create topics on first use
 (``auto.create.topics.enable=false``, as most production clusters)."""
 
 from __future__ import annotations

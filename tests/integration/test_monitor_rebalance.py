@@ -1,4 +1,4 @@
-"""Exact counts through consumer-group rebalances and a frozen replica (DESIGN "Counting
+"""Exact counts through consumer-group rebalances and a frozen replica (docs/design.md, "Counting
 guarantee"): every answer published is counted once over all replicas and written to the
 results topic once, whoever owned its partition when.
 

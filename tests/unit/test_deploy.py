@@ -1,18 +1,19 @@
 """The deploy manifests, checked statically (Docker and Kubernetes cannot run here).
 
 Every file parses; ports (9464 metrics, 9092 Kafka), the topic, the consumer group, env var names
-and metric names agree with DESIGN.md and the code; the PrometheusRule is the rules file.
+and metric names agree with the design page (docs/design.md) and the code; the PrometheusRule is
+the rules file.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 
@@ -25,10 +26,10 @@ from tests.conftest import REPO, need_server
 DEPLOY = REPO / "deploy"
 K8S = DEPLOY / "kubernetes"
 RULES = REPO / "grafana" / "rules" / "citemon.rules.yml"
-DESIGN = REPO.parent / "shared" / "DESIGN.md"
+DESIGN_PAGE = REPO / "docs" / "design.md"
 
-# DESIGN.md's metric table (name → type); also cross-checked against DESIGN.md when present.
-DESIGN_METRICS = {
+# The design page's metric table (name → type), checked against the page and the registry.
+CONTRACT_METRICS = {
     "citemon_answers_total": "counter",
     "citemon_claims_total": "counter",
     "citemon_faithful_claims_total": "counter",
@@ -53,7 +54,7 @@ DESIGN_METRICS = {
     "citemon_build_info": "gauge",
 }
 QUALITY = ("service", "version", "environment")
-DESIGN_LABELS = {
+CONTRACT_LABELS = {
     "citemon_answers_total": {*QUALITY},
     "citemon_claims_total": {*QUALITY, "verdict"},
     "citemon_citation_accuracy": {*QUALITY},
@@ -279,33 +280,67 @@ def test_metric_names_and_types_match_design() -> None:
         m.group(1): set(re.findall(r'(\w+)="', m.group(2) or ""))
         for m in re.finditer(r"^(\w+)(?:\{(.*)\})? ", text, re.M)
     }
-    for name, kind in DESIGN_METRICS.items():
+    for name, kind in CONTRACT_METRICS.items():
         assert types.get(name) == kind, (name, types.get(name))
         sample = name + "_count" if kind == "histogram" else name
         assert sample in samples, name
-        if name in DESIGN_LABELS:
-            assert samples[sample] == DESIGN_LABELS[name], name
+        if name in CONTRACT_LABELS:
+            assert samples[sample] == CONTRACT_LABELS[name], name
 
 
 def design_section(heading: str) -> str:
-    """The text under ``## {heading}`` in ../shared/DESIGN.md (skipped, visibly, without it)."""
-    if not DESIGN.is_file():
-        pytest.skip(f"{DESIGN} not found: the hard-coded contract tests still ran")
-    return DESIGN.read_text().split(f"\n## {heading}", 1)[1].split("\n## ", 1)[0]
+    """The text under ``## {heading}`` in docs/design.md, up to the next ``##`` heading."""
+    return DESIGN_PAGE.read_text().split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
 
 
-def test_design_md_names_the_metrics_this_file_checks() -> None:
-    """The table above is DESIGN.md's, not a copy that drifted from it."""
+def design_table_names(heading: str) -> tuple[str, ...]:
+    """The code-quoted names heading the rows of the first table under ``## {heading}``."""
+    lines = design_section(heading).splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    rows = itertools.takewhile(lambda line: line.startswith("|"), lines[start:])
+    return tuple(m.group(1) for row in rows if (m := re.match(r"^\| `(\w+)` \|", row)))
+
+
+def test_design_page_names_the_metrics_this_file_checks() -> None:
+    """The table above is the design page's, not a copy that drifted from it."""
     section = design_section("Metrics")
     named = set(re.findall(r"`(citemon_[a-z_]+)", section))
-    assert named == set(DESIGN_METRICS), named ^ set(DESIGN_METRICS)
+    assert named == set(CONTRACT_METRICS), named ^ set(CONTRACT_METRICS)
     rows = dict(
         re.findall(r"^\| `(citemon_[a-z_]+)[^`]*` \| (counter|gauge|histogram) \|", section, re.M)
     )
-    assert rows == {k: v for k, v in DESIGN_METRICS.items() if k in rows}
-    assert len(rows) == len(DESIGN_METRICS) - 4  # one row names the four windowed gauges
+    assert rows == {k: v for k, v in CONTRACT_METRICS.items() if k in rows}
+    assert len(rows) == len(CONTRACT_METRICS) - 4  # one row names the four windowed gauges
     # …and the one row that names the four windowed gauges together.
     (windowed,) = [ln for ln in section.splitlines() if "`citemon_citation_accuracy`" in ln]
     gauges = re.findall(r"`(citemon_[a-z_]+)`", windowed.split("|")[1])
-    assert len(gauges) == 4 and {DESIGN_METRICS[g] for g in gauges} == {"gauge"}
+    assert len(gauges) == 4 and {CONTRACT_METRICS[g] for g in gauges} == {"gauge"}
     assert windowed.split("|")[2].strip() == "gauge"
+
+
+def test_design_page_topics_are_the_defaults() -> None:
+    """The Kafka topics table names the topics and group the monitor really defaults to."""
+    from citemon.service.results import DEFAULT_RESULTS_TOPIC
+
+    rows = {
+        row.split("|")[1].strip(): row.split("|")[2]
+        for row in design_section("Kafka topics").splitlines()
+        if row.startswith("| ") and not row.startswith("| topic")
+    }
+    defaults = Settings()
+    assert set(rows) == {"input", "dead letters", "results", "review", "re-key"}, set(rows)
+    assert rows["input"].strip().startswith(f"`{defaults.topic}` (`--topic`)")
+    assert f"consumer group `{defaults.group}`" in design_section("Kafka topics")
+    assert rows["dead letters"].strip().startswith(f"`{defaults.dlq_topic}` (`--dlq-topic`)")
+    assert defaults.results_topic is None and "off by default" in rows["results"]
+    assert rows["results"].strip().startswith(f"`{DEFAULT_RESULTS_TOPIC}` (`--results-topic`")
+    assert rows["review"].strip().startswith(f"`{defaults.review_topic}` (`--review-topic`)")
+
+
+def test_design_page_names_every_unjudged_cause() -> None:
+    """Every ``unjudged_cause`` the scorer can write is explained on the design page."""
+    from citemon.core.records import UNJUDGED_CAUSES
+
+    section = design_section("Verdicts").split("An `unjudged` claim says why", 1)[1]
+    causes = re.findall(r"^\| `(\w+)` \|", section.split("\n\n", 2)[1], re.M)
+    assert set(UNJUDGED_CAUSES) <= set(causes), set(UNJUDGED_CAUSES) - set(causes)

@@ -66,3 +66,43 @@ def test_pasted_output_matches_the_command(page: str, command: str, expected: st
         check=False,
     )
     assert run.stdout == expected, f"{page}: `{command}` prints something else now:\n{run.stdout}"
+
+
+# Built from parts, so that this file does not match itself.
+_OUTSIDE = re.compile(
+    "|".join(
+        (
+            r"\b" + "DES" + "IGN" + r"\b",  # a design document the repository does not hold
+            r"\b(?:NO" + "TES|STY" + r"LE)\.md\b",  # notes and a style guide it does not hold
+            re.escape("../" + "shared") + r"(?!/data\b)",  # beside the checkout, but the data
+            re.escape("/" + "work/"),  # this machine's paths
+            r"\b" + "farm" + "-",
+        )
+    )
+)
+
+
+def _repository_files() -> list[Path]:
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    return [ROOT / name for name in listed.split("\0") if name and (ROOT / name).is_file()]
+
+
+def test_the_repository_points_only_inside_itself() -> None:
+    """Code, help texts, docs and tests cite the repository's own pages (the contract is
+    docs/design.md), never a file beside the checkout. The one exception is ``../shared/data``,
+    the labelled data sets that the data tests, benchmarks and scripts read."""
+    found = []
+    for path in _repository_files():
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue  # images
+        for n, line in enumerate(text.splitlines(), 1):
+            if match := _OUTSIDE.search(line):
+                found.append(f"{path.relative_to(ROOT)}:{n}: {match.group()!r}")
+    assert not found, "points outside the repository:\n" + "\n".join(found)

@@ -274,12 +274,11 @@ def test_generated_promtool_tests_are_current(name: str) -> None:
     assert (GRAFANA / "rules" / "tests" / f"{name}_test.yml").read_text() == module.render()
 
 
-def test_alert_names_are_design_mds() -> None:
-    """ALERTS above is DESIGN.md's list, not a copy that drifted from it."""
-    from tests.unit.test_deploy import design_section
+def test_alert_names_are_the_design_pages() -> None:
+    """ALERTS above is the design page's table (docs/design.md), not a copy that drifted."""
+    from tests.unit.test_deploy import design_table_names
 
-    sentence = design_section("Metrics").split("Alerts:", 1)[1].split("—", 1)[0]
-    assert tuple(re.findall(r"`(\w+)`", sentence)) == ALERTS
+    assert design_table_names("Alerts and the detection limit") == ALERTS
 
 
 def test_dashboard_shape() -> None:

@@ -52,7 +52,7 @@ def answer(*claims: ClaimResult, version: str = "v1", **kw: str) -> AnswerScore:
 
 
 def specimen() -> AnswerScore:
-    """DESIGN.md's worked specimen: 1 correct, 2 misattributed (one an overlap), all faithful."""
+    """The specimen (docs/design.md): 1 correct, 2 misattributed (one an overlap), all faithful."""
     return answer(
         claim("correct", ("p-3310",)),
         claim("misattributed", ("p-3310",)),
@@ -218,7 +218,7 @@ def test_judge_observer() -> None:
     assert value(reg, "citemon_judge_inflight_limit") == 8
     assert value(reg, "citemon_judge_requests_total", outcome="ok") == 1
     assert value(reg, "citemon_judge_requests_total", outcome="timeout") == 1
-    # DESIGN.md's outcomes, each series present from the start (0 until it happens).
+    # docs/design.md's outcomes, each series present from the start (0 until it happens).
     assert JUDGE_OUTCOMES == ("ok", "error", "timeout", "rate_limited", "invalid")
     for outcome in ("error", "rate_limited", "invalid"):
         assert value(reg, "citemon_judge_requests_total", outcome=outcome) == 0

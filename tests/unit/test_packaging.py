@@ -1,5 +1,5 @@
 """The two distributions as pip builds them: what each wheel installs, what it depends on, and
-what importing the shim costs (DESIGN.md, "Layout and packaging").
+what importing the shim costs (docs/design.md, "Layout and packaging").
 
 The wheels are built from this checkout with ``pip wheel --no-deps --no-build-isolation`` (the
 venv's own setuptools, no network), as a release would build them.

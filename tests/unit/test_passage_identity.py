@@ -1,6 +1,7 @@
-"""Which passage a citation names (DESIGN.md): by document ID, else by a metadata ID under the
-configured keys (a document-level ID names every chunk carrying it), else by position; and
-claims citing only passages without text are ``unjudged`` (``no_passage_text``)."""
+"""Which passage a citation names (docs/design.md, "Passage identity"): by document ID, else
+by a metadata ID under the configured keys (a document-level ID names every chunk carrying it),
+else by position; and claims citing only passages without text are ``unjudged``
+(``no_passage_text``)."""
 
 from __future__ import annotations
 

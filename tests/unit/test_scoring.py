@@ -73,7 +73,7 @@ async def test_failure_taxonomy() -> None:
 
 
 async def test_dangling_only_when_the_valid_cited_ids_fail() -> None:
-    # DESIGN.md: dangling = cites an ID not retrieved, and its valid cited IDs (if any) fail.
+    # docs/design.md: dangling = cites an ID not retrieved, and its valid cited IDs (if any) fail.
     rec = _record("Alpha [p1][p9]. Beta [p1][p9]. Gamma [p9].")
     judge = OracleJudge({"Alpha.": {"p1"}, "Beta.": {"p2"}, "Gamma.": {"p2"}})
     score = await Scorer(judge).score(rec)
@@ -223,19 +223,17 @@ def test_llm_decomposition_needs_a_judge_that_decomposes() -> None:
         Scorer(OracleJudge({}), ScoringOptions(decompose="llm"))
 
 
-def test_verdict_names_are_design_mds() -> None:
-    """The seven verdicts, in DESIGN.md's order, everywhere a verdict is named."""
-    import re
+def test_verdict_names_are_the_design_pages() -> None:
+    """The seven verdicts, in the design page's order (docs/design.md), everywhere a verdict is
+    named."""
     import typing
 
     from citemon.core.records import VERDICTS, VerdictName
-    from tests.unit.test_deploy import design_section
+    from tests.unit.test_deploy import design_table_names
 
     design = ("correct", "misattributed", "multi_hop", "unsupported", "dangling", "unjudged",
               "uncited")  # fmt: skip
     assert design == VERDICTS
     assert typing.get_args(VerdictName) == design
     assert tuple(summarize([]).as_dict()["verdicts"]) == design
-    verdicts = design_section("Verdicts").split("\n### ", 1)[0]  # the patterns table follows
-    table = re.findall(r"^\| `(\w+)` \|", verdicts, re.M)
-    assert tuple(table) == design
+    assert design_table_names("Verdicts") == design

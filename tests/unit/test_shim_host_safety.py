@@ -1,8 +1,9 @@
 """Review of the shim as a RAG service adopting it would see it (real OpenTelemetry SDK).
 
 Two properties: the shim never breaks the host (no SDK, a failing exporter, odd values, huge or
-non-UTF-8 text, the host's own exception), and it writes exactly the attributes DESIGN.md lists,
-which round-trip through the monitor's decoder for 0, 1, 50 and 500 passages.
+non-UTF-8 text, the host's own exception), and it writes exactly the attributes of the span
+contract (docs/spans.md), which round-trip through the monitor's decoder for 0, 1, 50 and 500
+passages.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ RESOURCE = Resource.create(
     }
 )
 
-#: Every attribute name the shim may write (DESIGN.md "Spans",
+#: Every attribute name the shim may write (docs/spans.md,
 #: instrumentation/src/citemon_instrumentation/attributes.py).
 CONTRACT = re.compile(
     r"openinference\.span\.kind|input\.value|output\.value"

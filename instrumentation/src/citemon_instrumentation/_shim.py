@@ -1,4 +1,4 @@
-"""The shim a RAG handler calls: one ``rag.answer`` span per answer (DESIGN.md, "Spans").
+"""The shim a RAG handler calls: one ``rag.answer`` span per answer (docs/spans.md).
 
 Two promises shape everything here:
 
@@ -15,9 +15,9 @@ Two promises shape everything here:
   packed passages, more than ``max_passages``) is ``citemon.truncated=true`` set, so the monitor
   scores the answer ``unjudged`` instead of blaming a citation it never saw.
 
-What a passage may be is :mod:`._passages`; what the shim counts, :mod:`._stats`. Why the rest
-is one module (about 400 lines): :class:`AnswerSpan` plans the passages within the span's limits
-and both entry points (:func:`answer_span`, :func:`record_answer`) only start and finish it.
+What a passage may be is :mod:`._passages`; what the shim counts, :mod:`._stats`.
+:class:`AnswerSpan` plans the passages within the span's limits; both entry points
+(:func:`answer_span`, :func:`record_answer`) only start and finish it.
 """
 
 from __future__ import annotations

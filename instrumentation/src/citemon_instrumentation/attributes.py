@@ -1,4 +1,4 @@
-"""The span contract: attribute names the shim writes and the monitor reads (DESIGN.md, "Spans").
+"""The span contract: attribute names the shim writes and the monitor reads (docs/spans.md).
 
 OpenInference names are used wherever one exists, so Phoenix-style tools read the shim's spans
 too; the ``citemon.*`` names carry what OpenInference has no word for (truncation, and the

@@ -20,16 +20,10 @@ which compares the ID's low 64 bits) below ``R``; the rotation is seeded by the 
 replayed topic re-runs the very same probes. The shuffled results are never counted in the
 quality metrics.
 
-Cost: the original side is the answer's real score (no extra call). The shuffled side needs
-only step 1 of scoring, the citation check, since accuracy is all the probe compares:
-:func:`shuffled_check` asks it the way the scorer does (one call per cited claim; with a wire
-contract v2 judge one call per distinct cited set, same prompt as the real score's), with the
-scorer's own rules for which claims count as cited and correct. So the probe costs ``R`` ×
-(cited claims, or cited sets, per answer) judge calls: on the demo traffic 2.9 calls per probed
-answer against 3.4 per real answer, so +1.7% judge calls at ``R = 0.02``. Re-scoring the
-shuffled answer in full would cost ~4× that (11.7 calls), because a shuffled claim fails its
-check and then pays the faithfulness call and the support search, which say nothing about the
-judge's discrimination.
+Cost: the original side is the answer's real score. The shuffled side re-runs only the citation
+check, the way the scorer asks it (:func:`shuffled_check`), since accuracy is all the probe
+compares: re-scored in full, a shuffled claim would fail its check and pay the faithfulness call
+and the support search too, which say nothing about the judge (figures: docs/calibration.md).
 """
 
 from __future__ import annotations

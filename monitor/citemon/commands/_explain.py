@@ -1,5 +1,5 @@
 """``citemon score --explain-input``: where an answer read from a trace came from, and what
-each citation marker resolved to (DESIGN.md, "Which passage a citation names")."""
+each citation marker resolved to (docs/design.md, "Passage identity")."""
 
 from __future__ import annotations
 

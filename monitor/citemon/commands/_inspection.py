@@ -1,8 +1,9 @@
 """The claims behind an alert: results records → filtered findings, worst first (``inspect``).
 
-A *finding* is one claim of one results record (DESIGN.md: the ``answers[]`` element of the score
-output plus ``span_id``, and ``excerpts`` when the monitor writes them), with where it came from
-(the topic's partition and offset, or a file's line) and when (the Kafka record's timestamp).
+A *finding* is one claim of one results record (docs/design.md, "Kafka topics": the
+``answers[]`` element of the score output plus ``span_id``, and ``excerpts`` when the monitor
+writes them), with where it came from (the topic's partition and offset, or a file's line) and
+when (the Kafka record's timestamp).
 
 Worst first: by :data:`SEVERITY` (misattributed — with the passage that should have been cited —
 then unsupported, multi-hop, dangling, uncited, unjudged, correct); within one verdict, newest

@@ -1,6 +1,6 @@
 """Score a file of answers offline and print citation accuracy, coverage and faithfulness.
 
-Reads citemon JSONL records (DESIGN.md "Input record") or an OpenTelemetry Collector
+Reads citemon JSONL records (docs/design.md, "Input records") or an OpenTelemetry Collector
 file-exporter dump (OTLP JSON lines; detected from the first line). Bad lines are reported with
 their number and skipped (exit status 1), or abort the run with --strict.
 With --review-output FILE it also writes review records (for `citemon review pull` and

@@ -1,8 +1,8 @@
 """The data citemon passes around: answers in, verdicts out.
 
 Everything here is a pydantic model so that the JSONL input of ``citemon score``, the records the
-span decoder builds and the JSON the scorer writes share one validated shape (DESIGN.md, "Input
-record" and "`citemon score` output").
+span decoder builds and the JSON the scorer writes share one validated shape (docs/design.md,
+"Input records" and "Score output").
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ __all__ = [
 VerdictName = Literal[
     "correct", "misattributed", "multi_hop", "unsupported", "dangling", "unjudged", "uncited"
 ]
-"""A claim's citation verdict; mutually exclusive (DESIGN.md, "Verdicts")."""
+"""A claim's citation verdict; mutually exclusive (docs/design.md, "Verdicts")."""
 
 VERDICTS: tuple[VerdictName, ...] = (
     "correct",
@@ -59,7 +59,7 @@ CITED_VERDICTS: tuple[VerdictName, ...] = (
 )
 """Verdicts of *judged* claims that carry a citation: the denominator of citation accuracy.
 
-``unjudged`` is excluded from every ratio (DESIGN.md) and ``uncited`` has no citation. Defined
+``unjudged`` is excluded from every ratio and ``uncited`` has no citation. Defined
 here once; the scorer's summary, the metrics and ``citemon compare`` all count with it.
 """
 
@@ -81,7 +81,7 @@ PATTERNS: tuple[MisattributionPattern, ...] = (
 UnjudgedCause = Literal[
     "judge_failure", "truncated", "search_cut", "no_passage_text", "passage_lookup_failed"
 ]
-"""Why a claim has no verdict (``ClaimResult.unjudged_cause``; DESIGN.md, "Verdicts").
+"""Why a claim has no verdict (``ClaimResult.unjudged_cause``; docs/design.md, "Verdicts").
 
 ``judge_failure``: a judge request the verdict depends on failed (the only cause that is
 evidence about the judge, and the only one worth retrying); ``truncated``: the producer marked
@@ -227,8 +227,8 @@ class ClaimResult(BaseModel):
     text: str
     cited_ids: list[str]
     resolved_ids: list[str] = Field(default_factory=list)
-    """The retrieved passages the citations named (DESIGN.md, "Which passage a citation
-    names"); equal to the non-dangling ``cited_ids`` unless a marker was a metadata ID."""
+    """The retrieved passages the citations named (docs/design.md, "Passage
+    identity"); equal to the non-dangling ``cited_ids`` unless a marker was a metadata ID."""
     verdict: VerdictName
     supported_by: list[str] = Field(default_factory=list)
     faithful: bool | None = None

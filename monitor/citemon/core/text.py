@@ -64,7 +64,7 @@ DEFAULT_PASSAGE_ID_KEYS: tuple[str, ...] = (
     "ref_doc_id",
 )
 """``--passage-id-keys``: metadata keys under which a document carries the ID the application
-showed its model (DESIGN.md, "Which passage a citation names")."""
+showed its model (docs/design.md, "Passage identity")."""
 
 
 @dataclass(frozen=True, slots=True)

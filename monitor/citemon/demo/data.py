@@ -285,7 +285,7 @@ def answer(
 
 
 def specimen() -> AnswerRecord:
-    """The worked example of DESIGN.md: accuracy 0.33, coverage 1.00, faithfulness 1.00."""
+    """The specimen of docs/design.md: accuracy 0.33, coverage 1.00, faithfulness 1.00."""
     return AnswerRecord(
         id="a-1",
         question="How long do we keep audit logs, and can I extend it?",

@@ -111,7 +111,7 @@ def _continues(previous: str, piece: str) -> bool:
 
 
 class _Resolver:
-    """Marker → retrieved documents (DESIGN.md, "Which passage a citation names"): (1) the
+    """Marker → retrieved documents (docs/design.md, "Passage identity"): (1) the
     document whose ID equals it; (2) else every document whose metadata holds it under one of
     ``keys`` (chunks of one source document share such an ID: a citation names them all);
     (3) else, for a numeric marker, the document at that 1-based position; else nothing."""

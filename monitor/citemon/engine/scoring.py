@@ -1,56 +1,28 @@
 """Per-answer scoring: the citation check, faithfulness, the failure taxonomy, precision.
 
-The judge calls per claim, in the order they are made:
+The judge calls per claim, in order (the steps with the specimen: docs/metric.md):
 
-1. the citation check: the cited passages only (policy ``any_of``: their union; ``single``: the
-   one cited passage). A pass means ``correct`` *and* faithful, with no further call, because a
+1. the cited passages only. A pass is ``correct`` *and* faithful with no further call, because a
    passage that entails the claim is part of the context;
-2. for a failed or uncited claim, the concatenated context (faithfulness);
-3. for a failed claim the context entails, each other passage alone (who really supports it):
-   some → ``misattributed``, none → ``multi_hop``. A failed claim the context does not entail is
-   ``unsupported`` without this search, since no single passage can entail what all do not;
-4. for a ``correct`` claim citing two or more passages, ALCE's citation precision: each cited ID
-   alone, and the others without it when it fails alone.
+2. for a failed or uncited claim, the joined context (faithfulness);
+3. for a failed claim the context entails, each other passage alone: some → ``misattributed``,
+   none → ``multi_hop``. One the context does not entail is ``unsupported`` without a search, since
+   no single passage entails what all of them together do not;
+4. for a ``correct`` claim citing two or more passages, ALCE's citation precision.
 
-A judge error anywhere a verdict depends on makes the claim ``unjudged``; nothing is guessed.
-Its ``unjudged_cause`` says why (:data:`~citemon.core.records.UnjudgedCause`).
+A judge error wherever a verdict depends on it makes the claim ``unjudged``: nothing is guessed.
 
-**One answer cannot monopolise the judge.** Step 3 is the only step whose calls grow with the
-retrieved passages (1,000 passages: 999 calls per failed claim). ``max_judge_calls_per_answer``
-bounds it: steps 1, 2 and 4 of every claim run first (they are needed for any verdict and
-bounded by what each claim cites); whatever is left of the bound is shared fairly among the
-claims that need a search, and each searches its passages in order of lexical overlap with
-the claim (content words in common, then retrieval order), so a cut drops the passages least
-likely to support it. What is not asked is counted (``search_cut`` per claim,
-``judge_calls_cut`` per answer). A cut claim that found a supporter is ``misattributed`` (true,
-with ``supported_by`` possibly incomplete); one that found none is ``unjudged`` with cause
-``search_cut``, because ``multi_hop`` would claim that *no* single passage supports it, which
-was not checked.
+Step 3 alone grows with the passages, so ``max_judge_calls_per_answer`` bounds it: steps 1, 2
+and 4 of every claim come first, the rest is shared fairly among the claims that search, and each
+searches in order of content words shared with the claim. A cut claim that found no supporter is
+``unjudged`` (``search_cut``), not ``multi_hop``: that no single passage supports it was not
+checked.
 
-**CPU work runs off the event loop** when the scorer is given an ``executor``. With a judge
-that computes its verdict on the CPU (:class:`~citemon.core.judge.CPUJudge`: the lexical and
-learned judges) the whole answer is scored in one of the executor's threads, on a private
-event loop; with any other judge, sentence splitting (pysbd: seconds for a 1 MB answer) and
-ranking passages for a cut search run there. Either way the caller's loop only awaits, so
-heartbeats, ``/healthz`` and ``/metrics`` keep answering while a huge answer is scored (per
-claim, hopping to a thread for each verdict left the loop stalled for 2 s on 12,000 claims:
-the per-claim tasks themselves were the load).
-
-A judge that also offers the batch methods of :class:`~citemon.core.judge.BatchJudge` (wire
-contract v2) is asked the same questions in fewer calls, with the same verdicts: step 1 becomes
-one call per distinct cited-passage set (carrying every claim citing exactly that set, and step
-4's questions for sets of two or more), and steps 2 and 3 become one call per answer over all
-retrieved passages for the claims still open (which single passages entail each, and whether all
-jointly do). A judge with ``entails`` alone is scored exactly as above.
-
-The verdicts themselves are decided in :mod:`citemon.engine.verdicts` (both paths call it),
-the search's shares in :mod:`citemon.engine.support_search`, each misattributed claim's
-pattern in :mod:`citemon.engine.patterns`, and the totals over answers in
-:mod:`citemon.engine.summary`.
-
-Why this module is still about 450 lines: it is the one :class:`Scorer`, whose two paths (per
-claim and batched) ask the same questions under the same options, call count and executor;
-apart, each would need the other's step 1 grouping (:meth:`Scorer.cited_sets`) and state.
+A :class:`~citemon.core.judge.BatchJudge` is asked the same questions in fewer calls, with the
+same verdicts. Given an ``executor``, the CPU work (a CPU judge's whole answer, else sentence
+splitting and ranking) runs off the caller's loop, so heartbeats and ``/healthz`` keep answering
+while a huge answer is scored. The verdict rules are :mod:`citemon.engine.verdicts`, each
+misattributed claim's pattern :mod:`citemon.engine.patterns`.
 """
 
 from __future__ import annotations

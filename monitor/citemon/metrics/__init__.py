@@ -1,4 +1,4 @@
-"""The Prometheus metrics citemon exports (DESIGN.md's names), and the HTTP server for them.
+"""The Prometheus metrics citemon exports (docs/design.md, "Metrics"), and the HTTP server for them.
 
 :mod:`~citemon.metrics.definitions` the metrics and what feeds them, :mod:`~citemon.metrics.labels`
 the bounded label values, :mod:`~citemon.metrics.windows` the gauges computed at scrape time,

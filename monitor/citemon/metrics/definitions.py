@@ -3,7 +3,7 @@
 Label capping is :mod:`citemon.metrics.labels`, the windowed gauges :mod:`citemon.metrics.windows`,
 the HTTP endpoint :mod:`citemon.metrics.server`.
 
-Every name, type and label here is a contract (DESIGN.md, "Metrics"): the alert rules and the
+Every name, type and label here is a contract (docs/design.md, "Metrics"): the alert rules and the
 Grafana dashboard in ``grafana/`` read them, and ``tests/unit/test_grafana.py`` checks that every
 name they use is one this module really exports.
 
@@ -28,9 +28,6 @@ months still shows this week's deploy instead of folding every deploy after the 
 ``other``.
 
 Everything is built on a ``CollectorRegistry`` passed in; nothing touches the global registry.
-
-Why one module (about 550 lines): every metric name, type and label is a contract the rules and
-the dashboard read; kept together, the whole contract is read (and reviewed) in one place.
 """
 
 from __future__ import annotations

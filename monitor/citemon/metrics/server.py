@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_METRICS_PORT: Final = 9464
-"""The port DESIGN.md gives ``/metrics`` (the OpenTelemetry Prometheus exporter's default)."""
+"""The port of ``/metrics`` (the OpenTelemetry Prometheus exporter's default)."""
 
 
 _MAX_REQUEST_HEAD_BYTES: Final = 16 * 1024

@@ -99,7 +99,7 @@ class WindowCollector:
 
     With a ``calibration``, ``citemon_citation_accuracy_corrected`` is the Rogan–Gladen point
     estimate of the same window's correct and cited counts, absent where
-    :func:`~citemon.checks.calibration.corrected_accuracy` declines (no cited claims, or an
+    :func:`~citemon.core.calibration.corrected_accuracy` declines (no cited claims, or an
     uninformative judge). Values set by hand (``manual``) show for label sets the window does
     not cover. The calibration's own sensitivity and specificity are exported too, so a recording
     rule can correct the accuracy pooled over all replicas (this gauge sees one replica's share).

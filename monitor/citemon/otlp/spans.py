@@ -1,4 +1,4 @@
-"""OTLP spans → ``AnswerRecord``s (DESIGN.md, "Spans" and "Kafka"): the span types and limits.
+"""OTLP spans → ``AnswerRecord``s: the span types and limits (docs/spans.md, docs/dialects.md).
 
 The way in runs one way: :mod:`~citemon.otlp.wire` parses OTLP protobuf and JSON into
 :class:`RawSpan`; :mod:`~citemon.otlp.decoding` offers each span to the trace dialects
@@ -12,7 +12,7 @@ Two span shapes become answers:
 * **self-contained** — the shim's ``rag.answer`` span (or any non-retriever span carrying both
   ``retrieval.documents.*`` and ``output.value``): one span, one record, decoded on the spot;
 * **traces** — documents on a retriever span, the answer on a chain, chat or workflow span of
-  the same trace (where each dialect keeps them: DESIGN.md, "Trace dialects"), possibly in
+  the same trace (where each dialect keeps them: docs/design.md, "Trace dialects"), possibly in
   different Kafka messages. The dialects reduce such spans to :class:`TraceSpan` and a
   :class:`~citemon.otlp.assembly.TraceAssembler` (bounded in time and memory) joins them.
 
@@ -104,7 +104,8 @@ class ResourceInfo:
 
 @dataclass(slots=True)
 class TraceSpan:
-    """One span of a trace, reduced by a dialect to what :class:`TraceAssembler` needs.
+    """One span of a trace, reduced by a dialect to what
+    :class:`~citemon.otlp.assembly.TraceAssembler` needs.
 
     ``documents`` is set on a retriever span (IDs may be ``""``: the assembler then numbers
     them by position), ``answer`` on a span whose output is the answer's text. A span with

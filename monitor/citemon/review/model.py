@@ -8,7 +8,8 @@ the text of the passages its claims cite or are supported by (after the shim's r
 each cut to a documented cap).
 
 A *label* is one reviewer's answer about one claim, appended to a labels file (JSON lines) the
-moment it is given, so a closed tab or a crash loses nothing (DESIGN.md gives its fields).
+moment it is given, so a closed tab or a crash loses nothing (its fields: docs/design.md, "Review
+loop and estimates").
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ class ReviewRecord(BaseModel):
 
 
 class Label(BaseModel):
-    """One human label of one claim (DESIGN.md, "Blind review")."""
+    """One human label of one claim (docs/design.md, "Review loop and estimates")."""
 
     model_config = ConfigDict(extra="ignore")
 

@@ -1,4 +1,5 @@
-"""The table ``citemon calibrate --labels L --review-records R`` prints (:mod:`estimates`)."""
+"""The table ``citemon calibrate --labels L --review-records R`` prints
+(:mod:`~citemon.review.estimates`)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ personalised ``citemon-review``, so the choice is independent of ``--sample-rate
 compares the trace ID's low 64 bits, as OpenTelemetry's ``TraceIdRatioBased`` does) and of the
 shuffle probe (BLAKE2b with its own personalisation). Every replica and every replay picks
 the same answers, and the sample is uniform over the answers scored, so estimates from it are
-unbiased for that traffic (DESIGN.md, "Measuring the instrument on production traffic").
+unbiased for that traffic (docs/design.md, "Review loop and estimates").
 
 :func:`review_record` builds the record from the score alone: the scorer keeps the question,
 the answer and excerpts of up to :data:`~citemon.engine.excerpts.MAX_EXCERPT_CHARS` characters
@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 DEFAULT_REVIEW_TOPIC: Final = "citemon.review"
-"""DESIGN.md's review topic (``--review-topic`` / ``CITEMON_REVIEW_TOPIC``)."""
+"""The review topic (``--review-topic`` / ``CITEMON_REVIEW_TOPIC``)."""
 
 DEFAULT_REVIEW_PASSAGE_CHARS: Final = MAX_EXCERPT_CHARS
 """Characters kept of each passage in a review record (``--review-passage-chars``); the most

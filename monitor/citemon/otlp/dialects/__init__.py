@@ -1,5 +1,5 @@
 """Trace dialects: where each family of instrumentations keeps the passages and the answer
-(DESIGN.md, "Trace dialects"). A new dialect is one module with a class implementing
+(docs/dialects.md). A new dialect is one module with a class implementing
 :class:`~citemon.otlp.dialects.base.Dialect`, added to :data:`DIALECTS`.
 
 Every span is offered to the dialects in this order; the first that reads something from it

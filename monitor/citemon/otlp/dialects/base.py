@@ -1,4 +1,4 @@
-"""The one interface every trace dialect implements (DESIGN.md, "Trace dialects")."""
+"""The one interface every trace dialect implements."""
 
 from __future__ import annotations
 
