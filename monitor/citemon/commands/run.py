@@ -39,6 +39,7 @@ from citemon.core.errors import ConfigError
 from citemon.engine.scoring import Scorer, ScoringOptions
 from citemon.judges import add_judge_arguments, judge_options, load_judge
 from citemon.metrics import Metrics, MetricsServer
+from citemon.passages import add_passage_store_arguments, open_store
 from citemon.service.client_noise import quiet_repeats
 from citemon.service.gate import GateObserver, JudgeGate
 from citemon.service.pipeline import Pipeline, PipelineStats
@@ -59,6 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_settings_arguments(parser)
     add_scoring_arguments(parser)
     add_judge_arguments(parser)
+    add_passage_store_arguments(parser, hold=True)
 
 
 async def serve(
@@ -98,7 +100,10 @@ async def serve(
     # CPU-bound scoring (pysbd, the offline judges) runs here, off the event loop, so that
     # heartbeats, /healthz and /metrics answer while a 1 MB answer is split and judged.
     executor = ThreadPoolExecutor(settings.cpu_workers, thread_name_prefix="citemon-cpu")
-    scorer = Scorer(judge, scoring or ScoringOptions(), executor=executor)
+    # --passage-store: answers wait out a store outage (up to --passage-store-hold) in the
+    # scoring slots, so intake stops as for a judge outage; /readyz is 503 meanwhile.
+    store = open_store(args, observer=metrics.passages, hold=True)
+    scorer = Scorer(judge, scoring or ScoringOptions(), executor=executor, passages=store)
     events = (
         None
         if event_exporter is None
@@ -116,7 +121,7 @@ async def serve(
         registry,
         host=settings.metrics_host,
         port=settings.metrics_port,
-        ready=lambda: pipeline.ready,
+        ready=lambda: pipeline.ready and (store is None or store.up),
         live=lambda: pipeline.live,
     )
     try:
@@ -150,6 +155,8 @@ async def serve(
         aclose = getattr(judge, "aclose", None)
         if aclose is not None:
             await aclose()
+        if store is not None:
+            await store.aclose()
 
 
 def _event_exporter(settings: Settings) -> LogRecordExporter | None:
