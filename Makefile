@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install llama tools browser label-studio kafka-up kafka-down collector collector-for-tests demo demo-collector test test-slow unit lint docs bench clean
+.PHONY: install llama tools browser label-studio postgres chroma kafka-up kafka-down collector collector-for-tests demo demo-collector test test-slow unit lint docs bench clean
 
 install: $(STAMP)
 
@@ -61,6 +61,26 @@ $(LABEL_STUDIO_VENV)/.installed:
 	$(LABEL_STUDIO_VENV)/bin/pip install -q "label-studio==$(LABEL_STUDIO_VERSION)"
 	@touch $@
 
+# Debian's PostgreSQL server binaries, for the passage store's tests (each test session starts
+# its own server on a loopback port, in a directory of its own; Debian's default cluster, if its
+# package started one, is not used).
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
+
+# Chroma's server (`chroma run`) for the passage store's tests, in a venv of its own (its pins
+# are not ours: citemon talks to it with the light chromadb-client), cached under ~/.cache/citemon.
+CHROMA_VERSION := 1.5.9
+CHROMA_VENV ?= $(HOME)/.cache/citemon/chroma-$(CHROMA_VERSION)
+
+chroma: $(CHROMA_VENV)/.installed
+
+$(CHROMA_VENV)/.installed:
+	rm -rf $(CHROMA_VENV)
+	$(PYTHON) -m venv $(CHROMA_VENV)
+	$(CHROMA_VENV)/bin/pip install -q "chromadb==$(CHROMA_VERSION)"
+	@touch $@
+
 kafka-up:
 	@deploy/kafka.sh up
 
@@ -85,7 +105,7 @@ demo: install kafka-up
 demo-collector: install kafka-up collector
 	$(BIN)/citemon demo --via-collector
 
-test: install llama tools browser label-studio kafka-up collector-for-tests docs
+test: install llama tools browser label-studio postgres chroma kafka-up collector-for-tests docs
 	$(BIN)/ruff check monitor instrumentation tests bench scripts deploy
 	$(BIN)/mypy
 	PYTHON=$(BIN)/python .ci/pytest -q -m "not slow"
@@ -109,7 +129,7 @@ lint: install
 docs: install
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
-bench: install tools kafka-up
+bench: install tools postgres kafka-up
 	$(BIN)/python -m bench
 
 clean:

@@ -49,6 +49,8 @@ HARNESS_ENV: frozenset[str] = frozenset(
         "CITEMON_TEST_SHIM_KAFKA_PORT",
         "CITEMON_TEST_BROKER_DOWN_S",
         "CITEMON_TEST_LABEL_STUDIO",
+        "CITEMON_TEST_POSTGRES_BIN",
+        "CITEMON_TEST_CHROMA",
     }
 )
 

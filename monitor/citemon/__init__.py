@@ -16,7 +16,9 @@ scores. Everything a library user needs is importable from here::
 
 The judges themselves (``lexical``, ``http``, ``classifier``, …) are :mod:`citemon.judges`; a
 judge of your own implements :class:`Judge` (and, for wire contract v2's batches,
-:class:`BatchJudge` with its :class:`CitedVerdict` and :class:`SupportVerdict`). The other
+:class:`BatchJudge` with its :class:`CitedVerdict` and :class:`SupportVerdict`); a store of
+passage text for traces without it (``Scorer(judge, passages=…)``) implements
+:class:`PassageStore` (docs/passage-store.md). The other
 modules are citemon's own: their names may change between releases.
 """
 
@@ -31,6 +33,7 @@ from citemon.core.judge import (
     SupportOutcome,
     SupportVerdict,
 )
+from citemon.core.passages import PassageLookupError, PassageStore
 from citemon.core.records import (
     CITED_VERDICTS,
     VERDICTS,
@@ -66,6 +69,8 @@ __all__ = [
     "Judge",
     "JudgeError",
     "Passage",
+    "PassageLookupError",
+    "PassageStore",
     "Scorer",
     "ScoringOptions",
     "Summary",

@@ -427,3 +427,32 @@ def kafka_strict(
             proc.kill()
             proc.wait(10)
         out.close()
+
+
+# -- passage stores (tests/integration/store_servers.py) ----------------------------------------
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[Any]:
+    """A private PostgreSQL server on a loopback port for the whole session (make postgres)."""
+    from tests.integration.store_servers import postgres_bin, running_postgres
+
+    bin_dir = postgres_bin()
+    if bin_dir is None:
+        need_server("PostgreSQL", "no server binaries in /usr/lib/postgresql (make postgres)")
+        return
+    with running_postgres(bin_dir) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def chroma_server() -> Iterator[Any]:
+    """``chroma run`` on a loopback port for the whole session (make chroma)."""
+    from tests.integration.store_servers import chroma_binary, running_chroma
+
+    binary = chroma_binary()
+    if binary is None:
+        need_server("Chroma", "no chroma venv under ~/.cache/citemon (make chroma)")
+        return
+    with running_chroma(binary) as server:
+        yield server

@@ -64,6 +64,15 @@ def test_demo_shows_the_v2_accuracy_drop(kafka_bootstrap: str) -> None:
     assert done.stdout.split(FINAL)[0].count("t=") >= 5
 
 
+def test_demo_with_ids_only_documents_and_its_store_shows_the_same_drop(
+    kafka_bootstrap: str,
+) -> None:
+    """``--ids-only``: the service traces documents by ID alone; the monitor reads their text
+    from the SQLite store the demo fills, and sees what it sees with text in the trace."""
+    # Without the store every claim would be unjudged: no accuracy row to read at all.
+    _assert_the_v2_drop(_demo(kafka_bootstrap, "--ids-only"))
+
+
 def test_demo_via_the_collector_shows_the_same_drop(kafka_bootstrap: str) -> None:
     otelcol = collector_binary()  # fails under CI=true when `make collector` has not run
     done = _demo(kafka_bootstrap, "--via-collector", "--collector", str(otelcol))

@@ -1,8 +1,8 @@
 """The import layers of ``citemon`` (docs/architecture.md), kept by an AST walk of its source.
 
-Bottom to top: ``core`` → ``engine`` → ``judges`` → ``citemon`` (the package's ``__init__``,
-the public surface) → ``otlp`` / ``checks`` / ``metrics`` / ``rollout`` / ``demo`` / ``review``
-→ ``service`` → ``commands`` → ``cli``. A module imports only from its own
+Bottom to top: ``core`` → ``engine`` → ``judges`` / ``passages`` → ``citemon`` (the package's
+``__init__``, the public surface) → ``otlp`` / ``checks`` / ``metrics`` / ``rollout`` /
+``demo`` / ``review`` → ``service`` → ``commands`` → ``cli``. A module imports only from its own
 package or from a lower layer; the packages sharing a layer do not import each other. Every
 import counts, including those inside functions and under ``TYPE_CHECKING``: a lazy import
 hides a dependency from the interpreter, not from the design.
@@ -26,7 +26,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "monitor" / "citemon"
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"core"}),
     frozenset({"engine"}),
-    frozenset({"judges"}),
+    frozenset({"judges", "passages"}),
     frozenset({"citemon"}),  # the package's __init__: the public surface, re-exporting below it
     frozenset({"otlp", "checks", "metrics", "rollout", "demo", "review"}),
     frozenset({"service"}),

@@ -32,6 +32,12 @@ def explain_input(record: AnswerRecord, syntax: CitationSyntax) -> str:
         meta = {k: p.metadata[k] for k in syntax.passage_id_keys if p.metadata and k in p.metadata}
         shown = " ".join(f"{k}={v}" for k, v in meta.items())
         text = textwrap.shorten(p.text, 50, placeholder="…") if p.text else "(no text)"
+        if p.id in record.from_store:
+            text += " [text from the passage store]"
+        elif p.id in record.lookup_failed:
+            text += " [the passage store failed]"
+        elif p.id in record.asked_store:
+            text += " [not in the passage store]"
         lines.append(f"  [{i}] {p.id}" + (f" ({shown})" if shown else "") + f": {text}")
     done: set[str] = set()
     for sentence in split_sentences(record.answer, syntax):

@@ -34,6 +34,7 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -43,7 +44,9 @@ from citemon.commands._options import add_marker_arguments, citation_syntax
 from citemon.core.calibration import Calibration, Confusion
 from citemon.core.errors import ConfigError
 from citemon.core.human_labels import PartialMapping, read_label_rows
+from citemon.core.passages import PassageLookupError
 from citemon.judges import add_judge_arguments, judge_options, load_judge
+from citemon.passages import add_passage_store_arguments, open_store
 from citemon.review.estimates import estimate
 from citemon.review.model import read_labels, read_review_records
 from citemon.review.report import render_estimates
@@ -80,6 +83,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_marker_arguments(parser)
     add_judge_arguments(parser)
+    add_passage_store_arguments(parser)
 
 
 def _fmt(value: float | None, ci: tuple[float, float] | None) -> str:
@@ -143,6 +147,7 @@ def render_table(report: CalibrationReport) -> str:
 async def _run(args: argparse.Namespace) -> CalibrationReport:
     partial: PartialMapping = args.partial
     rows = read_label_rows(args.labels)
+    await _fill_rows(args, rows)
     syntax = citation_syntax(args)
     pairs, skipped = pairs_from_rows(rows, partial=partial, limit=args.limit, syntax=syntax)
     judge = load_judge(args.judge, judge_options(args))
@@ -162,6 +167,31 @@ async def _run(args: argparse.Namespace) -> CalibrationReport:
         max_disagreements=args.disagreements,
         confidence_means=means if isinstance(means, str) else None,
     )
+
+
+async def _fill_rows(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
+    """With --passage-store, the text of answer rows' passages that came without it, looked up
+    in place, one lookup per answer (as ``score`` does); a passage still without text is
+    skipped as before ("cited passage has no text"), never judged blind."""
+    store = open_store(args)
+    if store is None:
+        return
+    try:
+        for row in rows:
+            passages = row.get("passages")
+            if not isinstance(passages, list):
+                continue
+            bare = [p for p in passages if isinstance(p, dict) and "id" in p and not p.get("text")]
+            if not bare:
+                continue
+            found = await store.lookup(list(dict.fromkeys(str(p["id"]) for p in bare)))
+            for p in bare:
+                if str(p["id"]) in found:
+                    p["text"] = found[str(p["id"])]
+    except PassageLookupError as exc:
+        raise ConfigError(f"cannot read the labelled answers' passages: {exc}") from None
+    finally:
+        await store.aclose()
 
 
 def _check_args(args: argparse.Namespace) -> None:

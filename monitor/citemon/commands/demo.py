@@ -53,10 +53,13 @@ from citemon.commands._files import render_table
 from citemon.core.errors import ConfigError
 from citemon.demo.data import sample_records
 from citemon.demo.live_table import LiveTable, open_table
+from citemon.demo.store import ids_only, write_demo_store
 from citemon.demo.version_table import render_versions, verdict_line
 from citemon.engine.scoring import Scorer
 from citemon.engine.summary import summarize
 from citemon.judges import add_judge_arguments, judge_options, load_judge
+from citemon.passages import add_passage_store_arguments, open_store
+from citemon.passages.open import store_settings
 from citemon.service.settings import Settings
 
 if TYPE_CHECKING:
@@ -106,7 +109,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="sample every answer for review and write the review records and a set of 50 to "
         "DIR (with --offline: the review loop's worked example, no Kafka)",
     )
+    parser.add_argument(
+        "--ids-only",
+        action="store_true",
+        help="trace documents by ID alone, no text (as the GenAI conventions do) and let the "
+        "monitor look the text up in a passage store the demo fills (SQLite)",
+    )
     add_judge_arguments(parser)
+    add_passage_store_arguments(parser)
 
 
 # -- the live demo ---------------------------------------------------------------------------
@@ -262,6 +272,7 @@ async def _live(args: argparse.Namespace) -> int:
         loop.add_signal_handler(sig, on_signal)
     registry = CollectorRegistry()
     monitor_stop = asyncio.Event()
+    settings = settings.model_copy(update={"passages": store_settings(args)})  # its store
     monitor = asyncio.create_task(serve(settings, stop=monitor_stop, registry=registry))
     collector_stack = contextlib.ExitStack()  # the Collector, when there is one
     workdir = Path(tempfile.mkdtemp(prefix="citemon-demo-"))  # its config override and log
@@ -285,7 +296,11 @@ async def _live(args: argparse.Namespace) -> int:
                 return exporter
 
         service = FakeRAGService(
-            args.bootstrap_servers, topic, seed=int(time.time()), exporter_factory=exporter_factory
+            args.bootstrap_servers,
+            topic,
+            seed=int(time.time()),
+            exporter_factory=exporter_factory,
+            ids_only=args.ids_only,
         )
         print(
             f"citemon demo: service 'support-bot' → {path} topic {topic}\n"
@@ -358,13 +373,31 @@ async def _live(args: argparse.Namespace) -> int:
 
 
 async def _offline(args: argparse.Namespace) -> int:
-    scorer = Scorer(load_judge(args.judge, judge_options(args)))
-    scores = await scorer.score_many(sample_records())
+    records = sample_records()
+    store = None
+    if args.ids_only:  # the same sample, its text looked up instead of carried
+        records = [ids_only(r) for r in records]
+        store = open_store(args)
+    scorer = Scorer(load_judge(args.judge, judge_options(args)), passages=store)
+    try:
+        scores = await scorer.score_many(records)
+    finally:
+        if store is not None:
+            await store.aclose()
     print(render_table(scores, summarize(scores), "any_of", explain=args.explain))
     return 0
+
+
+def _demo_store(args: argparse.Namespace, workdir: Path) -> None:
+    """--ids-only: fill the demo's SQLite store and point --passage-store at it (unless the
+    user named a store of their own)."""
+    if args.ids_only and not args.passage_store:
+        args.passage_store = write_demo_store(workdir / "passages.db")
 
 
 def main(args: argparse.Namespace) -> int:
     if args.review is not None and args.offline:
         return offline_review(args, args.review)
-    return asyncio.run(_offline(args) if args.offline else _live(args))
+    with tempfile.TemporaryDirectory(prefix="citemon-demo-store-") as workdir:
+        _demo_store(args, Path(workdir))
+        return asyncio.run(_offline(args) if args.offline else _live(args))

@@ -23,12 +23,14 @@ from citemon.commands._files import Progress, detect_format, read_jsonl, render_
 from citemon.commands._options import add_scoring_arguments, open_input, scoring_options
 from citemon.core.calibration import Calibration
 from citemon.core.errors import CitemonError, ConfigError, InputError
-from citemon.core.records import AnswerRecord, AnswerScore
+from citemon.core.records import AnswerRecord, AnswerScore, ClaimResult
 from citemon.engine.excerpts import MAX_EXCERPT_CHARS
+from citemon.engine.passage_text import fill_from_store
 from citemon.engine.scoring import Scorer
 from citemon.engine.summary import summarize
 from citemon.judges import add_judge_arguments, judge_options, load_judge
 from citemon.otlp.files import NoAnswer, iter_otlp_json_lines
+from citemon.passages import ManagedStore, add_passage_store_arguments, open_store
 from citemon.review.sample import (
     DEFAULT_REVIEW_PASSAGE_CHARS,
     review_key,
@@ -81,6 +83,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="answers scored at once (the judge cap still bounds requests)",
     )
     add_judge_arguments(parser)
+    add_passage_store_arguments(parser)
 
 
 Item = AnswerRecord | CitemonError | NoAnswer
@@ -124,6 +127,10 @@ async def score_stream(
             errors.append(item)
             continue
         if explain:
+            if scorer.passages is not None:  # show what the store gave (asked once, here)
+                item, _ = await fill_from_store(
+                    item, scorer.passages, hash_key=scorer.passage_hash_key
+                )
             print(explain_input(item, scorer.options.syntax))
         window.append(asyncio.create_task(scorer.score(item)))
         if len(window) >= concurrency:
@@ -170,7 +177,8 @@ async def _run(args: argparse.Namespace) -> int:
     # A calibration that chose a threshold for this judge measured its error *at* it: apply it.
     calibrated = calibration.threshold_for(args.judge) if calibration else None
     judge = load_judge(args.judge, judge_options(args, calibrated_threshold=calibrated))
-    scorer = Scorer(judge, scoring_options(args))
+    store = open_store(args)
+    scorer = Scorer(judge, scoring_options(args), passages=store)
     errors: list[CitemonError] = []
     unanswered: list[NoAnswer] = []
     scores: list[AnswerScore] = []
@@ -202,6 +210,8 @@ async def _run(args: argparse.Namespace) -> int:
         aclose = getattr(judge, "aclose", None)
         if aclose is not None:
             await aclose()
+        if store is not None:
+            await store.aclose()
     summary = summarize(scores)
     if args.format == "json":
         print(render_json(scores, summary, args.policy, calibration))
@@ -219,6 +229,7 @@ async def _run(args: argparse.Namespace) -> int:
             f"no verdict (first: {failed[0].reason})",
             file=sys.stderr,
         )
+    _say_textless(claims, store)
     no_verdict = bool(claims) and all(c.faithful is None for c in claims)
     if no_verdict:
         print("citemon: no claim got a verdict", file=sys.stderr)
@@ -230,6 +241,30 @@ async def _run(args: argparse.Namespace) -> int:
     if scores and unanswered:
         print(f"citemon: {len(unanswered)} trace(s) gave no answer (see above)", file=sys.stderr)
     return 1 if errors or no_verdict or not scores else 0
+
+
+def _say_textless(claims: list[ClaimResult], store: ManagedStore | None) -> None:
+    """Why claims went unjudged for want of passage text (the table says only "unjudged")."""
+    failed = [c for c in claims if c.unjudged_cause == "passage_lookup_failed"]
+    if failed:
+        why = store.last_error if store is not None else None
+        print(
+            f"citemon: the passage store failed on {len(failed)} of {len(claims)} claim(s), so "
+            f"they have no verdict (passage_lookup_failed): {why or failed[0].reason}",
+            file=sys.stderr,
+        )
+    textless = [c for c in claims if c.unjudged_cause == "no_passage_text"]
+    if textless:
+        hint = (
+            "the passage store does not hold them"
+            if store is not None
+            else "their passages came without text; --passage-store URL looks it up"
+        )
+        print(
+            f"citemon: {len(textless)} of {len(claims)} claim(s) unjudged (no_passage_text): "
+            f"{hint} (first: {textless[0].reason})",
+            file=sys.stderr,
+        )
 
 
 def main(args: argparse.Namespace) -> int:

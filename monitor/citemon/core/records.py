@@ -78,7 +78,9 @@ PATTERNS: tuple[MisattributionPattern, ...] = (
 )
 """The patterns in the order they are tried: a claim gets the first that holds."""
 
-UnjudgedCause = Literal["judge_failure", "truncated", "search_cut", "no_passage_text"]
+UnjudgedCause = Literal[
+    "judge_failure", "truncated", "search_cut", "no_passage_text", "passage_lookup_failed"
+]
 """Why a claim has no verdict (``ClaimResult.unjudged_cause``; docs/design.md, "Verdicts").
 
 ``judge_failure``: a judge request the verdict depends on failed (the only cause that is
@@ -87,7 +89,9 @@ the answer truncated, so a failure may be the truncation's; ``search_cut``: the 
 failed and its support search was cut by ``max_judge_calls_per_answer`` before any passage was
 found to support it, so neither ``misattributed`` nor ``multi_hop`` can be said;
 ``no_passage_text``: every passage the claim cites came with an ID but no text (the GenAI
-conventions' typed documents), so there is nothing to judge it against.
+conventions' typed documents), and no passage store (``--passage-store``) had it, so there is
+nothing to judge it against; ``passage_lookup_failed``: the passage store that should have given
+the cited passages' text failed after its retries (a fault of the store, not of the answer).
 """
 
 UNJUDGED_CAUSES: tuple[UnjudgedCause, ...] = (
@@ -95,6 +99,7 @@ UNJUDGED_CAUSES: tuple[UnjudgedCause, ...] = (
     "truncated",
     "search_cut",
     "no_passage_text",
+    "passage_lookup_failed",
 )
 
 
@@ -140,10 +145,29 @@ class AnswerRecord(BaseModel):
     _origin: dict[str, str] = PrivateAttr(default_factory=dict)
     """Where a record read from a trace came from (``passages``, ``answer``: which spans, which
     dialect), for ``citemon score --explain-input``; never serialised."""
+    _from_store: dict[str, str] = PrivateAttr(default_factory=dict)
+    """Passage ID → ``"store"`` for each passage whose text the passage store gave
+    (:mod:`citemon.engine.passage_text`); never serialised."""
+    _lookup_failed: frozenset[str] = PrivateAttr(default_factory=frozenset)
+    """IDs whose text the passage store was asked for and failed to give (after retries)."""
+    _asked_store: frozenset[str] = PrivateAttr(default_factory=frozenset)
+    """IDs already asked of the passage store for this record (asked once, whatever came)."""
 
     @property
     def origin(self) -> dict[str, str]:
         return self._origin
+
+    @property
+    def from_store(self) -> dict[str, str]:
+        return self._from_store
+
+    @property
+    def lookup_failed(self) -> frozenset[str]:
+        return self._lookup_failed
+
+    @property
+    def asked_store(self) -> frozenset[str]:
+        return self._asked_store
 
     def __eq__(self, other: object) -> bool:
         # Equal by their data: where a record came from (``origin``) is not part of it.
@@ -241,6 +265,11 @@ class AnswerScore(BaseModel):
     """Judge calls made for this answer (``entails``, or batch calls with a batch judge)."""
     judge_calls_cut: int = 0
     """Judge calls not made because of ``max_judge_calls_per_answer`` (sum of ``search_cut``)."""
+    text_source: dict[str, Literal["store"]] = Field(
+        default_factory=dict, exclude_if=lambda value: not value
+    )
+    """Passage ID → ``"store"`` for the passages whose text came from the passage store
+    (``--passage-store``) rather than the trace; left out of the JSON when none did."""
     _evidence: dict[str, str] = PrivateAttr(default_factory=dict)
     """Excerpts of the passages the claims cite or are supported by
     (:mod:`citemon.engine.excerpts`), set by the scorer for the results record; never serialised."""

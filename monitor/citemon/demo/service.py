@@ -80,8 +80,11 @@ class FakeRAGService:
         batch_delay_ms: int = 200,
         exporter: SpanExporter | None = None,
         exporter_factory: Callable[[], SpanExporter] | None = None,
+        ids_only: bool = False,
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
+        self.ids_only = ids_only
+        """Trace each document by ID alone, no text (``citemon demo --ids-only``)."""
         self.topic = topic
         self.service = service
         self.environment = environment
@@ -161,7 +164,11 @@ class FakeRAGService:
                 question=record.question,
                 answer=record.answer,
                 passages=[
-                    {"id": p.id, "text": p.text, "metadata": {"source": p.source}}
+                    {
+                        "id": p.id,
+                        "text": "" if self.ids_only else p.text,
+                        "metadata": {"source": p.source},
+                    }
                     for p in record.passages
                 ],
                 tracer_provider=self._provider,

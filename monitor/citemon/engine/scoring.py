@@ -43,13 +43,16 @@ from citemon.core.judge import (
     SupportOutcome,
     SupportVerdict,
 )
+from citemon.core.passages import PassageStore
 from citemon.core.records import AnswerRecord, AnswerScore, Claim, ClaimResult, Verdict
 from citemon.core.text import CitationSyntax
 from citemon.engine.claims import extract_claims
 from citemon.engine.excerpts import excerpts
+from citemon.engine.passage_text import DEFAULT_HASH_KEY, fill_from_store
 from citemon.engine.patterns import assign_patterns
 from citemon.engine.support_search import allot, by_overlap
 from citemon.engine.verdicts import (
+    apply_lookup_failure,
     apply_truncation,
     attribute,
     citation_groups,
@@ -124,11 +127,20 @@ class Scorer:
         options: ScoringOptions | None = None,
         *,
         executor: Executor | None = None,
+        passages: PassageStore | None = None,
+        passage_hash_key: str | None = None,
     ) -> None:
         self.judge = judge
         self.options = options or ScoringOptions()
         self.executor = executor
         """Where CPU-bound work runs (None: inline, on the caller's event loop)."""
+        self.passages = passages
+        """Where the text of passages that arrived without it is looked up (``--passage-store``),
+        once per answer, on the caller's loop, before anything else."""
+        self.passage_hash_key: str = passage_hash_key or str(
+            getattr(passages, "hash_key", DEFAULT_HASH_KEY)
+        )
+        """The metadata key of a passage's content hash (the store's ``hash_key`` by default)."""
         if self.options.decompose == "llm" and not hasattr(judge, "decompose"):
             raise ConfigError("--decompose llm needs a judge that can decompose (the http judge)")
         if self.options.max_judge_calls_per_answer < 0:
@@ -161,6 +173,8 @@ class Scorer:
         self, record: AnswerRecord, claims: Sequence[Claim] | None = None
     ) -> AnswerScore:
         """Score one answer; ``claims`` overrides extraction (the shuffle self-test uses it)."""
+        if self.passages is not None:
+            record, _ = await fill_from_store(record, self.passages, hash_key=self.passage_hash_key)
         if self._inline is not None and self._cpu_judge:
             # The CPU judge's answer in a worker thread: the caller's loop only awaits. A
             # cancelled caller leaves the thread to finish (it cannot be interrupted).
@@ -183,8 +197,9 @@ class Scorer:
             judged_results = await self._batch(self.judge, judged, passages, calls)
         else:
             judged_results = await self._per_claim(judged, passages, calls)
-        results = merge_textless(claims, textless, judged_results)
-        for result in results:
+        results = merge_textless(claims, textless, judged_results, record.lookup_failed)
+        for claim, result in zip(claims, results, strict=True):
+            apply_lookup_failure(result, claim, record.lookup_failed)
             apply_truncation(result, record)
         # After every verdict is final: a pattern explains a verdict, never changes one.
         assign_patterns(results, record, self.options.syntax.passage_id_keys)
@@ -197,6 +212,7 @@ class Scorer:
             claims=results,
             judge_calls=calls.made,
             judge_calls_cut=sum(r.search_cut for r in results),
+            text_source=dict.fromkeys(record.from_store, "store"),
         )
         score._evidence = excerpts(score, passages)  # for the results record
         # for the review record (kilobytes: the passages themselves are not kept)

@@ -18,6 +18,7 @@ from typing import Final
 from citemon.core.records import AnswerRecord, Claim, ClaimResult, UnjudgedCause
 
 __all__ = [
+    "apply_lookup_failure",
     "apply_truncation",
     "attribute",
     "citation_groups",
@@ -126,9 +127,13 @@ def _kept(
 
 
 def merge_textless(
-    claims: Sequence[Claim], textless: Sequence[bool], judged: Sequence[ClaimResult]
+    claims: Sequence[Claim],
+    textless: Sequence[bool],
+    judged: Sequence[ClaimResult],
+    lookup_failed: frozenset[str] = frozenset(),
 ) -> list[ClaimResult]:
-    """The judged claims' results with ``unjudged`` (``no_passage_text``) ones in between."""
+    """The judged claims' results with ``unjudged`` ones in between: ``no_passage_text``, or
+    ``passage_lookup_failed`` when the passage store failed for one of the cited passages."""
     rest = iter(judged)
     out: list[ClaimResult] = []
     for claim, blind in zip(claims, textless, strict=True):
@@ -136,18 +141,45 @@ def merge_textless(
             out.append(next(rest))
             continue
         result = open_result(claim)
-        mark_unjudged(
-            result,
-            claim,
-            f"no text for the cited passages: {', '.join(claim.resolved_ids)}",
-            cause="no_passage_text",
-        )
+        failed = [p for p in claim.resolved_ids if p in lookup_failed]
+        if failed:
+            mark_unjudged(
+                result,
+                claim,
+                f"passage store lookup failed for: {', '.join(failed)}",
+                cause="passage_lookup_failed",
+            )
+        else:
+            mark_unjudged(
+                result,
+                claim,
+                f"no text for the cited passages: {', '.join(claim.resolved_ids)}",
+                cause="no_passage_text",
+            )
         out.append(result)
     return out
 
 
+def apply_lookup_failure(result: ClaimResult, claim: Claim, failed: frozenset[str]) -> None:
+    """A failed verdict reached while the passage store failed for some of the answer's
+    passages may be the missing text's doing: ``unjudged`` (``passage_lookup_failed``), never
+    wrong. A ``correct`` verdict stands (the cited text it read entails the claim), and so do
+    ``dangling`` and a faithful uncited claim."""
+    if not failed or result.unjudged_cause is not None:
+        return
+    if result.verdict in ("misattributed", "multi_hop", "unsupported") or (
+        result.verdict == "uncited" and result.faithful is False
+    ):
+        mark_unjudged(
+            result,
+            claim,
+            f"passage store lookup failed for: {', '.join(sorted(failed))}",
+            cause="passage_lookup_failed",
+        )
+
+
 def apply_truncation(result: ClaimResult, record: AnswerRecord) -> None:
-    if result.unjudged_cause == "no_passage_text":
+    if result.unjudged_cause in ("no_passage_text", "passage_lookup_failed"):
         return
     if not record.truncated or result.unjudged_cause == "judge_failure":
         # A judge failure stays one: it is retried, and it is evidence about the judge that

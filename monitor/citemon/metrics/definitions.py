@@ -48,6 +48,7 @@ from citemon.core.probe import PROBE_OUTCOMES, ProbeCounts, ProbeOutcome
 from citemon.core.records import CITED_VERDICTS, PATTERNS, UNJUDGED_CAUSES, VERDICTS, AnswerScore
 from citemon.core.tally import Tally
 from citemon.metrics.labels import QUALITY_LABELS, LabelCap
+from citemon.metrics.passages import PassageMetrics
 from citemon.metrics.windows import OptionalGauge, Window, WindowCollector
 
 if TYPE_CHECKING:
@@ -383,6 +384,7 @@ class Metrics:
         for event_outcome in EVALUATION_EVENT_OUTCOMES:
             self._evaluation_events.labels(event_outcome)
         self.judge = JudgeMetrics(registry)
+        self.passages = PassageMetrics(registry)  # the passage store's (--passage-store)
 
     # -- quality ---------------------------------------------------------------------------
 

@@ -100,6 +100,9 @@ class ReviewRecord(BaseModel):
     supported by."""
     passages_cut: list[str] = Field(default_factory=list)
     """IDs whose text was cut at the cap."""
+    text_source: dict[str, str] = Field(default_factory=dict, exclude_if=lambda value: not value)
+    """Passage ID → ``"store"`` for the passages whose text came from the passage store rather
+    than the trace (``--passage-store``); left out when none did."""
     claims: list[ReviewClaim] = Field(default_factory=list)
 
     def to_json(self) -> str:

@@ -89,6 +89,7 @@ def review_record(
         answer=score.answer,
         passages=recut(score.evidence, passage_chars),
         passages_cut=[pid for pid in score.evidence if full.get(pid, 0) > passage_chars],
+        text_source={pid: src for pid, src in score.text_source.items() if pid in score.evidence},
         claims=[
             ReviewClaim(
                 claim=i,

@@ -24,6 +24,7 @@ from citemon.core.errors import ConfigError
 from citemon.engine.scoring import Scorer
 from citemon.judges import Judge, load_judge
 from citemon.metrics import Metrics, MetricsServer
+from citemon.passages.open import open_store_from
 from citemon.service.client_noise import quiet_repeats
 from citemon.service.clients import KafkaClients
 from citemon.service.gate import GateObserver, JudgeGate
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 
     from opentelemetry.sdk._logs.export import LogRecordExporter
 
+    from citemon.passages.managed import ManagedStore
     from citemon.service.evaluation_events import EvaluationEvents
 
 __all__ = ["Monitor", "build_monitor"]
@@ -57,6 +59,7 @@ class Monitor:
         judge: Judge,
         executor: ThreadPoolExecutor,
         events: EvaluationEvents | None,
+        store: ManagedStore | None = None,
     ) -> None:
         self.settings = settings
         self.pipeline = pipeline
@@ -65,6 +68,7 @@ class Monitor:
         self.judge = judge
         self._executor = executor
         self._events = events
+        self._store = store
 
     async def serve(
         self,
@@ -111,6 +115,8 @@ class Monitor:
         aclose = getattr(self.judge, "aclose", None)
         if aclose is not None:
             await aclose()
+        if self._store is not None:
+            await self._store.aclose()
 
 
 def build_monitor(
@@ -149,7 +155,10 @@ def build_monitor(
     # CPU-bound scoring (pysbd, the offline judges) runs here, off the event loop, so that
     # heartbeats, /healthz and /metrics answer while a 1 MB answer is split and judged.
     executor = ThreadPoolExecutor(settings.cpu_workers, thread_name_prefix="citemon-cpu")
-    scorer = Scorer(judge, settings.scoring.options(), executor=executor)
+    # --passage-store: answers wait out a store outage (up to --passage-store-hold) in the
+    # scoring slots, so intake stops as for a judge outage; /readyz is 503 meanwhile.
+    store = open_store_from(settings.passages, observer=metrics.passages, hold=True)
+    scorer = Scorer(judge, settings.scoring.options(), executor=executor, passages=store)
     events = None
     if exporter is not None:
         from citemon.service.evaluation_events import EvaluationEvents as Events
@@ -171,7 +180,7 @@ def build_monitor(
         registry,
         host=settings.metrics_host,
         port=settings.metrics_port,
-        ready=lambda: pipeline.ready,
+        ready=lambda: pipeline.ready and (store is None or store.up),
         live=lambda: pipeline.live,
     )
     return Monitor(
@@ -182,6 +191,7 @@ def build_monitor(
         judge=judge,
         executor=executor,
         events=events,
+        store=store,
     )
 
 

@@ -23,6 +23,7 @@ from citemon.core.settings import ENV_PREFIX, Flag, FlagSettings, parse_duration
 from citemon.engine.excerpts import MAX_EXCERPT_CHARS
 from citemon.engine.settings import ScoringSettings
 from citemon.judges.settings import JudgeSettings
+from citemon.passages.settings import PassageStoreSettings
 from citemon.review.sample import DEFAULT_REVIEW_PASSAGE_CHARS, DEFAULT_REVIEW_TOPIC
 
 __all__ = [
@@ -325,6 +326,8 @@ class Settings(FlagSettings):
     """How claims are checked (its own flags and ``CITEMON_*`` variables)."""
     judge: JudgeSettings = Field(default_factory=JudgeSettings)
     """The judge (``--judge*``, ``CITEMON_JUDGE*``)."""
+    passages: PassageStoreSettings = Field(default_factory=PassageStoreSettings)
+    """The passage store answers' cited IDs are looked up in (``--passage-store*``)."""
 
     @field_validator("window", "probe_window", mode="before")
     @classmethod
