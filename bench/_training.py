@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from citemon.core.calibration import balanced_accuracy
-from citemon.core.human_labels import HumanLabel, PartialMapping, human_labels, read_label_rows
-from citemon.core.judge import Judge
-from citemon.core.text import DEFAULT_SYNTAX, CitationSyntax, content_words, strip_markers, tokens
+from citemon._core.calibration import balanced_accuracy
+from citemon._core.human_labels import HumanLabel, PartialMapping, human_labels, read_label_rows
+from citemon._core.judge import Judge
+from citemon._core.text import DEFAULT_SYNTAX, CitationSyntax, content_words, strip_markers, tokens
 from citemon.judges.features import extract
 from citemon.judges.learned import LearnedModel, sigmoid
 
@@ -59,7 +59,7 @@ class Example:
 
 
 def load_wice(path: Path, *, partial: PartialMapping = "not_entailed") -> list[Example]:
-    """WiCE pairs (:mod:`citemon.core.human_labels` reads them), grouped by the cited page so the
+    """WiCE pairs (:mod:`citemon._core.human_labels` reads them), grouped by the cited page so the
     same page never trains and tests."""
     return [
         Example(lab.claim, lab.passages, lab.entailed, _page_group(lab), "wice", lab.label)
@@ -71,7 +71,7 @@ def load_expertqa(
     path: Path, *, partial: PartialMapping = "not_entailed", syntax: CitationSyntax = DEFAULT_SYNTAX
 ) -> list[Example]:
     """ExpertQA annotator claims (markers stripped with ``syntax``) with the texts of their cited
-    passages (:mod:`citemon.core.human_labels` reads them: ``Missing``, ``N/A``, claims without
+    passages (:mod:`citemon._core.human_labels` reads them: ``Missing``, ``N/A``, claims without
     citations and claims citing a passage with no text are left out). Grouped by answer."""
     return [
         Example(

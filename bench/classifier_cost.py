@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from citemon.core.records import AnswerRecord, AnswerScore, Verdict
-from citemon.engine.scoring import Scorer
+from citemon._core.records import AnswerRecord, AnswerScore, Verdict
+from citemon._engine.scoring import Scorer
 from citemon.judges.classifier import ClassifierJudge
 
 __all__ = ["DATA", "Counted", "measure", "run"]

@@ -19,8 +19,8 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from citemon.otlp.assembly import TraceAssembler
-from citemon.otlp.decoding import decode_otlp_proto
+from citemon._otlp.assembly import TraceAssembler
+from citemon._otlp.decoding import decode_otlp_proto
 from citemon_instrumentation import record_answer
 
 ANSWERS = 1000

@@ -37,7 +37,7 @@ evaluations allow at most four times the rate seen here (the rules file states t
 Gates: the rollout gates' time to a decision (Argo's template: a measurement every minute from
 minute 2, Inconclusive under 100 cited claims on either side, failed at the second failed
 measurement; the measurement is the recorded mixture SPRT p-value that ``citemon compare``
-computes, :func:`citemon.core.stats.msprt_p_value`) for a canary at each rate against a stable
+computes, :func:`citemon._core.stats.msprt_p_value`) for a canary at each rate against a stable
 version at nine times it (a 10 % canary), simulated in numpy (the gate's arithmetic is one
 function; tests/unit/test_rollout_gates.py checks the recording rule against it in promtool).
 """
@@ -64,7 +64,7 @@ import yaml
 from scipy.sparse import csr_matrix, identity
 from scipy.sparse.linalg import spsolve
 
-from citemon.core.stats import msprt_p_value, two_proportion_variance
+from citemon._core.stats import msprt_p_value, two_proportion_variance
 
 __all__ = ["cusum_threshold", "false_pages", "first_pages", "run"]
 

@@ -12,9 +12,9 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from citemon.core.records import AnswerRecord, Verdict
-from citemon.engine.claims import _PARAGRAPH, _segmenter
-from citemon.engine.scoring import Scorer
+from citemon._core.records import AnswerRecord, Verdict
+from citemon._engine.claims import _PARAGRAPH, _segmenter
+from citemon._engine.scoring import Scorer
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "expertqa" / "val.jsonl"
 

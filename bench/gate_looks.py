@@ -9,7 +9,7 @@ at minutes 2..11 (``initialDelay: 2m``, ``interval: 1m``, ``count: 10``) on the 
 window (the canary's whole life; the stable version's last 15 minutes), Inconclusive below 100
 cited claims on either side, and the analysis fails at the second failed measurement
 (``failureLimit: 1``). Before #19 a measurement fails when canary minus stable < -0.1; after,
-when the recorded always-valid p-value (:func:`citemon.core.stats.msprt_p_value`, mixture sd
+when the recorded always-valid p-value (:func:`citemon._core.stats.msprt_p_value`, mixture sd
 0.1, the formula of ``citemon:citation_accuracy_vs_rest:msprt_p15m``; tests/unit/
 test_rollout_gates.py checks the recording rule gives the same numbers in promtool) is < 0.05
 while the canary is more than 0.02 below. Printed: the share of canaries failed (healthy ones:
@@ -22,7 +22,7 @@ import statistics
 
 import numpy as np
 
-from citemon.core.stats import msprt_p_value, two_proportion_variance
+from citemon._core.stats import msprt_p_value, two_proportion_variance
 
 __all__ = ["run"]
 

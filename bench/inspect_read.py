@@ -5,7 +5,7 @@ Writes 30,000 results records (the bundled sample's answers scored by the lexica
 transactions of 500, as ``citemon run`` commits them, then times the real CLI in a subprocess
 (three runs each): the default view (``--since 1h``, the 20 worst failed claims), a filtered
 one, and ``--last 100``, against the interpreter's own start-up (``citemon inspect --help``).
-Peak RSS is the child's ``ru_maxrss``: the :class:`~citemon.commands._inspection.Worst` heap keeps
+Peak RSS is the child's ``ru_maxrss``: the :class:`~citemon._commands._inspection.Worst` heap keeps
 ``--limit`` findings, not the hour.
 """
 
@@ -28,9 +28,9 @@ PER_TRANSACTION = 500
 
 
 async def _bodies() -> list[bytes]:
-    from citemon.demo.data import sample_records
-    from citemon.engine.excerpts import recut
-    from citemon.engine.scoring import Scorer
+    from citemon._demo.data import sample_records
+    from citemon._engine.excerpts import recut
+    from citemon._engine.scoring import Scorer
     from citemon.judges.lexical import LexicalJudge
 
     records = list(sample_records())

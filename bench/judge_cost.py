@@ -23,10 +23,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from citemon.core.judge import CitedOutcome, CitedVerdict, SupportOutcome, SupportVerdict
-from citemon.core.records import AnswerRecord, AnswerScore, Verdict
-from citemon.engine.claims import extract_claims
-from citemon.engine.scoring import Scorer
+from citemon._core.judge import CitedOutcome, CitedVerdict, SupportOutcome, SupportVerdict
+from citemon._core.records import AnswerRecord, AnswerScore, Verdict
+from citemon._engine.claims import extract_claims
+from citemon._engine.scoring import Scorer
 from citemon.judges.prompts import (
     Message,
     build_cited_messages,

@@ -37,10 +37,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E4
     InMemorySpanExporter,
 )
 
-from citemon.core.records import AnswerRecord, AnswerScore  # noqa: E402
-from citemon.engine.scoring import Scorer  # noqa: E402
+from citemon._core.records import AnswerRecord, AnswerScore  # noqa: E402
+from citemon._engine.scoring import Scorer  # noqa: E402
+from citemon._otlp.decoding import decode_otlp  # noqa: E402
 from citemon.judges.lexical import LexicalJudge  # noqa: E402
-from citemon.otlp.decoding import decode_otlp  # noqa: E402
 
 SENTENCE: Final = (
     "The reactor output rose by twelve percent in the third quarter of the year. [p0] "

@@ -34,8 +34,8 @@ sys.path[:0] = [str(REPO / "monitor"), str(REPO)]  # citemon from monitor/, with
 from aiokafka import AIOKafkaProducer  # noqa: E402
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic  # noqa: E402
 
-from citemon.demo.data import QUESTIONS, answer  # noqa: E402
-from citemon.demo.service import otlp_template  # noqa: E402
+from citemon._demo.data import QUESTIONS, answer  # noqa: E402
+from citemon._demo.service import otlp_template  # noqa: E402
 from tests.judge_server import Fault, JudgeServer  # noqa: E402
 
 BOOTSTRAP: Final = os.environ.get("CITEMON_KAFKA_BOOTSTRAP", "127.0.0.1:9092")

@@ -37,15 +37,15 @@ from bench.monitor import (  # noqa: E402
     _topics,
     _wait,
 )
-from citemon.core.records import AnswerRecord, Passage  # noqa: E402
-from citemon.demo.data import sample_records  # noqa: E402
-from citemon.demo.service import otlp_template  # noqa: E402
-from citemon.demo.store import demo_passages, ids_only  # noqa: E402
-from citemon.engine.scoring import Scorer  # noqa: E402
-from citemon.engine.summary import summarize  # noqa: E402
+from citemon._core.records import AnswerRecord, Passage  # noqa: E402
+from citemon._demo.data import sample_records  # noqa: E402
+from citemon._demo.service import otlp_template  # noqa: E402
+from citemon._demo.store import demo_passages, ids_only  # noqa: E402
+from citemon._engine.scoring import Scorer  # noqa: E402
+from citemon._engine.summary import summarize  # noqa: E402
+from citemon._passages import ManagedStore  # noqa: E402
+from citemon._passages.postgres import PostgresStore  # noqa: E402
 from citemon.judges.lexical import LexicalJudge  # noqa: E402
-from citemon.passages import ManagedStore  # noqa: E402
-from citemon.passages.postgres import PostgresStore  # noqa: E402
 from tests.integration.store_servers import Postgres, postgres_bin, running_postgres  # noqa: E402
 
 ANSWERS: Final = int(os.environ.get("BENCH_STORE_ANSWERS", "2000"))

@@ -1,6 +1,6 @@
 """Time to detect the demo's bad deploy with the shipped alert rules, nothing compressed.
 
-The demo's RAG service (:class:`citemon.demo.service.FakeRAGService`, 8 answers/s as in
+The demo's RAG service (:class:`citemon._demo.service.FakeRAGService`, 8 answers/s as in
 ``citemon demo``; ``run()`` then repeats it at the issue's one answer a second) ships spans
 through the real shim and ``KafkaSpanExporter`` to the broker; ``citemon run`` (a subprocess)
 scores them; Debian's Prometheus scrapes it every 15 s and evaluates

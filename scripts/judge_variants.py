@@ -31,7 +31,7 @@ from bench._training import (  # noqa: E402
     load_expertqa,
     load_wice,
 )
-from citemon.core.calibration import balanced_accuracy  # noqa: E402
+from citemon._core.calibration import balanced_accuracy  # noqa: E402
 from citemon.judges.features import FEATURE_NAMES  # noqa: E402 (path set above)
 
 Rows = list[list[float]]

@@ -6,7 +6,7 @@
 
 For the worked example only (``docs/review.md``): real labels come from people
 (``citemon review serve``, or Label Studio). Every cited claim of the set gets the label
-:func:`citemon.demo.review.truth_label` gives it, and, where the label contradicts citemon's
+:func:`citemon._demo.review.truth_label` gives it, and, where the label contradicts citemon's
 verdict (as the review page asks), the checker cause the demo planted (``overlap``, ``fused``);
 reviewer ``demo-truth``.
 """
@@ -17,8 +17,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from citemon.demo.review import truth_label
-from citemon.review.model import Label, append_label, read_review_records
+from citemon._demo.review import truth_label
+from citemon._review.model import Label, append_label, read_review_records
 
 __all__ = ["label_review_set"]
 

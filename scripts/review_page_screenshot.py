@@ -23,8 +23,8 @@ sys.path.insert(0, str(REPO))
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-from citemon.review.page import ReviewPage, ReviewServer  # noqa: E402
-from citemon.review.tasks import load_review_set  # noqa: E402
+from citemon._review.page import ReviewPage, ReviewServer  # noqa: E402
+from citemon._review.tasks import load_review_set  # noqa: E402
 from tests.review_sets import write_long_answer_set, write_review_set  # noqa: E402
 
 

@@ -26,7 +26,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from citemon.core.records import AnswerRecord, MisattributionPattern, Passage
+from citemon._core.records import AnswerRecord, MisattributionPattern, Passage
 from tests.oracles import OracleJudge
 
 __all__ = ["BUGS", "Planted", "buggy_answers", "oracle_for", "planted_judge", "span_passages"]

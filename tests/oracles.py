@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 
-from citemon.core.errors import JudgeError, JudgeHTTPError
-from citemon.core.judge import CitedOutcome, CitedVerdict, Judge, SupportOutcome, SupportVerdict
-from citemon.core.records import Verdict
+from citemon._core.errors import JudgeError, JudgeHTTPError
+from citemon._core.judge import CitedOutcome, CitedVerdict, Judge, SupportOutcome, SupportVerdict
+from citemon._core.records import Verdict
 
 
 class OracleJudge:
@@ -90,7 +90,7 @@ def specimen_text_judge() -> SpecimenTextJudge:
 
 class EntailsBatch:
     """Any :class:`Judge` with the batch methods built from its ``entails``: the reference
-    semantics of :class:`~citemon.core.judge.BatchJudge` (whose docstring lists the calls this
+    semantics of :class:`~citemon._core.judge.BatchJudge` (whose docstring lists the calls this
     makes), and a way to run the scorer's batch path on a per-claim judge. It saves no calls.
     """
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from citemon.review.model import ReviewClaim, ReviewRecord
+from citemon._review.model import ReviewClaim, ReviewRecord
 
 __all__ = ["HOSTILE", "review_records", "write_long_answer_set", "write_review_set"]
 

@@ -24,8 +24,8 @@ modules are citemon's own: their names may change between releases.
 
 from importlib.metadata import version as _version
 
-from citemon.core.errors import CitemonError, DecodeError, InputError, JudgeError
-from citemon.core.judge import (
+from citemon._core.errors import CitemonError, DecodeError, InputError, JudgeError
+from citemon._core.judge import (
     BatchJudge,
     CitedOutcome,
     CitedVerdict,
@@ -33,8 +33,8 @@ from citemon.core.judge import (
     SupportOutcome,
     SupportVerdict,
 )
-from citemon.core.passages import PassageLookupError, PassageStore
-from citemon.core.records import (
+from citemon._core.passages import PassageLookupError, PassageStore
+from citemon._core.records import (
     CITED_VERDICTS,
     VERDICTS,
     AnswerRecord,
@@ -46,9 +46,9 @@ from citemon.core.records import (
     Verdict,
     VerdictName,
 )
-from citemon.core.tally import Tally
-from citemon.engine.scoring import Scorer, ScoringOptions
-from citemon.engine.summary import Summary, summarize
+from citemon._core.tally import Tally
+from citemon._engine.scoring import Scorer, ScoringOptions
+from citemon._engine.summary import Summary, summarize
 
 __version__: str = _version("citemon")
 """The installed version, from the package metadata (set once, in pyproject.toml)."""

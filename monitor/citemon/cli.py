@@ -10,44 +10,44 @@ from collections.abc import Sequence
 from typing import Any
 
 from citemon import __version__
-from citemon.core.errors import CitemonError
+from citemon._core.errors import CitemonError
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "calibrate": (
-        "citemon.commands.calibrate",
+        "citemon._commands.calibrate",
         "Measure a judge against human labels and write a calibration file for corrected "
         "estimates.",
     ),
     "compare": (
-        "citemon.commands.compare",
+        "citemon._commands.compare",
         "Compare a candidate version's citation quality with a baseline's: a deploy gate.",
     ),
     "demo": (
-        "citemon.commands.demo",
+        "citemon._commands.demo",
         "Live demo on Kafka: a RAG service ships a buggy deploy and citemon sees citation "
         "accuracy drop.",
     ),
     "inspect": (
-        "citemon.commands.inspect",
+        "citemon._commands.inspect",
         "Show the claims behind an alert: failing verdicts from the results topic, worst first.",
     ),
     "review": (
-        "citemon.commands.review",
+        "citemon._commands.review",
         "Measure citemon on your own traffic: review sets, a blind review page, Label Studio, "
         "agreement.",
     ),
     "run": (
-        "citemon.commands.run",
+        "citemon._commands.run",
         "Run the online monitor: score answer spans from Kafka and serve Prometheus metrics.",
     ),
     "score": (
-        "citemon.commands.score",
+        "citemon._commands.score",
         "Score a file of answers offline and print citation accuracy, coverage and faithfulness.",
     ),
     "selftest": (
-        "citemon.commands.selftest",
+        "citemon._commands.selftest",
         "Check the judge reads the passages: shuffle citations between sentences and compare "
         "scores.",
     ),

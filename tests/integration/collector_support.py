@@ -1,7 +1,7 @@
 """The project's own OpenTelemetry Collector (``make collector``) for tests, and Kafka probes.
 
 Finding and running the Collector (the shipped ``deploy/otel-collector.yaml`` plus an override
-of ports, topic and self-metrics) is :mod:`citemon.commands._collector`, which ``citemon demo
+of ports, topic and self-metrics) is :mod:`citemon._commands._collector`, which ``citemon demo
 --via-collector`` uses too; this module re-exports it and adds what only tests need.
 """
 
@@ -17,14 +17,14 @@ from aiokafka.protocol.fetch import FetchRequest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from citemon.commands._collector import (
+from citemon._commands._collector import (
     CollectorError,
     RunningCollector,
     override,
     run_collector,
 )
-from citemon.commands._collector import collector_binary as find_collector
-from citemon.service.recovery import CODECS, split_batches
+from citemon._commands._collector import collector_binary as find_collector
+from citemon._service.recovery import CODECS, split_batches
 from tests.conftest import REPO, need_server
 
 __all__ = [

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from citemon.demo.service import FakeRAGService
+from citemon._demo.service import FakeRAGService
 
 __all__ = ["Traffic"]
 

@@ -17,16 +17,16 @@ import httpx
 from aiokafka import AIOKafkaConsumer
 from prometheus_client import CollectorRegistry
 
+from citemon._commands.run import serve
+from citemon._core.records import AnswerRecord
+from citemon._demo.service import FakeRAGService
+from citemon._engine.scoring import Scorer
+from citemon._metrics import MetricsServer
+from citemon._service.clients import KafkaClients
+from citemon._service.pipeline import Pipeline, PipelineStats
+from citemon._service.settings import Settings
 from citemon.cli import build_parser
-from citemon.commands.run import serve
-from citemon.core.records import AnswerRecord
-from citemon.demo.service import FakeRAGService
-from citemon.engine.scoring import Scorer
 from citemon.judges.lexical import LexicalJudge
-from citemon.metrics import MetricsServer
-from citemon.service.clients import KafkaClients
-from citemon.service.pipeline import Pipeline, PipelineStats
-from citemon.service.settings import Settings
 from tests.conftest import REPO
 
 __all__ = [

@@ -8,7 +8,7 @@ import asyncio
 import os
 from collections.abc import Mapping
 
-from citemon.core.records import Verdict
+from citemon._core.records import Verdict
 from citemon.judges.lexical import LexicalJudge
 
 __all__ = ["SlowLexicalJudge", "factory"]

@@ -25,8 +25,8 @@ from typing import Any
 import httpx
 import pytest
 
+from citemon._demo.service import FakeRAGService
 from citemon.cli import main as citemon
-from citemon.demo.service import FakeRAGService
 from tests.conftest import REPO
 from tests.integration.monitor_support import start_scraped_monitor
 from tests.integration.prometheus_support import free_port, run_prometheus

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from citemon._core.records import AnswerRecord, Verdict
+from citemon._demo.data import sample_records
+from citemon._engine.scoring import Scorer
 from citemon.cli import main
-from citemon.core.records import AnswerRecord, Verdict
-from citemon.demo.data import sample_records
-from citemon.engine.scoring import Scorer
 from tests.tei_server import TEIServer, share_score
 
 PASSAGE = "alpha bravo charlie delta echo"

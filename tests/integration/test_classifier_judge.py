@@ -11,7 +11,7 @@ import logging
 
 import pytest
 
-from citemon.core.errors import JudgeHTTPError, JudgeInvalidReply
+from citemon._core.errors import JudgeHTTPError, JudgeInvalidReply
 from citemon.judges.classifier import ClassifierJudge
 from tests.integration.test_http_judge_faults import RecordingObserver
 from tests.judge_server import Fault

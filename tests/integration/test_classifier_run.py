@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from citemon.core.calibration import Calibration
-from citemon.engine.scoring import Scorer
+from citemon._core.calibration import Calibration
+from citemon._engine.scoring import Scorer
 from tests.integration.conftest import TopicFactory
 from tests.integration.monitor_support import (
     expected_verdicts,

@@ -25,10 +25,10 @@ import httpx
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.record.memory_records import MemoryRecords
 
-from citemon.core.records import AnswerRecord
-from citemon.demo.data import QUESTIONS, answer
-from citemon.demo.service import V1_FAULTS, otlp_template, with_trace_id
-from citemon.service.recovery import CODECS
+from citemon._core.records import AnswerRecord
+from citemon._demo.data import QUESTIONS, answer
+from citemon._demo.service import V1_FAULTS, otlp_template, with_trace_id
+from citemon._service.recovery import CODECS
 from tests.integration.collector_support import batch_codecs
 from tests.integration.conftest import TopicFactory
 from tests.integration.monitor_support import (

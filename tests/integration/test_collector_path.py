@@ -30,12 +30,12 @@ from opentelemetry.sdk.trace.export import (
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client.samples import Sample
 
-from citemon.core.errors import DecodeError
-from citemon.core.records import AnswerRecord
-from citemon.demo.data import QUESTIONS, answer
-from citemon.otlp.assembly import TraceAssembler
-from citemon.otlp.decoding import decode_otlp_proto
-from citemon.service.recovery import CODECS
+from citemon._core.errors import DecodeError
+from citemon._core.records import AnswerRecord
+from citemon._demo.data import QUESTIONS, answer
+from citemon._otlp.assembly import TraceAssembler
+from citemon._otlp.decoding import decode_otlp_proto
+from citemon._service.recovery import CODECS
 from citemon_instrumentation import answer_span, record_answer
 from tests.integration.collector_support import (
     SHIPPED_CONFIG,

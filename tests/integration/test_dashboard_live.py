@@ -45,12 +45,12 @@ import pytest_asyncio
 import yaml
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from citemon.core.calibration import Calibration, corrected_accuracy
-from citemon.core.records import AnswerRecord
-from citemon.demo.service import DEMO_SERVICE, FakeRAGService
-from citemon.engine.scoring import Scorer
+from citemon._core.calibration import Calibration, corrected_accuracy
+from citemon._core.records import AnswerRecord
+from citemon._demo.service import DEMO_SERVICE, FakeRAGService
+from citemon._engine.scoring import Scorer
+from citemon._metrics import CITED_VERDICTS
 from citemon.judges.lexical import LexicalJudge
-from citemon.metrics import CITED_VERDICTS
 from tests.conftest import REPO, need_server
 from tests.integration.monitor_support import start_scraped_monitor
 from tests.integration.prometheus_support import free_port, run_prometheus

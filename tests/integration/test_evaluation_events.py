@@ -26,10 +26,10 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from citemon.core.records import AnswerRecord
-from citemon.demo.data import specimen
-from citemon.engine.scoring import Scorer
-from citemon.service.evaluation_events import (
+from citemon._core.records import AnswerRecord
+from citemon._demo.data import specimen
+from citemon._engine.scoring import Scorer
+from citemon._service.evaluation_events import (
     ACCURACY,
     EVENT_NAME,
     FAITHFULNESS,

@@ -23,9 +23,9 @@ from typing import Any
 import httpx
 import pytest
 
-from citemon.checks.calibration import JudgedPair, evaluate
-from citemon.checks.labelled_pairs import LabelledPair
-from citemon.core.errors import (
+from citemon._checks.calibration import JudgedPair, evaluate
+from citemon._checks.labelled_pairs import LabelledPair
+from citemon._core.errors import (
     ConfigError,
     JudgeError,
     JudgeHTTPError,
@@ -33,8 +33,8 @@ from citemon.core.errors import (
     JudgeRateLimited,
     JudgeTimeout,
 )
-from citemon.core.judge import CitedVerdict, Judge, JudgeObserver
-from citemon.core.records import Verdict
+from citemon._core.judge import CitedVerdict, Judge, JudgeObserver
+from citemon._core.records import Verdict
 from citemon.judges.http import MINICHECK_MAX_TOKENS, HTTPBatchJudge, HTTPJudge
 from citemon.judges.prompts import MINICHECK_SYSTEM
 from tests.judge_server import REFUSALS, Fault, JudgeServer, RecordedRequest

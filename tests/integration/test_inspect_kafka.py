@@ -24,11 +24,11 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from citemon.commands._inspection import SEVERITY
-from citemon.demo.data import specimen
-from citemon.demo.service import _resource
-from citemon.engine.excerpts import excerpt_of
-from citemon.engine.scoring import Scorer
+from citemon._commands._inspection import SEVERITY
+from citemon._demo.data import specimen
+from citemon._demo.service import _resource
+from citemon._engine.excerpts import excerpt_of
+from citemon._engine.scoring import Scorer
 from citemon.judges.lexical import LexicalJudge
 from citemon_instrumentation import KafkaSpanExporter, record_answer
 from tests.conftest import REPO

@@ -26,10 +26,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from citemon.core.errors import KafkaUnavailable
-from citemon.core.records import AnswerRecord
-from citemon.demo.data import QUESTIONS, answer
-from citemon.demo.service import otlp_template
+from citemon._core.errors import KafkaUnavailable
+from citemon._core.records import AnswerRecord
+from citemon._demo.data import QUESTIONS, answer
+from citemon._demo.service import otlp_template
 from tests.conftest import REPO
 from tests.integration.conftest import SecuredKafka, TopicFactory
 from tests.integration.monitor_support import (

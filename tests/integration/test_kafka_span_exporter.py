@@ -33,7 +33,7 @@ from opentelemetry.sdk.trace.export import (
 )
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from citemon.otlp.decoding import decode_otlp_proto
+from citemon._otlp.decoding import decode_otlp_proto
 from citemon_instrumentation import KafkaSpanExporter, record_answer
 from tests.conftest import REPO
 from tests.integration.conftest import TopicFactory, start_own_broker

@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from citemon.core.errors import TopicsUnusable
+from citemon._core.errors import TopicsUnusable
 from citemon_instrumentation import record_answer
 from tests.integration.conftest import StrictBroker, TopicFactory
 from tests.integration.monitor_support import (

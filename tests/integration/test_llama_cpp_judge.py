@@ -25,10 +25,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from citemon.core.errors import JudgeInvalidReply
-from citemon.core.judge import CitedVerdict, SupportVerdict
-from citemon.core.records import VERDICTS, Verdict
-from citemon.demo.data import sample_records
+from citemon._core.errors import JudgeInvalidReply
+from citemon._core.judge import CitedVerdict, SupportVerdict
+from citemon._core.records import VERDICTS, Verdict
+from citemon._demo.data import sample_records
 from citemon.judges.http import HTTPBatchJudge, HTTPJudge
 from citemon.judges.prompts import build_minicheck_messages
 from tests.conftest import REPO

@@ -19,8 +19,8 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from citemon.core.records import AnswerScore, ClaimResult
-from citemon.metrics import Metrics, MetricsServer
+from citemon._core.records import AnswerScore, ClaimResult
+from citemon._metrics import Metrics, MetricsServer
 from tests.conftest import REPO
 from tests.integration.prometheus_support import free_port, query, run_prometheus
 

@@ -58,7 +58,7 @@ def test_demo_shows_the_v2_accuracy_drop(kafka_bootstrap: str) -> None:
     done = _demo(kafka_bootstrap)
     _assert_the_v2_drop(done)
     # A healthy start is quiet: aiokafka's "coordinator not available (yet)" while the group
-    # forms is debug-level noise (citemon.service.startup_noise), not an ERROR before the table.
+    # forms is debug-level noise (the lifecycle's quiet start), not an ERROR before the table.
     assert not re.search(r" (ERROR|WARNING) ", done.stderr), done.stderr[-2000:]
     # Piped, every table is appended (a terminal gets one table refreshed in place).
     assert done.stdout.split(FINAL)[0].count("t=") >= 5

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 
 import pytest
 
-from citemon.core.records import Verdict
-from citemon.engine.scoring import Scorer
+from citemon._core.records import Verdict
+from citemon._engine.scoring import Scorer
 from tests.integration.conftest import TopicFactory
 from tests.integration.monitor_support import (
     expected_verdicts,

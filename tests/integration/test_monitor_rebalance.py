@@ -232,7 +232,7 @@ _STATS_LINE = re.compile(r"answers_started': (\d+), 'answers_committed': (\d+)")
 
 def _assignments(log: Path) -> int:
     """How often the process logged a partition assignment (each rebalance it joined)."""
-    return log.read_text().count("citemon.service.pipeline: partitions assigned")
+    return log.read_text().count("citemon._service.pipeline: partitions assigned")
 
 
 def _exit_counts(log: Path) -> tuple[int, int]:

@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from citemon.core.errors import MonitorFailed
+from citemon._core.errors import MonitorFailed
 from tests.integration.conftest import TopicFactory
 from tests.integration.monitor_support import (
     metric_sum,

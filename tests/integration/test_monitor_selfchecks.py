@@ -13,15 +13,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from citemon.checks.shuffle_probe import probe_selected, shuffled_check
-from citemon.core.calibration import Calibration, corrected_accuracy
-from citemon.core.probe import ProbeCounts, cited_counts, probe_sensitivity
-from citemon.core.records import AnswerRecord
-from citemon.core.tally import Tally
-from citemon.engine.claims import extract_claims
-from citemon.engine.scoring import Scorer
+from citemon._checks.shuffle_probe import probe_selected, shuffled_check
+from citemon._core.calibration import Calibration, corrected_accuracy
+from citemon._core.probe import ProbeCounts, cited_counts, probe_sensitivity
+from citemon._core.records import AnswerRecord
+from citemon._core.tally import Tally
+from citemon._engine.claims import extract_claims
+from citemon._engine.scoring import Scorer
+from citemon._metrics import CITED_VERDICTS
 from citemon.judges.lexical import LexicalJudge
-from citemon.metrics import CITED_VERDICTS
 from tests.integration.conftest import TopicFactory
 from tests.integration.monitor_support import (
     expected_verdicts,

@@ -29,10 +29,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from citemon.core.errors import DecodeError
-from citemon.core.records import AnswerRecord
-from citemon.otlp.assembly import TraceAssembler
-from citemon.otlp.decoding import decode_otlp_proto
+from citemon._core.errors import DecodeError
+from citemon._core.records import AnswerRecord
+from citemon._otlp.assembly import TraceAssembler
+from citemon._otlp.decoding import decode_otlp_proto
 
 # The instrumentor calls a LangChain API that langchain-core 1.x deprecates; with warnings as
 # errors that would abort its span updates. Its warning, not ours: let it through.

@@ -12,7 +12,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from citemon.core.records import PATTERNS
+from citemon._core.records import PATTERNS
 from citemon_instrumentation import KafkaSpanExporter, record_answer
 from tests.buggy_rag import BUGS, Planted, buggy_answers, span_passages
 from tests.integration.conftest import TopicFactory

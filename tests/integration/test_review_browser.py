@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from citemon.review.model import read_labels
+from citemon._review.model import read_labels
 from tests.conftest import REPO
 from tests.integration.browser_support import chromium_browser
 from tests.review_sets import HOSTILE, write_long_answer_set, write_review_set

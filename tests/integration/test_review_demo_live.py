@@ -9,7 +9,7 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
-from citemon.review.model import read_review_records
+from citemon._review.model import read_review_records
 from tests.integration.monitor_support import PYTHON, REPO
 
 FINAL = "final, from the monitor's Prometheus counters:"

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
+from citemon._review.model import read_labels
 from citemon.cli import main
-from citemon.review.model import read_labels
 from tests.integration.browser_support import chromium_browser
 from tests.integration.labelstudio_support import (
     PASSWORD,

@@ -13,9 +13,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from citemon.core.records import AnswerRecord, Passage
-from citemon.otlp.assembly import TraceAssembler
-from citemon.otlp.decoding import decode_otlp_proto
+from citemon._core.records import AnswerRecord, Passage
+from citemon._otlp.assembly import TraceAssembler
+from citemon._otlp.decoding import decode_otlp_proto
 from citemon_instrumentation import KafkaSpanExporter, answer_span, record_answer
 from tests.integration.conftest import TopicFactory
 

@@ -18,12 +18,12 @@ import pytest
 from pydantic import ValidationError
 
 from bench.judge_cost import TARGET, measure
-from citemon.core.errors import JudgeHTTPError, JudgeInvalidReply
-from citemon.core.judge import BatchJudge, CitedVerdict, SupportVerdict
-from citemon.core.records import AnswerRecord, AnswerScore, Passage
-from citemon.demo.data import sample_records, specimen
-from citemon.engine.scoring import Scorer, ScoringOptions
-from citemon.engine.summary import summarize
+from citemon._core.errors import JudgeHTTPError, JudgeInvalidReply
+from citemon._core.judge import BatchJudge, CitedVerdict, SupportVerdict
+from citemon._core.records import AnswerRecord, AnswerScore, Passage
+from citemon._demo.data import sample_records, specimen
+from citemon._engine.scoring import Scorer, ScoringOptions
+from citemon._engine.summary import summarize
 from citemon.judges import JudgeSettings, add_judge_arguments, judge_options, load_judge
 from citemon.judges.http import HTTPBatchJudge, HTTPJudge
 from citemon.judges.prompts import (

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from citemon.checks.agreement import balanced_accuracy_ci, kappa, kappa_ci
-from citemon.checks.calibration import JudgedPair, evaluate
-from citemon.checks.labelled_pairs import pairs_from_rows
+from citemon._checks.agreement import balanced_accuracy_ci, kappa, kappa_ci
+from citemon._checks.calibration import JudgedPair, evaluate
+from citemon._checks.labelled_pairs import pairs_from_rows
+from citemon._core.calibration import Calibration, Confusion, balanced_accuracy, corrected_accuracy
+from citemon._core.errors import ConfigError
+from citemon._core.records import Verdict
 from citemon.cli import main
-from citemon.core.calibration import Calibration, Confusion, balanced_accuracy, corrected_accuracy
-from citemon.core.errors import ConfigError
-from citemon.core.records import Verdict
 
 HAND = Confusion(tp=8, fn=2, tn=6, fp=4)
 
@@ -243,7 +243,7 @@ def test_calibrate_refuses_a_bad_marker_pattern_before_judging(
 
 
 def test_the_judges_kappa_is_scikit_learns() -> None:
-    """The one κ (:func:`citemon.core.stats.cohen_kappa`), from a confusion matrix."""
+    """The one κ (:func:`citemon._core.stats.cohen_kappa`), from a confusion matrix."""
     from sklearn.metrics import cohen_kappa_score
 
     for c in (HAND, Confusion(tp=40, fn=3, tn=11, fp=9), Confusion(tp=5, fn=5, tn=0, fp=1)):

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from citemon.checks.calibration import JudgedPair, evaluate
-from citemon.checks.labelled_pairs import LabelledPair
-from citemon.checks.threshold import best_threshold, roc_auc, threshold_bootstrap
-from citemon.core.calibration import Calibration, Confusion
-from citemon.core.records import Verdict
+from citemon._checks.calibration import JudgedPair, evaluate
+from citemon._checks.labelled_pairs import LabelledPair
+from citemon._checks.threshold import best_threshold, roc_auc, threshold_bootstrap
+from citemon._core.calibration import Calibration, Confusion
+from citemon._core.records import Verdict
 
 # Entailed pairs score 0.9, 0.8, 0.4; the others 0.7, 0.3, 0.2, 0.1.
 POS = [0.9, 0.8, 0.4]

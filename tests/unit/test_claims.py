@@ -7,9 +7,9 @@ from typing import Any
 import pysbd
 import pytest
 
-from citemon.core.records import AnswerRecord, Passage
-from citemon.core.text import CitationSyntax, strip_markers
-from citemon.engine.claims import PYSBD_CHUNK_CHARS, _segments, extract_claims, split_sentences
+from citemon._core.records import AnswerRecord, Passage
+from citemon._core.text import CitationSyntax, strip_markers
+from citemon._engine.claims import PYSBD_CHUNK_CHARS, _segments, extract_claims, split_sentences
 
 
 def record(answer: str, ids: list[str]) -> AnswerRecord:

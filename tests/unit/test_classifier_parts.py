@@ -6,9 +6,9 @@ from collections.abc import Mapping
 
 import pytest
 
+from citemon._core.errors import ConfigError, JudgeInvalidReply
+from citemon._core.records import Verdict
 from citemon.cli import build_parser
-from citemon.core.errors import ConfigError, JudgeInvalidReply
-from citemon.core.records import Verdict
 from citemon.judges import (
     JudgeSettings,
     ThresholdJudge,

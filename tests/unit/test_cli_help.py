@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from citemon import commands
+from citemon import _commands as commands
 from citemon.cli import COMMANDS, main
 
 _IMPORTED = """
@@ -35,22 +35,23 @@ def _imported_by(*argv: str) -> set[str]:
 def test_help_imports_no_command() -> None:
     loaded = _imported_by("--help")
     assert "citemon.cli" in loaded
-    assert not {m for m in loaded if m.startswith("citemon.commands.")}
-    assert not {m for m in loaded if m.startswith(("citemon.service", "citemon.judges"))}
+    assert not {m for m in loaded if m.startswith("citemon._commands.")}
+    assert not {m for m in loaded if m.startswith(("citemon._service", "citemon.judges"))}
     assert not {m for m in loaded if m.startswith("aiokafka")}
 
 
 def test_a_command_imports_itself_only() -> None:
     loaded = _imported_by("score", "--help")
-    assert "citemon.commands.score" in loaded
+    assert "citemon._commands.score" in loaded
     assert (
-        not {"citemon.commands.run", "citemon.commands.demo", "citemon.service.pipeline"} & loaded
+        not {"citemon._commands.run", "citemon._commands.demo", "citemon._service.pipeline"}
+        & loaded
     )
 
 
 def test_the_table_lists_every_command_with_its_docstring_line() -> None:
     modules = {
-        f"citemon.commands.{m.name}"
+        f"citemon._commands.{m.name}"
         for m in pkgutil.iter_modules(commands.__path__)
         if not m.name.startswith("_")
     }

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from citemon._demo.data import sample_records, specimen
 from citemon.cli import main
-from citemon.demo.data import sample_records, specimen
 
 
 def write(path: Path, lines: list[str]) -> Path:
@@ -117,7 +117,7 @@ def test_the_lexical_judge_on_the_sample_agrees_with_its_construction() -> None:
     # The sample's labels say what each claim's verdict should be; the heuristic gets most right.
     import asyncio
 
-    from citemon.engine.scoring import Scorer
+    from citemon._engine.scoring import Scorer
     from citemon.judges.lexical import LexicalJudge
 
     records = sample_records()
@@ -135,7 +135,7 @@ def test_the_lexical_judge_on_the_sample_agrees_with_its_construction() -> None:
 def test_calibration_adds_a_corrected_accuracy(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from citemon.core.calibration import Calibration
+    from citemon._core.calibration import Calibration
 
     src = write(tmp_path / "s.jsonl", [r.model_dump_json() for r in sample_records()])
     calib = tmp_path / "calib.json"
@@ -198,7 +198,7 @@ def test_scores_a_collector_file_exporter_dump(
 
 
 def test_the_example_files_are_the_bundled_sample() -> None:
-    # examples/ is what the README scores; it must not drift from citemon.demo.data.
+    # examples/ is what the README scores; it must not drift from citemon._demo.data.
     from tests.conftest import REPO
 
     lines = (REPO / "examples" / "sample.jsonl").read_text(encoding="utf-8").splitlines()

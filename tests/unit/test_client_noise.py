@@ -8,8 +8,8 @@ import logging
 import pytest
 from prometheus_client import CollectorRegistry
 
-from citemon.metrics import Metrics
-from citemon.service.client_noise import RepeatedClientErrors, quiet_repeats
+from citemon._metrics import Metrics
+from citemon._service.client_noise import RepeatedClientErrors, quiet_repeats
 
 
 def _record(name: str, msg: str, *args: object, level: int = logging.ERROR) -> logging.LogRecord:
@@ -28,8 +28,8 @@ def test_the_first_of_each_message_passes_and_repeats_are_counted() -> None:
     passed = [noise.filter(_record("aiokafka.cluster", missing, "t1")) for _ in range(50)]
     assert passed == [False] * 50
     assert noise.filter(_record("aiokafka.cluster", missing, "t2"))  # another topic: said once
-    assert noise.filter(_record("citemon.service.pipeline", "commit failed"))  # ours: always
-    assert noise.filter(_record("citemon.service.pipeline", "commit failed"))
+    assert noise.filter(_record("citemon._service.pipeline", "commit failed"))  # ours: always
+    assert noise.filter(_record("citemon._service.pipeline", "commit failed"))
     assert noise.filter(_record("aiokafka.cluster", "refreshing", level=logging.INFO))
     value = registry.get_sample_value(
         "citemon_kafka_client_errors_total", {"logger": "aiokafka.cluster"}

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from citemon.core.records import AnswerScore
-from citemon.service.ledger import Entry, Finished, Ledger, PipelineStats
+from citemon._core.records import AnswerScore
+from citemon._service.ledger import Entry, Finished, Ledger, PipelineStats
 
 ANSWER = Finished(AnswerScore(trace_id="t"), "s")
 

@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from citemon._core.stats import msprt_p_value
+from citemon._demo.data import FAULTS, QUESTIONS, answer
+from citemon._engine.scoring import Scorer
+from citemon._rollout.compare import TestKind, VersionCounts, compare
 from citemon.cli import main
-from citemon.core.stats import msprt_p_value
-from citemon.demo.data import FAULTS, QUESTIONS, answer
-from citemon.engine.scoring import Scorer
 from citemon.judges.lexical import LexicalJudge
-from citemon.rollout.compare import TestKind, VersionCounts, compare
 
 
 def _scores_file(tmp_path: Path, rounds: int = 3) -> Path:
@@ -166,7 +166,7 @@ def test_compare_reports_the_patterns_a_candidate_changed_beside_the_verdict(
     (first_retrieved): both patterns changed, each with its intervals, outside the verdict."""
     import asyncio
 
-    from citemon.engine.scoring import Scorer
+    from citemon._engine.scoring import Scorer
     from tests.buggy_rag import buggy_answers, oracle_for
 
     v1 = list(buggy_answers("sibling_chunk", 40, seed=1, version="v1"))

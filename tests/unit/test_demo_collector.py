@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from citemon.cli import main
-from citemon.commands._collector import (
+from citemon._commands._collector import (
     COLLECTOR_ENV,
     CollectorError,
     collector_binary,
     deploy_dir,
     override,
 )
+from citemon.cli import main
 from tests.conftest import REPO
 
 

@@ -7,11 +7,11 @@ import random
 
 from prometheus_client import CollectorRegistry
 
-from citemon.demo.data import QUESTIONS, answer
-from citemon.demo.version_table import render_versions, verdict_line
-from citemon.engine.scoring import Scorer
+from citemon._demo.data import QUESTIONS, answer
+from citemon._demo.version_table import render_versions, verdict_line
+from citemon._engine.scoring import Scorer
+from citemon._metrics import Metrics
 from citemon.judges.lexical import LexicalJudge
-from citemon.metrics import Metrics
 
 
 async def test_the_demo_table_names_v2s_pattern() -> None:

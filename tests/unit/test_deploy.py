@@ -17,10 +17,10 @@ from typing import Any
 import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 
-from citemon.core.records import AnswerScore, ClaimResult
-from citemon.metrics import DEFAULT_METRICS_PORT, Metrics
-from citemon.otlp.assembly import TraceAssembler
-from citemon.service.settings import Settings
+from citemon._core.records import AnswerScore, ClaimResult
+from citemon._metrics import DEFAULT_METRICS_PORT, Metrics
+from citemon._otlp.assembly import TraceAssembler
+from citemon._service.settings import Settings
 from tests.conftest import REPO, need_server
 
 DEPLOY = REPO / "deploy"
@@ -168,7 +168,7 @@ def test_grafana_provisioning_points_where_compose_mounts() -> None:
     assert source["url"] == "http://prometheus:9090"
     assert "prometheus" in compose()["services"]
     (dest,) = source["jsonData"]["exemplarTraceIdDestinations"]
-    assert dest["name"] == "trace_id"  # the exemplar label citemon.metrics.definitions writes
+    assert dest["name"] == "trace_id"  # the exemplar label citemon._metrics.definitions writes
 
 
 def test_collector_writes_what_the_monitor_reads() -> None:
@@ -320,7 +320,7 @@ def test_design_page_names_the_metrics_this_file_checks() -> None:
 
 def test_design_page_topics_are_the_defaults() -> None:
     """The Kafka topics table names the topics and group the monitor really defaults to."""
-    from citemon.service.results import DEFAULT_RESULTS_TOPIC
+    from citemon._service.results import DEFAULT_RESULTS_TOPIC
 
     rows = {
         row.split("|")[1].strip(): row.split("|")[2]
@@ -339,7 +339,7 @@ def test_design_page_topics_are_the_defaults() -> None:
 
 def test_design_page_names_every_unjudged_cause() -> None:
     """Every ``unjudged_cause`` the scorer can write is explained on the design page."""
-    from citemon.core.records import UNJUDGED_CAUSES
+    from citemon._core.records import UNJUDGED_CAUSES
 
     section = design_section("Verdicts").split("An `unjudged` claim says why", 1)[1]
     causes = re.findall(r"^\| `(\w+)` \|", section.split("\n\n", 2)[1], re.M)

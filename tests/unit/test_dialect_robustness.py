@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from citemon.core.errors import DecodeError
-from citemon.otlp.decoding import decode_otlp, read_spans
-from citemon.otlp.spans import Limits, RawSpan, ResourceInfo
+from citemon._core.errors import DecodeError
+from citemon._otlp.decoding import decode_otlp, read_spans
+from citemon._otlp.spans import Limits, RawSpan, ResourceInfo
 
 KEYS = (
     "traceloop.entity.output",

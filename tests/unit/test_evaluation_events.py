@@ -23,13 +23,12 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
 from prometheus_client import CollectorRegistry
 
-from citemon.cli import build_parser, main
-from citemon.core.errors import ConfigError
-from citemon.core.records import AnswerScore, ClaimResult
-from citemon.demo.data import specimen
-from citemon.engine.scoring import Scorer
-from citemon.metrics import Metrics
-from citemon.service.evaluation_events import (
+from citemon._core.errors import ConfigError
+from citemon._core.records import AnswerScore, ClaimResult
+from citemon._demo.data import specimen
+from citemon._engine.scoring import Scorer
+from citemon._metrics import Metrics
+from citemon._service.evaluation_events import (
     ACCURACY,
     EVENT_NAME,
     FAITHFULNESS,
@@ -38,7 +37,8 @@ from citemon.service.evaluation_events import (
     evaluation_events,
     otlp_log_exporter,
 )
-from citemon.service.settings import settings_from_args
+from citemon._service.settings import settings_from_args
+from citemon.cli import build_parser, main
 from tests.oracles import SPECIMEN_TRUTH, OracleJudge
 
 TRACE_ID = "0af7651916cd43dd8448eb211c80319c"

@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import json
 
-from citemon.service.fitting import RECORD_OVERHEAD_BYTES, RecordLimits, fit_dead_letter, fit_result
-from citemon.service.ledger import OutMessage
+from citemon._service.fitting import (
+    RECORD_OVERHEAD_BYTES,
+    RecordLimits,
+    fit_dead_letter,
+    fit_result,
+)
+from citemon._service.ledger import OutMessage
 
 
 def _body(claims: int, excerpt_chars: int = 200) -> dict[str, object]:

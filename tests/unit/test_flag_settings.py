@@ -1,4 +1,4 @@
-"""The one settings mechanism (citemon.core.settings): every flag of every model has its
+"""The one settings mechanism (citemon._core.settings): every flag of every model has its
 ``CITEMON_*`` variable, the flag wins, a bad variable is the usage error a bad flag is."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import logging
 
 import pytest
 
+from citemon._commands._options import scoring_options
+from citemon._core.settings import Flag, FlagSettings
+from citemon._engine.settings import ScoringSettings
+from citemon._service.settings import Settings
 from citemon.cli import build_parser, main
-from citemon.commands._options import scoring_options
-from citemon.core.settings import Flag, FlagSettings
-from citemon.engine.settings import ScoringSettings
 from citemon.judges.settings import JudgeSettings
-from citemon.service.settings import Settings
 
 MODELS: tuple[type[FlagSettings], ...] = (Settings, JudgeSettings, ScoringSettings)
 
@@ -112,7 +112,7 @@ def test_a_renamed_switch_keeps_its_old_flag_with_a_warning(
 ) -> None:
     parser = argparse.ArgumentParser()
     _Renamed.add_arguments(parser, title="t")
-    with caplog.at_level(logging.WARNING, logger="citemon.core.settings"):
+    with caplog.at_level(logging.WARNING, logger="citemon._core.settings"):
         assert _Renamed.from_args(parser.parse_args(["--noisy"])).loud is True
         assert _Renamed.from_args(parser.parse_args([])).loud is False
     assert [r.getMessage() for r in caplog.records] == [

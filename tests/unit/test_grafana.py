@@ -19,10 +19,10 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 
-from citemon.core.calibration import Calibration
-from citemon.core.records import AnswerScore, ClaimResult
-from citemon.metrics import Metrics
-from citemon.otlp.assembly import TraceAssembler
+from citemon._core.calibration import Calibration
+from citemon._core.records import AnswerScore, ClaimResult
+from citemon._metrics import Metrics
+from citemon._otlp.assembly import TraceAssembler
 from tests.conftest import REPO, need_server
 
 GRAFANA = REPO / "grafana"
@@ -359,7 +359,7 @@ def test_every_metric_name_is_exported_or_recorded() -> None:
     assert len(used) >= 15
     unknown = {n for n in used if n not in exported and n not in recorded}
     assert not unknown, (
-        f"names neither exported by citemon.metrics.definitions nor recorded: {unknown}"
+        f"names neither exported by citemon._metrics.definitions nor recorded: {unknown}"
     )
     # And the rules only build on what the monitor exports (no recording rule reads another
     # rule's output before it is defined).

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from citemon._core.errors import ConfigError, JudgeHTTPError, JudgeInvalidReply, JudgeRateLimited
+from citemon._core.records import Verdict
 from citemon.cli import main
-from citemon.core.errors import ConfigError, JudgeHTTPError, JudgeInvalidReply, JudgeRateLimited
-from citemon.core.records import Verdict
 from citemon.judges import JudgeSettings, add_judge_arguments, judge_options, load_judge
 from citemon.judges.http import HTTPJudge
 from citemon.judges.prompts import (

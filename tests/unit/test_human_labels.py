@@ -1,4 +1,4 @@
-"""One reader of human labels (:mod:`citemon.core.human_labels`) for calibration and training."""
+"""One reader of human labels (:mod:`citemon._core.human_labels`) for calibration and training."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from bench._training import load_expertqa, load_wice
-from citemon.checks.labelled_pairs import pairs_from_rows
-from citemon.core.human_labels import HumanLabel, human_labels
+from citemon._checks.labelled_pairs import pairs_from_rows
+from citemon._core.human_labels import HumanLabel, human_labels
 
 ANSWER: dict[str, Any] = {
     "id": "q1",
@@ -78,7 +78,7 @@ def test_calibration_and_training_read_the_same_labels(tmp_path: Path) -> None:
 
 @pytest.mark.shared_data
 def test_wice_reads_alike_for_calibration_and_training(shared_data: Path) -> None:
-    from citemon.core.human_labels import read_label_rows
+    from citemon._core.human_labels import read_label_rows
 
     path = shared_data / "wice" / "dev.jsonl"
     pairs, skipped = pairs_from_rows(read_label_rows(path))

@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
+from citemon._commands._inspection import Filter, Worst, findings, parse_result, read_results_file
+from citemon._core.records import AnswerScore, ClaimResult
+from citemon._demo.data import specimen
+from citemon._engine.excerpts import MAX_EXCERPT_CHARS, MAX_EXCERPTS, excerpt_of, excerpts
+from citemon._engine.scoring import Scorer
+from citemon._service.outputs import result_message
+from citemon._service.settings import Settings
 from citemon.cli import main
-from citemon.commands._inspection import Filter, Worst, findings, parse_result, read_results_file
-from citemon.core.records import AnswerScore, ClaimResult
-from citemon.demo.data import specimen
-from citemon.engine.excerpts import MAX_EXCERPT_CHARS, MAX_EXCERPTS, excerpt_of, excerpts
-from citemon.engine.scoring import Scorer
 from citemon.judges.lexical import LexicalJudge
-from citemon.service.outputs import result_message
-from citemon.service.settings import Settings
 
 T0 = 1_764_576_000_000  # 2025-12-01T08:00:00Z
 
@@ -520,8 +520,8 @@ def test_over_broad_citations_of_correct_claims_are_shown(
 
 
 def test_kafka_flags_are_run_s_and_env_vars_apply(monkeypatch: pytest.MonkeyPatch) -> None:
+    from citemon._service.settings import settings_from_args
     from citemon.cli import build_parser
-    from citemon.service.settings import settings_from_args
 
     monkeypatch.setenv("CITEMON_RESULTS_TOPIC", "from-env.scores")
     monkeypatch.setenv("CITEMON_SECURITY_PROTOCOL", "SASL_SSL")
@@ -632,7 +632,7 @@ def test_order_does_not_depend_on_fetch_order() -> None:
 
 async def test_a_held_score_keeps_kilobytes_however_long_its_passages() -> None:
     # Scores wait for their offset to commit; they keep capped excerpts, not the passages.
-    from citemon.core.records import AnswerRecord, Passage
+    from citemon._core.records import AnswerRecord, Passage
 
     long = "Retention is ninety days. " + "filler words here " * 2000  # ~36,000 characters
     rec = AnswerRecord(
@@ -655,9 +655,9 @@ async def test_a_held_score_keeps_kilobytes_however_long_its_passages() -> None:
 
 
 def test_the_excerpt_setting_is_bounded() -> None:
+    from citemon._core.errors import ConfigError
+    from citemon._service.settings import settings_from_args
     from citemon.cli import build_parser
-    from citemon.core.errors import ConfigError
-    from citemon.service.settings import settings_from_args
 
     too_many = str(MAX_EXCERPT_CHARS + 1)
     args = build_parser().parse_args(["run", "--results-excerpt-chars", too_many])

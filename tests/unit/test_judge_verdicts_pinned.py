@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from citemon.core.human_labels import HumanLabel, human_labels, read_label_rows
+from citemon._core.human_labels import HumanLabel, human_labels, read_label_rows
 from citemon.judges import load_judge
 
 # dataset, judge → (labels, entailed verdicts, verdicts agreeing with the label, sha256)

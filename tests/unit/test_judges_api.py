@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 import citemon
-import citemon.core.errors
-import citemon.core.judge
-import citemon.core.records
+import citemon._core.errors
+import citemon._core.judge
+import citemon._core.records
 import citemon.judges
-from citemon.demo.data import specimen
-from citemon.engine.scoring import Scorer
+from citemon._demo.data import specimen
+from citemon._engine.scoring import Scorer
 from citemon.judges import BatchJudge, Judge, load_judge
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "judges.md"
@@ -24,7 +24,7 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "judges.md"
 def test_every_exported_name_resolves_to_its_definition() -> None:
     for name in citemon.judges.__all__:
         value = getattr(citemon.judges, name)
-        for home in (citemon.core.judge, citemon.core.errors, citemon.core.records):
+        for home in (citemon._core.judge, citemon._core.errors, citemon._core.records):
             if hasattr(home, name):
                 assert value is getattr(home, name), name  # a re-export, not a copy
     shared = {"Judge", "Verdict", "BatchJudge", "CitedVerdict", "SupportVerdict", "JudgeError"}
@@ -60,7 +60,7 @@ def _doc_examples() -> str:
 
 async def test_the_documented_judges_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     source = _doc_examples()
-    assert "citemon.core" not in source  # a judge author imports from citemon.judges only
+    assert "citemon._core" not in source  # a judge author imports from citemon.judges only
     (tmp_path / "doc_judges.py").write_text(source, encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))
     judge = load_judge("doc_judges:factory")

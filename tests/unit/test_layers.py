@@ -24,13 +24,13 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "monitor" / "citemon"
 
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"core"}),
-    frozenset({"engine"}),
-    frozenset({"judges", "passages"}),
+    frozenset({"_core"}),
+    frozenset({"_engine"}),
+    frozenset({"judges", "_passages"}),
     frozenset({"citemon"}),  # the package's __init__: the public surface, re-exporting below it
-    frozenset({"otlp", "checks", "metrics", "rollout", "demo", "review"}),
-    frozenset({"service"}),
-    frozenset({"commands"}),
+    frozenset({"_otlp", "_checks", "_metrics", "_rollout", "_demo", "_review"}),
+    frozenset({"_service"}),
+    frozenset({"_commands"}),
     frozenset({"cli"}),
     frozenset({"__main__"}),
 )
@@ -84,7 +84,8 @@ def imports(root: Path) -> list[Import]:
                     continue
                 for alias in node.names:
                     sub = f"{base}.{alias.name}"
-                    if sub in known:  # ``from citemon import commands``: the module itself
+                    # ``from citemon import _commands as commands`` imports the module itself
+                    if sub in known:
                         found.append(Import(name, sub, None, node.lineno))
                     else:
                         found.append(Import(name, base, alias.name, node.lineno))
@@ -194,7 +195,7 @@ def test_no_private_names_across_modules(citemon_imports: list[Import]) -> None:
 def test_the_walk_sees_the_package(citemon_imports: list[Import]) -> None:
     """Guards the guard: an empty walk would pass everything above."""
     edges = {(imp.importer, imp.target) for imp in citemon_imports}
-    assert ("citemon.engine.scoring", "citemon.core.records") in edges
+    assert ("citemon._engine.scoring", "citemon._core.records") in edges
     assert ("citemon.cli", "citemon") in edges
     assert len(modules(PACKAGE)) > 60
 
@@ -214,23 +215,23 @@ def _planted(tmp_path: Path) -> list[Import]:
     pkg = _write(
         tmp_path / "citemon",
         {
-            "__init__.py": "from citemon.core.records import Verdict\n",
-            "core/__init__.py": "",
-            "core/records.py": "class Verdict: ...\n",
-            "core/text.py": "from citemon.engine.scoring import Scorer\n",  # climbs
-            "engine/__init__.py": "",
-            "engine/scoring.py": (
-                "from citemon.core.records import Verdict\n"
+            "__init__.py": "from citemon._core.records import Verdict\n",
+            "_core/__init__.py": "",
+            "_core/records.py": "class Verdict: ...\n",
+            "_core/text.py": "from citemon._engine.scoring import Scorer\n",  # climbs
+            "_engine/__init__.py": "",
+            "_engine/scoring.py": (
+                "from citemon._core.records import Verdict\n"
                 "from .claims import extract\n"
                 "class Scorer: ...\n"
             ),
-            "engine/claims.py": (
+            "_engine/claims.py": (
                 "def extract() -> None:\n"
-                "    from citemon.engine import scoring  # a lazy import still closes a cycle\n"
+                "    from citemon._engine import scoring  # a lazy import still closes a cycle\n"
             ),
-            "metrics/__init__.py": "from citemon.checks.probe import _count\n",  # crosses
-            "checks/__init__.py": "",
-            "checks/probe.py": "_count = 0\n",
+            "_metrics/__init__.py": "from citemon._checks.probe import _count\n",  # crosses
+            "_checks/__init__.py": "",
+            "_checks/probe.py": "_count = 0\n",
         },
     )
     return imports(pkg)
@@ -239,16 +240,16 @@ def _planted(tmp_path: Path) -> list[Import]:
 def test_planted_upward_and_sideways_imports_are_caught(tmp_path: Path) -> None:
     bad = climbing(_planted(tmp_path))
     assert [str(b) for b in bad] == [
-        "citemon.core.text:1: from citemon.engine.scoring import Scorer",
-        "citemon.metrics:1: from citemon.checks.probe import _count",
+        "citemon._core.text:1: from citemon._engine.scoring import Scorer",
+        "citemon._metrics:1: from citemon._checks.probe import _count",
     ]
 
 
 def test_planted_cycle_is_caught(tmp_path: Path) -> None:
-    assert cycles(_planted(tmp_path)) == [["citemon.engine.claims", "citemon.engine.scoring"]]
+    assert cycles(_planted(tmp_path)) == [["citemon._engine.claims", "citemon._engine.scoring"]]
 
 
 def test_planted_private_import_is_caught(tmp_path: Path) -> None:
     assert [str(b) for b in private(_planted(tmp_path))] == [
-        "citemon.metrics:1: from citemon.checks.probe import _count"
+        "citemon._metrics:1: from citemon._checks.probe import _count"
     ]

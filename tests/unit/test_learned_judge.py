@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from bench._training import fit_model, grouped_folds
-from citemon.core.calibration import balanced_accuracy
-from citemon.core.errors import ConfigError
-from citemon.core.text import strip_markers
+from citemon._core.calibration import balanced_accuracy
+from citemon._core.errors import ConfigError
+from citemon._core.text import strip_markers
 from citemon.judges import Judge, load_judge
 from citemon.judges.features import FEATURE_NAMES, extract
 from citemon.judges.learned import WEIGHTS_RESOURCE, LearnedJudge, LearnedModel, load_model

@@ -17,7 +17,7 @@ import termios
 
 import pyte
 
-from citemon.demo.live_table import AppendedTable, open_table
+from citemon._demo.live_table import AppendedTable, open_table
 from tests.conftest import REPO
 
 COLUMNS, ROWS = 100, 30
@@ -26,7 +26,7 @@ COLUMNS, ROWS = 100, 30
 # in between, the last table left on screen and the final summary printed after it.
 CHILD = r"""
 import threading
-from citemon.demo.live_table import open_table
+from citemon._demo.live_table import open_table
 
 table = open_table()
 print(type(table).__name__, flush=True)

@@ -9,11 +9,11 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.openmetrics.exposition import generate_latest as openmetrics_latest
 
-from citemon.core.errors import INVALID_REPLY_CAUSES
-from citemon.core.judge import JudgeObserver
-from citemon.core.records import AnswerScore, ClaimResult, VerdictName
-from citemon.metrics import JUDGE_OUTCOMES, SPAN_OUTCOMES, Metrics, MetricsServer
-from citemon.service.gate import GateObserver, JudgeGate
+from citemon._core.errors import INVALID_REPLY_CAUSES
+from citemon._core.judge import JudgeObserver
+from citemon._core.records import AnswerScore, ClaimResult, VerdictName
+from citemon._metrics import JUDGE_OUTCOMES, SPAN_OUTCOMES, Metrics, MetricsServer
+from citemon._service.gate import GateObserver, JudgeGate
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 SVE = {"service": "support-bot", "version": "v1", "environment": "prod"}

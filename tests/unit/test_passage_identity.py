@@ -5,10 +5,10 @@ else by position; and claims citing only passages without text are ``unjudged``
 
 from __future__ import annotations
 
-from citemon.core.records import AnswerRecord, Passage
-from citemon.core.text import CitationSyntax
-from citemon.engine.claims import extract_claims, resolve_marker
-from citemon.engine.scoring import Scorer
+from citemon._core.records import AnswerRecord, Passage
+from citemon._core.text import CitationSyntax
+from citemon._engine.claims import extract_claims, resolve_marker
+from citemon._engine.scoring import Scorer
 from tests.oracles import OracleJudge
 
 

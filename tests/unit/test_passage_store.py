@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from citemon.core.errors import ConfigError
-from citemon.core.passages import PassageLookupError
-from citemon.core.records import AnswerRecord, Passage
-from citemon.engine.passage_text import fill_from_store
-from citemon.engine.scoring import Scorer
+from citemon._core.errors import ConfigError
+from citemon._core.passages import PassageLookupError
+from citemon._core.records import AnswerRecord, Passage
+from citemon._engine.passage_text import fill_from_store
+from citemon._engine.scoring import Scorer
+from citemon._metrics import Metrics
+from citemon._passages import ManagedStore, StoreLimits, open_backend, redacted
+from citemon._passages.open import add_passage_store_arguments, open_store
 from citemon.judges.lexical import LexicalJudge
-from citemon.metrics import Metrics
-from citemon.passages import ManagedStore, StoreLimits, open_backend, redacted
-from citemon.passages.open import add_passage_store_arguments, open_store
 from tests.integration.dialect_traces import ANSWER, PASSAGES, QUESTION
 from tests.oracles import specimen_text_judge
 

@@ -15,15 +15,15 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
-import citemon.engine.scoring as scoring
-from citemon.core.records import PATTERNS, AnswerRecord, ClaimResult, Passage
-from citemon.core.tally import Tally
-from citemon.core.text import DEFAULT_PASSAGE_ID_KEYS
-from citemon.engine.patterns import assign_patterns, chance_rates, off_by_one_chance
-from citemon.engine.scoring import Scorer, ScoringOptions
-from citemon.engine.summary import summarize
-from citemon.metrics import Metrics
-from citemon.otlp.decoding import decode_otlp_proto
+import citemon._engine.scoring as scoring
+from citemon._core.records import PATTERNS, AnswerRecord, ClaimResult, Passage
+from citemon._core.tally import Tally
+from citemon._core.text import DEFAULT_PASSAGE_ID_KEYS
+from citemon._engine.patterns import assign_patterns, chance_rates, off_by_one_chance
+from citemon._engine.scoring import Scorer, ScoringOptions
+from citemon._engine.summary import summarize
+from citemon._metrics import Metrics
+from citemon._otlp.decoding import decode_otlp_proto
 from citemon_instrumentation import record_answer
 from tests.buggy_rag import BUGS, Planted, buggy_answers, oracle_for, span_passages
 from tests.oracles import OracleJudge

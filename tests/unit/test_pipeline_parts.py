@@ -8,9 +8,9 @@ import asyncio
 import pytest
 from aiokafka import TopicPartition
 
-from citemon.core.records import AnswerScore, ClaimResult, UnjudgedCause
-from citemon.service.gate import JudgeGate, judge_failed
-from citemon.service.ledger import Finished, Ledger, PipelineStats
+from citemon._core.records import AnswerScore, ClaimResult, UnjudgedCause
+from citemon._service.gate import JudgeGate, judge_failed
+from citemon._service.ledger import Finished, Ledger, PipelineStats
 
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
 

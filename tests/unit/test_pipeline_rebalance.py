@@ -18,17 +18,17 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
-from citemon.engine.scoring import Scorer
+from citemon._engine.scoring import Scorer
+from citemon._metrics import Metrics
+from citemon._otlp.assembly import TraceAssembler
+from citemon._otlp.decoding import decode_otlp
+from citemon._service.clients import KafkaClients
+from citemon._service.fitting import RecordLimits
+from citemon._service.ledger import Ledger, PipelineStats
+from citemon._service.pipeline import Pipeline
+from citemon._service.recovery import BadBatch, BatchRecovery, Scan, Scanner
+from citemon._service.settings import Settings
 from citemon.judges.lexical import LexicalJudge
-from citemon.metrics import Metrics
-from citemon.otlp.assembly import TraceAssembler
-from citemon.otlp.decoding import decode_otlp
-from citemon.service.clients import KafkaClients
-from citemon.service.fitting import RecordLimits
-from citemon.service.ledger import Ledger, PipelineStats
-from citemon.service.pipeline import Pipeline
-from citemon.service.recovery import BadBatch, BatchRecovery, Scan, Scanner
-from citemon.service.settings import Settings
 
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
+from citemon._core.errors import InputError
+from citemon._core.stats import cohen_kappa
+from citemon._review.agreement import agreement
+from citemon._review.model import LABELS, Label, LabelName, append_label, read_labels
 from citemon.cli import main
-from citemon.core.errors import InputError
-from citemon.core.stats import cohen_kappa
-from citemon.review.agreement import agreement
-from citemon.review.model import LABELS, Label, LabelName, append_label, read_labels
 
 
 def _labels(reviewer: str, names: list[LabelName], start: int = 0) -> list[Label]:

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from citemon._review.estimates import Estimates
+from citemon._review.model import read_labels, read_review_records
 from citemon.cli import main
-from citemon.review.estimates import Estimates
-from citemon.review.model import read_labels, read_review_records
 
 REPO = Path(__file__).resolve().parents[2]
 

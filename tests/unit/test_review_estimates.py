@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from citemon._review.estimates import estimate
+from citemon._review.model import Label, ReviewClaim, ReviewRecord
 from citemon.cli import build_parser
-from citemon.review.estimates import estimate
-from citemon.review.model import Label, ReviewClaim, ReviewRecord
 
 
 def _record(trace: str, verdicts: list[str], version: str = "v1") -> ReviewRecord:
@@ -81,4 +81,4 @@ def test_versions_are_reported_apart_and_together() -> None:
 def test_review_pull_is_a_review_subcommand() -> None:
     args = build_parser().parse_args(["review", "pull", "--input", "x.jsonl", "-o", "-"])
     assert args.command == "review"
-    assert args.review_handler.__module__ == "citemon.commands.review.pull"
+    assert args.review_handler.__module__ == "citemon._commands.review.pull"

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from citemon._core.errors import InputError
+from citemon._review.labelstudio import LABEL_CONFIG, labels_from_export, tasks_for_label_studio
+from citemon._review.model import CHECKER_CAUSES, LABELS
+from citemon._review.tasks import load_review_set
 from citemon.cli import main
-from citemon.core.errors import InputError
-from citemon.review.labelstudio import LABEL_CONFIG, labels_from_export, tasks_for_label_studio
-from citemon.review.model import CHECKER_CAUSES, LABELS
-from citemon.review.tasks import load_review_set
 from tests.review_sets import HOSTILE, write_review_set
 
 

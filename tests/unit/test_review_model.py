@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from citemon.core.errors import InputError
-from citemon.review.model import (
+from citemon._core.errors import InputError
+from citemon._review.model import (
     Label,
     ReviewClaim,
     ReviewRecord,

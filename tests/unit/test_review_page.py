@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from citemon._core.errors import InputError
+from citemon._review.model import read_labels, read_review_records
+from citemon._review.page import ReviewPage, ReviewServer
+from citemon._review.tasks import disagrees, load_review_set, marked_segments, shared_words
 from citemon.cli import main
-from citemon.core.errors import InputError
-from citemon.review.model import read_labels, read_review_records
-from citemon.review.page import ReviewPage, ReviewServer
-from citemon.review.tasks import disagrees, load_review_set, marked_segments, shared_words
 from tests.review_sets import HOSTILE, review_records, write_review_set
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from ppi_py import ppi_mean_ci, ppi_mean_pointestimate
 
-from citemon.review.ppi import clustered_mean, power_tuning, ppi_mean
+from citemon._review.ppi import clustered_mean, power_tuning, ppi_mean
 
 
 def _claims(

@@ -8,17 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from citemon.checks.shuffle_probe import probe_selected
+from citemon._checks.shuffle_probe import probe_selected
+from citemon._core.records import Passage
+from citemon._demo.data import sample_records, specimen
+from citemon._engine.scoring import Scorer
+from citemon._review.model import Label, ReviewRecord, append_label, read_review_records
+from citemon._review.sample import review_key, review_record, review_selected
+from citemon._service.outputs import review_message
+from citemon._service.sampling import ratio_bound, trace_id_sampled
+from citemon._service.settings import Settings
 from citemon.cli import main
-from citemon.core.records import Passage
-from citemon.demo.data import sample_records, specimen
-from citemon.engine.scoring import Scorer
 from citemon.judges.lexical import LexicalJudge
-from citemon.review.model import Label, ReviewRecord, append_label, read_review_records
-from citemon.review.sample import review_key, review_record, review_selected
-from citemon.service.outputs import review_message
-from citemon.service.sampling import ratio_bound, trace_id_sampled
-from citemon.service.settings import Settings
 
 
 def _trace_ids(n: int) -> list[str]:
@@ -119,7 +119,7 @@ def test_score_refuses_a_bad_review_rate_before_scoring(
 
 
 def test_an_answer_without_ids_is_keyed_by_its_text() -> None:
-    from citemon.core.records import AnswerScore
+    from citemon._core.records import AnswerScore
 
     score = AnswerScore()
     score._answer = "An answer."

@@ -12,8 +12,8 @@ from typing import Any
 
 import yaml
 
-from citemon.core.stats import msprt_p_value, two_proportion_variance
-from citemon.rollout.compare import MIXTURE_SD
+from citemon._core.stats import msprt_p_value, two_proportion_variance
+from citemon._rollout.compare import MIXTURE_SD
 from tests.rollout_gates import (
     ARGO,
     FLAGGER,

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from citemon.core.records import PATTERNS
+from citemon._core.records import PATTERNS
 from tests.rollout_gates import GATES, argo_phase, flagger_check, render_flagger
 from tests.unit.test_grafana import RULES, run_promtool
 

@@ -2,13 +2,13 @@ from __future__ import annotations
 
 import pytest
 
-from citemon.checks.selftest import run_shuffle_selftest
-from citemon.checks.shuffle import shuffle_citations
-from citemon.core.records import AnswerRecord, Passage
-from citemon.demo.data import sample_records, specimen
-from citemon.engine.claims import extract_claims
-from citemon.engine.scoring import Scorer, ScoringOptions
-from citemon.engine.summary import summarize
+from citemon._checks.selftest import run_shuffle_selftest
+from citemon._checks.shuffle import shuffle_citations
+from citemon._core.records import AnswerRecord, Passage
+from citemon._demo.data import sample_records, specimen
+from citemon._engine.claims import extract_claims
+from citemon._engine.scoring import Scorer, ScoringOptions
+from citemon._engine.summary import summarize
 from tests.oracles import OracleJudge, YesJudge
 
 C0 = "Audit logs are retained for 90 days on the Business plan."
@@ -197,7 +197,7 @@ class SplittingOracle(OracleJudge):
 
     async def decompose(self, sentence: str) -> list[str]:
         if "fail" in sentence:
-            from citemon.core.errors import JudgeInvalidReply
+            from citemon._core.errors import JudgeInvalidReply
 
             raise JudgeInvalidReply("no JSON")
         head, _, tail = sentence.rstrip(".").partition(" and ")
@@ -217,7 +217,7 @@ async def test_llm_decomposition_keeps_citations_and_sentence_index() -> None:
 
 
 def test_llm_decomposition_needs_a_judge_that_decomposes() -> None:
-    from citemon.core.errors import ConfigError
+    from citemon._core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="decompose"):
         Scorer(OracleJudge({}), ScoringOptions(decompose="llm"))
@@ -228,7 +228,7 @@ def test_verdict_names_are_the_design_pages() -> None:
     named."""
     import typing
 
-    from citemon.core.records import VERDICTS, VerdictName
+    from citemon._core.records import VERDICTS, VerdictName
     from tests.unit.test_deploy import design_table_names
 
     design = ("correct", "misattributed", "multi_hop", "unsupported", "dangling", "unjudged",

@@ -14,18 +14,18 @@ from aiokafka.structs import ConsumerRecord
 from prometheus_client import CollectorRegistry
 
 from bench.loop_stall import payload as bench_payload
-from citemon.core.judge import CPUJudge
-from citemon.core.records import AnswerRecord, AnswerScore, Passage, Verdict
-from citemon.engine.scoring import Scorer, ScoringOptions
-from citemon.engine.support_search import allot
+from citemon._core.judge import CPUJudge
+from citemon._core.records import AnswerRecord, AnswerScore, Passage, Verdict
+from citemon._engine.scoring import Scorer, ScoringOptions
+from citemon._engine.support_search import allot
+from citemon._metrics import Metrics
+from citemon._otlp.assembly import TRACE_OUTCOMES, TraceAssembler
+from citemon._service.answers import score_with_retries
+from citemon._service.gate import JudgeGate, judge_failed
+from citemon._service.ledger import PipelineStats
+from citemon._service.pipeline import Pipeline
+from citemon._service.settings import Settings
 from citemon.judges.lexical import LexicalJudge
-from citemon.metrics import Metrics
-from citemon.otlp.assembly import TRACE_OUTCOMES, TraceAssembler
-from citemon.service.answers import score_with_retries
-from citemon.service.gate import JudgeGate, judge_failed
-from citemon.service.ledger import PipelineStats
-from citemon.service.pipeline import Pipeline
-from citemon.service.settings import Settings
 from tests.oracles import OracleJudge
 
 CLAIM = "The reactor output rose by twelve percent in the third quarter."

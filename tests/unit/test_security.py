@@ -37,10 +37,15 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry, generate_latest
 
+from citemon._core.errors import ConfigError, DecodeError, JudgeError, JudgeInvalidReply
+from citemon._core.records import AnswerRecord, Passage
+from citemon._engine.scoring import Scorer
+from citemon._metrics import JudgeMetrics
+from citemon._otlp.assembly import TraceAssembler
+from citemon._otlp.decoding import decode_otlp, decode_otlp_json, decode_otlp_proto
+from citemon._otlp.spans import DEFAULT_MAX_CONTEXT_BYTES
+from citemon._service.settings import Settings, add_settings_arguments, settings_from_args
 from citemon.cli import build_parser
-from citemon.core.errors import ConfigError, DecodeError, JudgeError, JudgeInvalidReply
-from citemon.core.records import AnswerRecord, Passage
-from citemon.engine.scoring import Scorer
 from citemon.judges import JudgeSettings, load_judge
 from citemon.judges.http import HTTPBatchJudge, HTTPJudge
 from citemon.judges.lexical import LexicalJudge
@@ -57,11 +62,6 @@ from citemon.judges.replies import (
     parse_entailment_reply,
     parse_support_reply,
 )
-from citemon.metrics import JudgeMetrics
-from citemon.otlp.assembly import TraceAssembler
-from citemon.otlp.decoding import decode_otlp, decode_otlp_json, decode_otlp_proto
-from citemon.otlp.spans import DEFAULT_MAX_CONTEXT_BYTES
-from citemon.service.settings import Settings, add_settings_arguments, settings_from_args
 from tests.conftest import need_server
 from tests.judge_server import Fault, JudgeServer, RecordedRequest
 

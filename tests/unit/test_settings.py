@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from citemon.cli import build_parser
-from citemon.core.errors import ConfigError
-from citemon.service.settings import (
+from citemon._core.errors import ConfigError
+from citemon._service.settings import (
     Settings,
     add_settings_arguments,
     parse_duration_s,
     settings_from_args,
 )
+from citemon.cli import build_parser
 
 SECRET = "s3cr3t-Pa55word"
 

@@ -17,9 +17,9 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import StatusCode
 from pydantic import BaseModel
 
-from citemon.core.errors import DecodeError
-from citemon.core.records import AnswerRecord, Passage
-from citemon.otlp.decoding import decode_otlp_proto
+from citemon._core.errors import DecodeError
+from citemon._core.records import AnswerRecord, Passage
+from citemon._otlp.decoding import decode_otlp_proto
 from citemon_instrumentation import ShimStats, answer_span, record_answer
 
 RESOURCE = Resource.create(

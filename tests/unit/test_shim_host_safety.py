@@ -34,8 +34,8 @@ from opentelemetry.sdk.trace.export import (
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from citemon.core.records import AnswerRecord, Passage
-from citemon.otlp.decoding import decode_otlp_proto
+from citemon._core.records import AnswerRecord, Passage
+from citemon._otlp.decoding import decode_otlp_proto
 from citemon_instrumentation import ShimStats, answer_span, record_answer
 from tests.conftest import REPO
 

@@ -14,25 +14,25 @@ import pytest
 from aiokafka import TopicPartition
 from prometheus_client import CollectorRegistry
 
-from citemon.checks.selftest import ShuffleResult, run_shuffle_selftest
-from citemon.checks.shuffle import rotate_citations
-from citemon.checks.shuffle_probe import _digest, probe_selected, shuffled_check
+from citemon._checks.selftest import ShuffleResult, run_shuffle_selftest
+from citemon._checks.shuffle import rotate_citations
+from citemon._checks.shuffle_probe import _digest, probe_selected, shuffled_check
+from citemon._commands.run import serve
+from citemon._core.calibration import Calibration, corrected_accuracy
+from citemon._core.errors import ConfigError, JudgeHTTPError
+from citemon._core.probe import ProbeCounts, cited_counts, probe_sensitivity
+from citemon._core.records import AnswerRecord, Verdict
+from citemon._core.tally import Tally
+from citemon._demo.data import sample_records, specimen
+from citemon._engine.scoring import Scorer, ScoringOptions
+from citemon._engine.summary import Summary
+from citemon._metrics import Metrics
+from citemon._service.pipeline import Pipeline
+from citemon._service.sampling import ratio_bound, trace_id_sampled
+from citemon._service.settings import Settings, settings_from_args
 from citemon.cli import build_parser
-from citemon.commands.run import serve
-from citemon.core.calibration import Calibration, corrected_accuracy
-from citemon.core.errors import ConfigError, JudgeHTTPError
-from citemon.core.probe import ProbeCounts, cited_counts, probe_sensitivity
-from citemon.core.records import AnswerRecord, Verdict
-from citemon.core.tally import Tally
-from citemon.demo.data import sample_records, specimen
-from citemon.engine.scoring import Scorer, ScoringOptions
-from citemon.engine.summary import Summary
 from citemon.judges.http import HTTPBatchJudge
 from citemon.judges.lexical import LexicalJudge
-from citemon.metrics import Metrics
-from citemon.service.pipeline import Pipeline
-from citemon.service.sampling import ratio_bound, trace_id_sampled
-from citemon.service.settings import Settings, settings_from_args
 from tests.judge_server import JudgeServer
 from tests.oracles import SPECIMEN_TRUTH, EntailsBatch, OracleJudge, YesJudge
 from tests.unit.test_metrics import SVE, FakeClock, answer, claim
@@ -308,7 +308,7 @@ def test_old_canary_flags_still_work_with_a_warning(caplog: pytest.LogCaptureFix
     """``--canary-rate``/``--canary-window`` (the probe's names before it was renamed) still set
     the probe, each logging one deprecation line naming the new flag; they are not in --help."""
     args = ["run", "--canary-rate", "0.25", "--canary-window", "2h"]
-    with caplog.at_level(logging.WARNING, logger="citemon.core.settings"):
+    with caplog.at_level(logging.WARNING, logger="citemon._core.settings"):
         s = settings_from_args(build_parser().parse_args(args))
     assert (s.probe_rate, s.probe_window) == (0.25, 7200)
     assert _deprecations(caplog) == [
@@ -316,7 +316,7 @@ def test_old_canary_flags_still_work_with_a_warning(caplog: pytest.LogCaptureFix
         "--canary-window is deprecated: use --probe-window (same meaning)",
     ]
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="citemon.core.settings"):
+    with caplog.at_level(logging.WARNING, logger="citemon._core.settings"):
         s = settings_from_args(build_parser().parse_args(["run", "--probe-rate", "0.5"]))
     assert (s.probe_rate, _deprecations(caplog)) == (0.5, [])
     # A bad value under the old name is the same usage error as under the new one.
@@ -340,7 +340,7 @@ def test_old_canary_variables_still_work_with_a_warning(
     with one deprecation line each; beside the new variable the old one is ignored, and says so."""
     monkeypatch.setenv("CITEMON_CANARY_RATE", "0.02")
     monkeypatch.setenv("CITEMON_CANARY_WINDOW", "30m")
-    with caplog.at_level(logging.WARNING, logger="citemon.core.settings"):
+    with caplog.at_level(logging.WARNING, logger="citemon._core.settings"):
         s = settings_from_args(build_parser().parse_args(["run"]))
     assert (s.probe_rate, s.probe_window) == (0.02, 1800)
     assert _deprecations(caplog) == [
@@ -349,7 +349,7 @@ def test_old_canary_variables_still_work_with_a_warning(
     ]
     caplog.clear()
     monkeypatch.setenv("CITEMON_PROBE_RATE", "0.1")
-    with caplog.at_level(logging.WARNING, logger="citemon.core.settings"):
+    with caplog.at_level(logging.WARNING, logger="citemon._core.settings"):
         s = settings_from_args(build_parser().parse_args(["run"]))
     assert (s.probe_rate, s.probe_window) == (0.1, 1800)
     assert _deprecations(caplog) == [

@@ -19,11 +19,11 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from citemon.core.errors import DecodeError
-from citemon.core.records import AnswerRecord
-from citemon.otlp.assembly import TraceAssembler
-from citemon.otlp.decoding import decode_otlp, decode_otlp_json, decode_otlp_proto
-from citemon.otlp.files import is_otlp_json_line, iter_otlp_json_lines
+from citemon._core.errors import DecodeError
+from citemon._core.records import AnswerRecord
+from citemon._otlp.assembly import TraceAssembler
+from citemon._otlp.decoding import decode_otlp, decode_otlp_json, decode_otlp_proto
+from citemon._otlp.files import is_otlp_json_line, iter_otlp_json_lines
 from citemon_instrumentation import record_answer
 from tests.otlp_json import otlp_json
 

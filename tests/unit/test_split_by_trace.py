@@ -13,8 +13,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from citemon.core.errors import DecodeError
-from citemon.otlp.split import split_by_trace
+from citemon._core.errors import DecodeError
+from citemon._otlp.split import split_by_trace
 from tests.otlp_json import otlp_json
 
 

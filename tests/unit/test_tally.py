@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-from citemon.core.records import AnswerScore, ClaimResult, VerdictName
-from citemon.core.tally import Tally
-from citemon.engine.summary import summarize
-from citemon.metrics import Metrics
-from citemon.rollout.compare import compare, counts_from_scores
-from citemon.service.evaluation_events import evaluation_events
+from citemon._core.records import AnswerScore, ClaimResult, VerdictName
+from citemon._core.tally import Tally
+from citemon._engine.summary import summarize
+from citemon._metrics import Metrics
+from citemon._rollout.compare import compare, counts_from_scores
+from citemon._service.evaluation_events import evaluation_events
 
 
 def claim(verdict: VerdictName, ids: int = 1, **kw: object) -> ClaimResult:

@@ -1,4 +1,4 @@
-"""The text toolkit (:mod:`citemon.core.text`): markers by the configured syntax, and each
+"""The text toolkit (:mod:`citemon._core.text`): markers by the configured syntax, and each
 offline judge's vocabulary kept exactly as its measured figures and shipped weights need it."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from bench._training import load_expertqa
-from citemon.checks.labelled_pairs import pairs_from_rows
-from citemon.core.records import AnswerRecord
-from citemon.core.text import (
+from citemon._checks.labelled_pairs import pairs_from_rows
+from citemon._core.records import AnswerRecord
+from citemon._core.text import (
     DEFAULT_SYNTAX,
     CitationSyntax,
     content_words,
@@ -26,7 +26,7 @@ from citemon.core.text import (
     strip_markers,
     tokens,
 )
-from citemon.engine.claims import extract_claims
+from citemon._engine.claims import extract_claims
 from citemon.judges.learned import load_model
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -3,9 +3,9 @@ asked, kept for an explanation."""
 
 from __future__ import annotations
 
-from citemon.core.records import Passage
-from citemon.otlp.assembly import TraceAssembler
-from citemon.otlp.spans import ResourceInfo, TraceSpan
+from citemon._core.records import Passage
+from citemon._otlp.assembly import TraceAssembler
+from citemon._otlp.spans import ResourceInfo, TraceSpan
 
 
 def part(trace: str, span: str, parent: str = "p", **fields: object) -> TraceSpan:

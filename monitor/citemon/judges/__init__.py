@@ -3,7 +3,7 @@
 A custom judge imports what it implements and returns from here (``from citemon.judges import
 Judge, Verdict``; a batch judge also ``BatchJudge``, ``CitedVerdict``, ``SupportVerdict``), and
 raises a :class:`JudgeError` when it cannot answer (the claim is then ``unjudged``, never
-"wrong"). The protocols are defined in the bottom layer (:mod:`citemon.core.judge`) so that the
+"wrong"). The protocols are defined in the bottom layer (:mod:`citemon._core.judge`) so that the
 scorer needs no judge module; they are re-exported here, with the built-in judges, the one HTTP
 transport a judge of a new wire can be built on, and :func:`load_judge` (what ``--judge`` calls).
 ``docs/judges.md`` documents them.
@@ -22,7 +22,7 @@ import importlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from citemon.core.errors import (
+from citemon._core.errors import (
     ConfigError,
     JudgeError,
     JudgeHTTPError,
@@ -30,7 +30,7 @@ from citemon.core.errors import (
     JudgeRateLimited,
     JudgeTimeout,
 )
-from citemon.core.judge import (
+from citemon._core.judge import (
     BatchJudge,
     CitedOutcome,
     CitedVerdict,
@@ -40,7 +40,7 @@ from citemon.core.judge import (
     SupportOutcome,
     SupportVerdict,
 )
-from citemon.core.records import Verdict
+from citemon._core.records import Verdict
 from citemon.judges.settings import JudgeSettings
 
 if TYPE_CHECKING:  # imported when first used (below): `--judge lexical` loads no HTTP client

@@ -9,7 +9,7 @@ scores become a verdict, and it keeps these promises:
   counted in whitespace-separated words, not tokens, because the client does not have the
   server's tokenizer: a word is never split;
 * a chunk that could not be scored leaves the claim without a verdict (a
-  :class:`~citemon.core.errors.JudgeError`, so ``unjudged``): a maximum over the other chunks
+  :class:`~citemon._core.errors.JudgeError`, so ``unjudged``): a maximum over the other chunks
   could miss the one that entails it;
 * no pair is lost or scored twice when TEI refuses a batch as too large: the judge lowers its
   cap (to the limit TEI names, else to half the batch), says so once in the log, and sends the
@@ -30,15 +30,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeVar
 
-from citemon.core.errors import ConfigError, JudgeError, JudgeHTTPError
-from citemon.core.judge import (
+from citemon._core.errors import ConfigError, JudgeError, JudgeHTTPError
+from citemon._core.judge import (
     CitedOutcome,
     CitedVerdict,
     JudgeObserver,
     SupportOutcome,
     SupportVerdict,
 )
-from citemon.core.records import Verdict
+from citemon._core.records import Verdict
 from citemon.judges.tei import BatchTooLarge, PredictRequest, PredictWire, parse_predictions
 from citemon.judges.transport import HTTPTransport
 
@@ -103,7 +103,7 @@ _Question = tuple[str, tuple[tuple[str, str], ...]]  # claim, passages (ID, text
 
 
 class ClassifierJudge:
-    """A :class:`~citemon.core.judge.Judge` (and :class:`~citemon.core.judge.BatchJudge`)
+    """A :class:`~citemon._core.judge.Judge` (and :class:`~citemon._core.judge.BatchJudge`)
     over a TEI-shaped sequence-pair classifier; see the module docstring.
 
     ``base_url`` is the server root (``http://127.0.0.1:8080``: TEI serves ``/predict`` there);
@@ -182,7 +182,7 @@ class ClassifierJudge:
     async def entails(self, claim: str, passages: Mapping[str, str]) -> Verdict:
         """Whether ``passages`` (ID → text), joined in order, entail ``claim``.
 
-        Raises a :class:`~citemon.core.errors.JudgeError` when any chunk could not be scored within
+        Raises a :class:`~citemon._core.errors.JudgeError` when any chunk could not be scored within
         the retry budget (a maximum over some chunks only could miss the entailing one).
         """
         if not passages:
@@ -194,7 +194,7 @@ class ClassifierJudge:
     async def check_citations(
         self, claims: Sequence[str], passages: Mapping[str, str], *, precision: bool
     ) -> list[CitedOutcome]:
-        """:class:`~citemon.core.judge.BatchJudge`: every claim against one citation set in as
+        """:class:`~citemon._core.judge.BatchJudge`: every claim against one citation set in as
         few requests as the batch cap allows; with ``precision`` (two or more passages), a
         second round for the entailed claims: each passage alone, and the set without each."""
         if not passages:
@@ -250,7 +250,7 @@ class ClassifierJudge:
     async def find_support(
         self, claims: Sequence[str], passages: Mapping[str, str]
     ) -> list[SupportOutcome]:
-        """:class:`~citemon.core.judge.BatchJudge`: per claim, whether all the passages jointly
+        """:class:`~citemon._core.judge.BatchJudge`: per claim, whether all the passages jointly
         entail it and, only for those they do, which single passages do: a passage that entails
         a claim alone makes the whole context entail it too (the scorer's per-claim path makes
         the same assumption), so a claim the context does not entail costs no per-passage pair.

@@ -3,7 +3,7 @@
 Pure functions over text, no I/O and no third-party packages: the learned judge must run on a
 bare install, and ``scripts/train_judge.py`` must compute exactly the same numbers at training
 time as the judge does at run time (both import :func:`extract`). The words, stems and
-stopwords are the learned judge's vocabulary in :mod:`citemon.core.text`.
+stopwords are the learned judge's vocabulary in :mod:`citemon._core.text`.
 
 Each feature answers a question a careful reader asks when checking a citation: are the claim's
 words in the passage at all (containment), are they *together* in one place (best-matching
@@ -17,7 +17,7 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 
-from citemon.core.text import (
+from citemon._core.text import (
     MODALS,
     NEGATIONS,
     STOPWORDS,

@@ -24,9 +24,9 @@ from typing import Any, Final, Generic, Literal, Self, TypeVar, cast
 
 import httpx
 
-from citemon.core.errors import ConfigError, JudgeError, JudgeInvalidReply
-from citemon.core.judge import CitedOutcome, CitedVerdict, SupportOutcome, SupportVerdict
-from citemon.core.records import Verdict
+from citemon._core.errors import ConfigError, JudgeError, JudgeInvalidReply
+from citemon._core.judge import CitedOutcome, CitedVerdict, SupportOutcome, SupportVerdict
+from citemon._core.records import Verdict
 from citemon.judges.prompts import (
     PROMPT_VERSION,
     PROMPT_VERSION_MINICHECK,
@@ -285,7 +285,7 @@ class MiniCheckWire:
 
 
 class HTTPJudge:
-    """A :class:`~citemon.core.judge.Judge` that asks an OpenAI-compatible chat endpoint.
+    """A :class:`~citemon._core.judge.Judge` that asks an OpenAI-compatible chat endpoint.
 
     ``base_url`` is the API root (``http://localhost:8000/v1`` for vLLM, ``…:11434/v1`` for
     Ollama). ``reply_format`` is ``json`` (citemon's prompts, structured outputs) or
@@ -357,7 +357,7 @@ class HTTPJudge:
     async def entails(self, claim: str, passages: Mapping[str, str]) -> Verdict:
         """Whether ``passages`` (ID → text), taken together, entail ``claim``.
 
-        Raises a :class:`~citemon.core.errors.JudgeError` subclass when no valid verdict could be
+        Raises a :class:`~citemon._core.errors.JudgeError` subclass when no valid verdict could be
         had within the retry budget. No passages entail nothing, so that costs no request.
         """
         if not passages:
@@ -386,7 +386,7 @@ class HTTPJudge:
         """``sentence`` split into standalone atomic claims (``--decompose llm``).
 
         An empty split means the model found nothing to check; the sentence itself is returned
-        so the claim is not silently lost. Raises :class:`~citemon.core.errors.JudgeError` on final
+        so the claim is not silently lost. Raises :class:`~citemon._core.errors.JudgeError` on final
         failure (the caller falls back to the sentence).
         """
         key = self.transport.key("decompose", sentence, [], PROMPT_VERSION)
@@ -408,7 +408,7 @@ class HTTPJudge:
 
 class HTTPBatchJudge(HTTPJudge):
     """An :class:`HTTPJudge` that also speaks wire contract v2 (a
-    :class:`~citemon.core.judge.BatchJudge`).
+    :class:`~citemon._core.judge.BatchJudge`).
 
     Everything about limits, retries, the cache, the observer and the key is shared with v1;
     ``entails`` and ``decompose`` still send v1 requests (``citemon calibrate`` asks one pair at

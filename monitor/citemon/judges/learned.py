@@ -21,8 +21,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from citemon.core.errors import ConfigError
-from citemon.core.records import Verdict
+from citemon._core.errors import ConfigError
+from citemon._core.records import Verdict
 from citemon.judges.features import FEATURE_NAMES, extract
 
 __all__ = ["WEIGHTS_RESOURCE", "LearnedJudge", "LearnedModel", "load_model"]
@@ -112,7 +112,7 @@ def load_model(path: str | Path | None = None) -> LearnedModel:
 
 
 class LearnedJudge:
-    """Implements :class:`~citemon.core.judge.Judge` with :class:`LearnedModel`.
+    """Implements :class:`~citemon._core.judge.Judge` with :class:`LearnedModel`.
 
     ``confidence`` is the model's probability for the verdict it gave (0.5–1.0). Scoring is
     CPU-bound and fast (about a millisecond for a short passage, tens for a 100 kB page); the
@@ -138,7 +138,7 @@ class LearnedJudge:
         return self.check(claim, passages)
 
     def check(self, claim: str, passages: Mapping[str, str]) -> Verdict:
-        """The verdict, synchronously (:class:`~citemon.core.judge.CPUJudge`)."""
+        """The verdict, synchronously (:class:`~citemon._core.judge.CPUJudge`)."""
         if not any(t.strip() for t in passages.values()):
             # Empty text entails nothing; say so rather than let a feature of nothing decide.
             return Verdict(entailed=False, confidence=1.0, reason="learned: no passage text")

@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from citemon.core.records import Verdict
-from citemon.core.text import negated, number_strings, overlap_words
+from citemon._core.records import Verdict
+from citemon._core.text import negated, number_strings, overlap_words
 
 __all__ = ["LexicalJudge"]
 

@@ -9,7 +9,7 @@ texts, so the real closing tag is the only one that can match. Nothing is escape
 reads exactly the words the RAG service showed its own model.
 
 Contract v1 asks about one claim per request. Contract v2
-(:class:`~citemon.core.judge.BatchJudge`) asks about several claims at once, each tagged
+(:class:`~citemon._core.judge.BatchJudge`) asks about several claims at once, each tagged
 ``<claim id="c1" nonce="…">``, in two shapes: the *citation check* (the passages one citation
 set names, every claim citing exactly that set) and the *support search* (all retrieved
 passages, the claims that failed or cite nothing). Its system messages are constant per shape so

@@ -1,8 +1,8 @@
 """Reading a judge's replies: wire contract v1 and v2 verdicts, MiniCheck's Yes/No, decompositions.
 
 Pure functions over the model's message content (no HTTP): each returns the verdicts or raises
-:class:`~citemon.core.errors.JudgeInvalidReply` with its ``cause``
-(:data:`citemon.core.errors.INVALID_REPLY_CAUSES`). A reply with a repeated JSON key
+:class:`~citemon._core.errors.JudgeInvalidReply` with its ``cause``
+(:data:`citemon._core.errors.INVALID_REPLY_CAUSES`). A reply with a repeated JSON key
 (``{"entailed": false, "entailed": true}``) is invalid, not read as whichever copy the JSON
 parser keeps; a ```json fence and surrounding whitespace are tolerated.
 
@@ -20,9 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 
-from citemon.core.errors import JudgeInvalidReply
-from citemon.core.judge import CitedVerdict, SupportVerdict
-from citemon.core.records import Verdict
+from citemon._core.errors import JudgeInvalidReply
+from citemon._core.judge import CitedVerdict, SupportVerdict
+from citemon._core.records import Verdict
 
 __all__ = [
     "BatchReply",

@@ -1,7 +1,7 @@
 """The judges' settings: :class:`JudgeSettings`, its ``CITEMON_JUDGE*`` variables and flags.
 
 One pydantic-settings model and one flag table (:data:`JUDGE_FLAGS`), through the mechanism of
-:mod:`citemon.core.settings`: ``score``, ``run``, ``selftest``, ``calibrate`` and ``demo`` add the
+:mod:`citemon._core.settings`: ``score``, ``run``, ``selftest``, ``calibrate`` and ``demo`` add the
 same ``--judge*`` flags. Each variable is a documented constant below, with its default; the
 names are case-sensitive (``citemon_judge_model`` is another variable). A bad value of a
 variable is the same usage error, naming it, as a bad flag; the flag wins over the variable.
@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Final
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 
-from citemon.core.settings import Flag, FlagSettings
+from citemon._core.settings import Flag, FlagSettings
 
 __all__ = [
     "API_KEY_ENV",

@@ -19,7 +19,7 @@ from typing import Any, Final, Generic, TypeVar
 
 import httpx
 
-from citemon.core.errors import JudgeHTTPError, JudgeInvalidReply
+from citemon._core.errors import JudgeHTTPError, JudgeInvalidReply
 from citemon.judges.transport import Exchange, Site, raise_for_status
 
 __all__ = [

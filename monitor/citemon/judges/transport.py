@@ -12,7 +12,7 @@ has its own copy and none can get it wrong:
   errors and invalid replies; a server's ``Retry-After`` (seconds or HTTP date, capped by
   ``backoff_max_s``) is obeyed and also holds back every other caller of the judge;
 * other 4xx fail at once; after the retry budget the matching
-  :class:`~citemon.core.errors.JudgeError` is raised (the scorer turns it into ``unjudged``),
+  :class:`~citemon._core.errors.JudgeError` is raised (the scorer turns it into ``unjudged``),
   never a guessed verdict;
 * results (not errors) are cached in an LRU of ``cache_size`` entries keyed by a hash of kind,
   model, version, text and passages; identical concurrent calls share one (single-flight);
@@ -46,7 +46,7 @@ from typing import Any, Final, Generic, Protocol, Self, TypeVar, cast
 
 import httpx
 
-from citemon.core.errors import (
+from citemon._core.errors import (
     ConfigError,
     JudgeError,
     JudgeHTTPError,
@@ -54,7 +54,7 @@ from citemon.core.errors import (
     JudgeRateLimited,
     JudgeTimeout,
 )
-from citemon.core.judge import JudgeObserver
+from citemon._core.judge import JudgeObserver
 from citemon.judges.replies import snippet
 from citemon.judges.settings import API_KEY_ENV, JudgeEnvironment
 
@@ -114,7 +114,7 @@ class Site:
 @dataclass(frozen=True, slots=True)
 class Exchange(Generic[_T]):
     """One HTTP request as a wire makes it once the request holds its slot: the JSON body, how
-    the reply reads (raising a :class:`~citemon.core.errors.JudgeError`, or :class:`Refused`),
+    the reply reads (raising a :class:`~citemon._core.errors.JudgeError`, or :class:`Refused`),
     and, for a result valid only in part, the invalid-reply cause to count it under."""
 
     body: dict[str, Any]

@@ -1,0 +1,83 @@
+"""Check the judge reads the passages: shuffle citations between sentences and compare scores.
+
+Faithfulness must not move (same claims, same context) while citation accuracy must fall. Exit
+status 1 when it does not: the judge is not discriminating between passages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from citemon._checks.selftest import run_shuffle_selftest
+from citemon._commands._files import read_jsonl
+from citemon._commands._options import open_input
+from citemon._core.errors import InputError
+from citemon._core.records import AnswerRecord
+from citemon._engine.scoring import Scorer
+from citemon.judges import add_judge_arguments, judge_options, load_judge
+
+__all__ = ["add_arguments", "main"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("input", help="JSONL file of answers, or - for standard input")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--min-drop",
+        type=float,
+        default=0.05,
+        help="accuracy must fall by at least this much (default 0.05)",
+    )
+    add_judge_arguments(parser)
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+async def _run(args: argparse.Namespace) -> int:
+    records: list[AnswerRecord] = []
+    bad = 0
+    with open_input(args.input) as stream:
+        for _, item in read_jsonl(stream):
+            if isinstance(item, AnswerRecord):
+                records.append(item)
+                continue
+            bad += 1  # reported, never dropped in silence
+            print(f"citemon: skipped {item}", file=sys.stderr)  # "line N: why"
+    if bad:
+        print(f"citemon: {bad} bad input line(s) skipped", file=sys.stderr)
+    judge = load_judge(args.judge, judge_options(args))
+    try:
+        result = await run_shuffle_selftest(Scorer(judge), records, seed=args.seed)
+    finally:
+        aclose = getattr(judge, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    if not result.original.answers:
+        # Nothing to shuffle says nothing about the judge: not exit 1 ("the judge is blind").
+        raise InputError(
+            f"{len(records)} answer(s) read, none with two or more differently cited "
+            "sentences: nothing to shuffle"
+        )
+    o, s = result.original.as_dict(), result.shuffled.as_dict()
+    print(f"answers read {len(records)}, shuffled {result.original.answers}")
+    print(
+        f"citation accuracy  {_pct(o['citation_accuracy'])} -> {_pct(s['citation_accuracy'])}"
+        f"  (drop {_pct(result.accuracy_drop)}, sensitivity {_pct(result.sensitivity)})"
+    )
+    print(
+        f"faithfulness       {_pct(o['faithfulness'])} -> {_pct(s['faithfulness'])}"
+        f"  (shift {_pct(result.faithfulness_shift)})"
+    )
+    if result.passed(min_drop=args.min_drop):
+        print("PASS: accuracy fell on shuffled citations while faithfulness held")
+        return 0
+    print("FAIL: the judge does not tell the cited passage from the others", file=sys.stderr)
+    return 1
+
+
+def main(args: argparse.Namespace) -> int:
+    return asyncio.run(_run(args))

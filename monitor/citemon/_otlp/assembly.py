@@ -1,0 +1,346 @@
+"""Multi-span traces assembled into answers: the parts the dialects read (documents on a
+retriever span, answer candidates on chain, chat or workflow spans), in a buffer bounded by time,
+trace count and bytes; and the traces that gave no answer, counted by outcome."""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Final
+
+from citemon._core.records import AnswerRecord, Passage
+from citemon._otlp.spans import DEFAULT_MAX_CONTEXT_BYTES, DEFAULT_MAX_PASSAGES, TraceSpan
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_TRACES",
+    "DEFAULT_WINDOW_S",
+    "NO_ANSWER_OUTCOMES",
+    "TRACE_OUTCOMES",
+    "TraceAssembler",
+    "Unanswered",
+    "describe",
+]
+DEFAULT_WINDOW_S: Final = 30.0
+"""How long the assembler waits for the rest of a trace, in seconds."""
+DEFAULT_MAX_TRACES: Final = 10_000
+"""Incomplete traces the assembler holds at once."""
+DEFAULT_MAX_BYTES: Final = 64 * 1024 * 1024
+"""Approximate text bytes the assembler holds at once."""
+NO_ANSWER_OUTCOMES: Final = ("unrecognized", "no_passages", "no_answer")
+"""Why a trace gave no answer (``citemon_traces_total{outcome}``): ``unrecognized`` — it ended
+(its root arrived), no dialect read anything from it and nothing more came within the window;
+``no_passages`` — an answer but no retrieved documents; ``no_answer`` — documents but no answer."""
+TRACE_OUTCOMES: Final = (
+    "completed",
+    "settled",
+    "dropped_incomplete",
+    "evicted",
+    "superseded",
+    *NO_ANSWER_OUTCOMES,
+)
+"""What the assembler did with multi-span traces (any dialect), and the traces that gave no
+answer: the values of ``citemon_traces_total{outcome}``, counted by :class:`TraceAssembler`
+and read by the metrics at scrape time (:meth:`TraceAssembler.outcomes`).
+``completed``: the root arrived with documents and an answer;
+``settled``: scored without its root when its window ended (or memory ran short);
+``dropped_incomplete``: settled without documents or an answer, not scored; ``evicted``: settled
+or dropped *early* to keep the assembler within its caps (also counted in one of those two);
+``superseded``: the trace carried a self-contained ``rag.answer`` span, which was scored
+instead; and :data:`NO_ANSWER_OUTCOMES` (``no_passages`` and ``no_answer`` are each also
+``dropped_incomplete``)."""
+_MAX_UNANSWERED: Final = 1000
+
+
+@dataclass(slots=True)
+class Unanswered:
+    """A trace that gave no answer, for explaining it (``citemon score``): its outcome and the
+    parts the dialects did read (none when ``unrecognized``)."""
+
+    trace_id: str
+    outcome: str
+    parts: list[TraceSpan]
+
+
+# -- assembly of traces -------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Pending:
+    first_seen: float
+    spans: list[TraceSpan] = field(default_factory=list)
+    nbytes: int = 0
+    root_seen: bool = False
+
+
+class TraceAssembler:
+    """Joins trace parts, whichever dialect read them (documents on a retriever span, answer
+    candidates on chain, chat or workflow spans) into records, holding at most ``max_traces``
+    traces and about ``max_bytes`` of text, each for at most ``window_s`` seconds.
+
+    A trace is complete when its root span has arrived and it holds documents and an answer
+    (spans end, and are exported, children first; a root that comes first waits for the rest).
+    A trace whose root never comes (it lives in another service) is *settled* when its window
+    ends or memory runs short: scored if it has documents and an answer, otherwise dropped and
+    counted. The answer is taken from the outermost answer-bearing span that ends
+    after retrieval (the chain's final output, not a question-rewriting step before it).
+    Documents that several retriever spans report alike (a retriever nested in another) are
+    taken once.
+
+    Counters: ``completed``, ``settled``, ``dropped_incomplete``, ``evicted`` (settled or dropped
+    early for the caps), ``superseded`` (the trace had a self-contained ``rag.answer`` span);
+    and the traces that gave no answer (:data:`NO_ANSWER_OUTCOMES`): ``unrecognized`` (only a
+    root no dialect read arrived, and nothing more within the window), ``no_passages`` and
+    ``no_answer`` (each also ``dropped_incomplete``). Each trace is counted under one outcome
+    once: a bare root is held like any part, so a trace whose root came first is ``completed``
+    when the rest arrives, never ``unrecognized`` and then ``settled``. With ``explain=True``
+    the assembler keeps those traces (at most 1,000 at a time) for :meth:`take_unanswered`.
+    """
+
+    def __init__(
+        self,
+        *,
+        window_s: float = DEFAULT_WINDOW_S,
+        max_traces: int = DEFAULT_MAX_TRACES,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_passages: int = DEFAULT_MAX_PASSAGES,
+        max_context_bytes: int = DEFAULT_MAX_CONTEXT_BYTES,
+        clock: Callable[[], float] = time.monotonic,
+        explain: bool = False,
+    ) -> None:
+        self.window_s = window_s
+        self.max_traces = max_traces
+        self.max_bytes = max_bytes
+        self.max_passages = max_passages
+        self.max_context_bytes = max_context_bytes
+        self._clock = clock
+        self._traces: OrderedDict[str, _Pending] = OrderedDict()
+        self._answered: OrderedDict[str, None] = OrderedDict()
+        self._ready: list[AnswerRecord] = []
+        self.nbytes = 0
+        self.completed = 0
+        self.settled = 0
+        self.dropped_incomplete = 0
+        self.evicted = 0
+        self.superseded = 0
+        self.discarded = 0
+        self.unrecognized = 0
+        self.no_passages = 0
+        self.no_answer = 0
+        self.explain = explain
+        self._unanswered: list[Unanswered] = []
+
+    def __len__(self) -> int:
+        return len(self._traces)
+
+    def outcomes(self) -> dict[str, int]:
+        """The count of every outcome of :data:`TRACE_OUTCOMES`, in that order."""
+        return {outcome: getattr(self, outcome) for outcome in TRACE_OUTCOMES}
+
+    def __contains__(self, trace_id: object) -> bool:
+        """Whether the trace is held, waiting for parts or for its window."""
+        return trace_id in self._traces
+
+    def discard(self, trace_ids: Iterable[str]) -> int:
+        """Forget held traces without scoring them (their Kafka partition was revoked: the
+        next owner reads their parts again); returns how many were held. They are not
+        remembered as answered, so parts read again later start them afresh."""
+        n = 0
+        for tid in trace_ids:
+            pending = self._traces.pop(tid, None)
+            if pending is not None:
+                self.nbytes -= pending.nbytes
+                n += 1
+        self.discarded += n
+        return n
+
+    def forget_answered(self, trace_ids: Iterable[str]) -> None:
+        """Forget that these traces were answered: their answers were dropped uncommitted
+        (partition revoked or lost), so parts read again must assemble them afresh. (True
+        redeliveries of a *committed* answer are still dropped by the pipeline's dedupe.)"""
+        for tid in trace_ids:
+            self._answered.pop(tid, None)
+
+    def __repr__(self) -> str:
+        return (
+            f"TraceAssembler(pending={len(self._traces)}, bytes={self.nbytes}, "
+            f"completed={self.completed}, settled={self.settled}, "
+            f"dropped_incomplete={self.dropped_incomplete})"
+        )
+
+    def add(self, spans: Iterable[TraceSpan]) -> list[AnswerRecord]:
+        """Take a batch's trace parts; return the answers now complete (and any settled since)."""
+        out, self._ready = self._ready, []
+        now = self._clock()
+        touched: list[str] = []
+        for s in spans:
+            tid = s.trace_id
+            if s.answered:
+                pending = self._traces.pop(tid, None)
+                if pending is not None:
+                    self.nbytes -= pending.nbytes
+                    self.superseded += 1
+                self._remember(tid)
+                continue
+            if tid in self._answered:
+                continue
+            pending = self._traces.get(tid)
+            if pending is None:
+                if s.documents is None and s.answer is None and not s.is_root:
+                    continue
+                # A bare root (no dialect read anything from it) is held too: the rest of its
+                # trace may still come (another exporter's batch, another partition), and the
+                # trace is counted once, when it completes or when its window ends
+                # (``unrecognized`` then, if nothing else came).
+                pending = self._traces[tid] = _Pending(first_seen=now)
+            pending.spans.append(s)
+            pending.nbytes += s.nbytes
+            self.nbytes += s.nbytes
+            if s.is_root:
+                pending.root_seen = True
+            touched.append(tid)
+        for tid in dict.fromkeys(touched):
+            pending = self._traces.get(tid)
+            if pending is None or not pending.root_seen:
+                continue
+            record = self._assemble(pending)
+            if record is None:
+                # The root came first (another exporter's batch, a reordering collector): keep
+                # the trace until its other parts arrive or its window settles it.
+                continue
+            del self._traces[tid]
+            self.nbytes -= pending.nbytes
+            self.completed += 1
+            self._remember(tid)  # parts still in flight (root came first) are ignored
+            out.append(record)
+        while self._traces and (
+            len(self._traces) > self.max_traces or self.nbytes > self.max_bytes
+        ):
+            self.evicted += 1
+            self._settle(self._traces.popitem(last=False)[1], out)
+        self._sweep(now, out)
+        return out
+
+    def _remember(self, tid: str) -> None:
+        """Traces already answered, so late parts are not held or scored again (bounded)."""
+        self._answered[tid] = None
+        if len(self._answered) > self.max_traces:
+            self._answered.popitem(last=False)
+
+    def expire(self) -> int:
+        """Settle traces older than the window; return how many were dropped incomplete.
+        Settled answers are returned by the next :meth:`add` (or :meth:`take_ready`)."""
+        before = self.dropped_incomplete
+        self._sweep(self._clock(), self._ready)
+        return self.dropped_incomplete - before
+
+    def take_unanswered(self) -> list[Unanswered]:
+        """Traces that gave no answer since the last call (only with ``explain=True``)."""
+        out, self._unanswered = self._unanswered, []
+        return out
+
+    def _unanswered_add(self, item: Unanswered) -> None:
+        if self.explain and len(self._unanswered) < _MAX_UNANSWERED:
+            self._unanswered.append(item)
+
+    def take_ready(self) -> list[AnswerRecord]:
+        """Answers settled by :meth:`expire` and not yet returned."""
+        out, self._ready = self._ready, []
+        return out
+
+    def flush(self) -> list[AnswerRecord]:
+        """Settle everything now (shutdown, end of a file)."""
+        out, self._ready = self._ready, []
+        while self._traces:
+            self._settle(self._traces.popitem(last=False)[1], out)
+        return out
+
+    def _sweep(self, now: float, out: list[AnswerRecord]) -> None:
+        while self._traces:
+            tid, pending = next(iter(self._traces.items()))
+            if now - pending.first_seen < self.window_s:
+                break
+            del self._traces[tid]
+            self._settle(pending, out)
+
+    def _settle(self, pending: _Pending, out: list[AnswerRecord]) -> None:
+        self.nbytes -= pending.nbytes
+        record = self._assemble(pending)
+        if record is None and all(s.documents is None and s.answer is None for s in pending.spans):
+            # Only bare roots: the trace ended and no dialect read anything from it.
+            self.unrecognized += 1
+            tid = pending.spans[0].trace_id if pending.spans else ""
+            self._unanswered_add(Unanswered(tid, "unrecognized", pending.spans))
+        elif record is None:
+            self.dropped_incomplete += 1
+            has_docs = any(s.documents is not None for s in pending.spans)
+            outcome = "no_answer" if has_docs else "no_passages"
+            if has_docs:
+                self.no_answer += 1
+            else:
+                self.no_passages += 1
+            tid = pending.spans[0].trace_id if pending.spans else ""
+            self._unanswered_add(Unanswered(tid, outcome, pending.spans))
+        else:
+            self.settled += 1
+            out.append(record)
+
+    def _assemble(self, pending: _Pending) -> AnswerRecord | None:
+        retrievers = sorted(
+            (s for s in pending.spans if s.documents is not None), key=lambda s: s.start_ns
+        )
+        answers = [s for s in pending.spans if s.answer is not None]
+        if not retrievers or not answers:
+            return None
+        retrieved_by = max(s.end_ns for s in retrievers)
+        after = [s for s in answers if s.end_ns >= retrieved_by] or answers
+        best = min(after, key=lambda s: (s.start_ns, -s.end_ns))
+        passages: list[Passage] = []
+        truncated = best.truncated
+        seen: set[tuple[str, str]] = set()
+        for r in retrievers:
+            truncated |= r.truncated
+            for d in r.documents or ():
+                if d.id and (d.id, d.text) in seen:
+                    continue  # a retriever nested in another reports the same documents
+                seen.add((d.id, d.text))
+                pos = len(passages) + 1
+                passages.append(d if d.id else d.model_copy(update={"id": str(pos)}))
+        if len(passages) > self.max_passages:
+            passages, truncated = passages[: self.max_passages], True
+        # Each retriever span is within the context limit; several together may not be.
+        budget = self.max_context_bytes
+        for n, p in enumerate(passages):
+            budget -= len(p.text.encode("utf-8", "surrogatepass"))
+            if budget < 0:
+                passages, truncated = passages[:n], True
+                break
+        question = best.question or next((r.question for r in retrievers if r.question), None) or ""
+        res = best.resource
+        record = AnswerRecord(
+            id=best.span_id,
+            question=question,
+            answer=best.answer or "",
+            passages=passages,
+            service=res.service,
+            version=res.version,
+            environment=res.environment,
+            trace_id=best.trace_id,
+            span_id=best.span_id,
+            truncated=truncated,
+        )
+        record.origin.update(
+            passages="; ".join(
+                f"{describe(r)}: {len(r.documents or ())} document(s)" for r in retrievers
+            ),
+            answer=describe(best),
+        )
+        return record
+
+
+def describe(part: TraceSpan) -> str:
+    """``span 'name' (dialect kind)``: where a part of an answer came from."""
+    what = " ".join(x for x in (part.dialect, part.kind) if x)
+    return f"span {part.name!r} {part.span_id}" + (f" ({what})" if what else "")

@@ -1,0 +1,56 @@
+"""Why a trace gave no answer, in words a user can act on (``citemon score`` prints them):
+which spans it held, which dialects were tried, what each found and what was missing."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from citemon._otlp.assembly import Unanswered, describe
+from citemon._otlp.dialects import DIALECTS, Dialect
+
+__all__ = ["NoAnswer", "explain"]
+
+_MAX_NAMES = 12
+
+
+@dataclass(frozen=True, slots=True)
+class NoAnswer:
+    """A trace that gave no answer: its outcome (``unrecognized``, ``no_passages``,
+    ``no_answer``) and the explanation."""
+
+    trace_id: str
+    outcome: str
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def explain(
+    item: Unanswered, seen: Sequence[str], dialects: Sequence[Dialect] = DIALECTS
+) -> NoAnswer:
+    """The explanation of one unanswered trace; ``seen`` are the names of its spans."""
+    names = ", ".join(repr(n) for n in seen[:_MAX_NAMES])
+    if len(seen) > _MAX_NAMES:
+        names += f", … ({len(seen)} in all)"
+    lines = [
+        f"trace {item.trace_id} gave no answer ({item.outcome}): "
+        f"{len(seen)} span(s) seen: {names or 'none'}",
+        f"  dialects tried: {', '.join(d.name for d in dialects)}",
+    ]
+    docs = [p for p in item.parts if p.documents is not None]
+    answers = [p for p in item.parts if p.answer is not None]
+    for p in docs:
+        lines.append(f"  passages: {describe(p)}: {len(p.documents or ())} document(s)")
+    for p in answers:
+        lines.append(f"  answer candidate: {describe(p)}")
+    wanted = []
+    if not docs:
+        wanted.append((0, "retrieved passages"))
+    if not answers:
+        wanted.append((1, "an answer"))
+    for index, what in wanted:
+        where = "; ".join(f"{d.name}: {d.looks_for[index]}" for d in dialects)
+        lines.append(f"  missing {what}; looked for {where}")
+    return NoAnswer(item.trace_id, item.outcome, "\n".join(lines))

@@ -1,0 +1,280 @@
+"""The answer jobs: admit an answer (dedupe, sampling), score it until judged, finish it.
+
+An admitted answer holds the Kafka records it came from in the ledger until its job ends, so no
+offset commits past an answer that is not scored. The job ends in exactly one of three ways:
+:meth:`Ledger.finish_answer <citemon._service.ledger.Ledger.finish_answer>` (scored: it rides on
+its last record to that offset's commit), :meth:`Ledger.fail_answer
+<citemon._service.ledger.Ledger.fail_answer>` (the scorer raised: dead-lettered), or cancelled
+(drain deadline, revoke), leaving its records unfinished so the next owner scores it again. At
+most ``max_inflight_answers`` jobs score at once (a semaphore).
+
+An answer that comes back with judge failures is not finished: it is tried again. When *no*
+judge request succeeded during its attempt, the judge is taken to be down
+(:class:`~citemon._service.gate.JudgeGate`): the attempt is not charged and the gate holds it
+until a probe gets through. Only failures while the judge is otherwise answering spend
+``max_answer_attempts``, with exponential backoff; after them the answer is recorded with its
+``unjudged`` claims.
+
+A scored answer the shuffle probe picks by trace ID (``--probe-rate``,
+:mod:`citemon._checks.shuffle_probe`) is then checked again with its citations rotated, in a task
+of its own that holds no record: at most ``max_inflight`` probes (more are dropped, counted),
+one attempt, every error caught and counted, cancelled at shutdown, skipped while the judge is
+down. It cannot fail, delay or change the real answer; its scores reach only the probe's own
+metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from citemon._checks.shuffle_probe import probe_selected, shuffled_check
+from citemon._core.errors import JudgeError
+from citemon._core.probe import cited_counts
+from citemon._core.records import AnswerRecord, AnswerScore
+from citemon._engine.scoring import Scorer
+from citemon._metrics import Metrics
+from citemon._service.gate import JudgeGate, judge_failed
+from citemon._service.ledger import Entry, Finished, Ledger, PipelineStats
+from citemon._service.outputs import dead_letter
+from citemon._service.sampling import Sampler
+from citemon._service.settings import Settings
+
+__all__ = ["AnswerJobs", "ShuffleProbes", "score_with_retries"]
+
+log = logging.getLogger(__name__)
+
+
+class AnswerJobs:
+    """The scoring jobs in flight, each with the partitions of the records it holds."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        scorer: Scorer,
+        gate: JudgeGate,
+        metrics: Metrics,
+        ledger: Ledger,
+        *,
+        sampler: Sampler,
+        probes: ShuffleProbes,
+        clock: Callable[[], float],
+    ) -> None:
+        self._settings = settings
+        self._scorer = scorer
+        self._gate = gate
+        self._metrics = metrics
+        self._ledger = ledger
+        self._stats = ledger.stats
+        self._sampler = sampler
+        self._probes = probes
+        self._clock = clock
+        self._slots = asyncio.Semaphore(settings.max_inflight_answers)
+        self._jobs: dict[asyncio.Task[None], frozenset[Any]] = {}
+        self._traces: dict[asyncio.Task[None], str] = {}  # a job's trace ID, if any
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    @property
+    def jobs(self) -> dict[asyncio.Task[None], frozenset[Any]]:
+        """Each job with the partitions of the records it holds (a copy)."""
+        return dict(self._jobs)
+
+    def admit(self, record: AnswerRecord, entries: list[Entry], timestamp_ms: int) -> None:
+        """Start scoring ``record`` unless it was counted already or sampling leaves it out."""
+        key = (record.trace_id, record.span_id)
+        if self._ledger.seen(key):
+            self._metrics.span("skipped")
+            self._stats.duplicates += 1
+            return
+        now_s = timestamp_ms / 1000 if timestamp_ms >= 0 else time.time()
+        if not self._sampler.by_trace_id(record.trace_id) or not self._sampler.by_budget(
+            record.service, record.version, now_s
+        ):
+            self._metrics.span("sampled_out")
+            self._stats.sampled_out += 1
+            return
+        self._metrics.span("answer")
+        self._stats.answers_started += 1
+        for e in entries:
+            self._ledger.hold(e)
+        task = asyncio.create_task(self.score(record, entries))
+        self._jobs[task] = frozenset(e.tp for e in entries)
+        if record.trace_id:
+            self._traces[task] = record.trace_id
+        task.add_done_callback(self._done)
+
+    def in_partitions(self, tps: set[Any]) -> bool:
+        """Whether a job holds a record of ``tps``."""
+        return any(job_tps & tps for job_tps in self._jobs.values())
+
+    def cancel(self, tps: set[Any]) -> set[str]:
+        """Cancel the jobs holding records of ``tps``; returns their trace IDs."""
+        dropped: set[str] = set()
+        for task, job_tps in list(self._jobs.items()):
+            if job_tps & tps:
+                task.cancel()
+                self._stats.cancelled_at_revoke += 1
+                if task in self._traces:
+                    dropped.add(self._traces[task])
+        return dropped
+
+    async def drain(self, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` for every job, then cancel the rest (counted)."""
+        if not self._jobs:
+            return
+        log.info("draining %d answers in flight (up to %.0f s)", len(self._jobs), timeout_s)
+        _, pending = await asyncio.wait(list(self._jobs), timeout=timeout_s)
+        for task in pending:
+            task.cancel()
+        self._stats.cancelled_at_drain += len(pending)
+        await asyncio.gather(*pending, return_exceptions=True)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._jobs.pop(task, None)
+        self._traces.pop(task, None)
+        self._ledger.touch()
+        if not task.cancelled() and task.exception() is not None:
+            log.error("answer job failed", exc_info=task.exception())
+
+    async def score(self, record: AnswerRecord, entries: list[Entry]) -> None:
+        """One job: score ``record`` and finish it in the ledger, then maybe start its probe.
+
+        Cancelled (drain deadline, revoke), it finishes nothing: its records stay unfinished,
+        so their offsets never commit and the next owner scores them."""
+        async with self._slots:
+            try:
+                score = await score_with_retries(
+                    record,
+                    scorer=self._scorer,
+                    gate=self._gate,
+                    settings=self._settings,
+                    stats=self._stats,
+                    clock=self._clock,
+                )
+            except Exception as exc:  # a scorer bug must not stop the stream
+                log.exception("scoring failed; dead-lettering the answer")
+                last = entries[-1] if entries else None
+                message = dead_letter(
+                    self._settings.dlq_topic,
+                    (last.tp.topic, last.tp.partition, last.offset) if last else ("", -1, -1),
+                    (record.trace_id or "").encode() or None,
+                    record.model_dump_json().encode(),
+                    "score_error",
+                    repr(exc),
+                )
+                self._ledger.fail_answer(entries, message, "score_error")
+                return
+        self._ledger.finish_answer(entries, Finished(score, record.span_id))
+        self._probes.maybe_start(record, score)
+
+
+async def score_with_retries(
+    record: AnswerRecord,
+    *,
+    scorer: Scorer,
+    gate: JudgeGate,
+    settings: Settings,
+    stats: PipelineStats,
+    clock: Callable[[], float],
+) -> AnswerScore:
+    """``record``'s score once the judge answered for it (or its attempts ran out)."""
+    s = settings
+    attempts = 0
+    while True:
+        probe = await gate.acquire()
+        started = clock()
+        try:
+            score = await scorer.score(record)
+        except asyncio.CancelledError:
+            if probe:
+                gate.report(ok=False, started=float("inf"), probe=True)
+            raise
+        failed = judge_failed(score)
+        if not failed and score.judge_calls == 0:
+            # Nothing was asked (no claims, nothing retrieved): no evidence either way.
+            gate.release(probe)
+            return score
+        outage = gate.report(ok=not failed, started=started, probe=probe)
+        if not failed:
+            return score
+        if outage:
+            continue  # the gate holds us until the judge answers again; no attempt spent
+        attempts += 1
+        if attempts >= s.max_answer_attempts:
+            stats.unjudged_after_retries += 1
+            return score
+        stats.answer_retries += 1
+        delay = min(s.answer_retry_backoff_s * 2 ** (attempts - 1), s.answer_retry_backoff_max_s)
+        await asyncio.sleep(delay)
+
+
+class ShuffleProbes:
+    """The shuffle probes in flight; :meth:`maybe_start` after each scored answer."""
+
+    def __init__(
+        self, scorer: Scorer, gate: JudgeGate, metrics: Metrics, *, rate: float, max_inflight: int
+    ) -> None:
+        self._scorer = scorer
+        self._gate = gate
+        self._metrics = metrics
+        self._rate = rate
+        self._max_inflight = max_inflight
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    def __len__(self) -> int:
+        """Probes in flight."""
+        return len(self._tasks)
+
+    async def idle(self) -> None:
+        """Return once no probe is in flight."""
+        await self._idle.wait()
+
+    def maybe_start(self, record: AnswerRecord, score: AnswerScore) -> None:
+        """Start the probe of a scored answer when its trace ID picks it."""
+        if not probe_selected(record.trace_id, self._rate):
+            return
+        if judge_failed(score) or self._gate.down:
+            self._metrics.probe("failed", trace_id=record.trace_id)
+            return
+        if len(self._tasks) >= self._max_inflight:
+            self._metrics.probe("dropped", trace_id=record.trace_id)
+            return
+        task = asyncio.create_task(self._probe(record, score), name="citemon-probe")
+        self._tasks.add(task)
+        self._idle.clear()
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not self._tasks:
+            self._idle.set()
+
+    async def stop(self) -> None:
+        """Cancel probes still running: they hold no offsets, so nothing is lost."""
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _probe(self, record: AnswerRecord, score: AnswerScore) -> None:
+        try:
+            shuffled = await shuffled_check(self._scorer, record)
+        except JudgeError as exc:
+            log.info("shuffle probe: judge failed (%s); not counted", type(exc).__name__)
+            self._metrics.probe("failed", trace_id=record.trace_id)
+            return
+        except Exception:  # the probe must never take anything down with it
+            log.warning("shuffle probe failed", exc_info=True)
+            self._metrics.probe("failed", trace_id=record.trace_id)
+            return
+        if shuffled is None:
+            self._metrics.probe("skipped", trace_id=record.trace_id)
+        else:
+            original = cited_counts(score)
+            self._metrics.record_probe(original, shuffled, trace_id=record.trace_id)

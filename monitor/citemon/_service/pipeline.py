@@ -1,0 +1,607 @@
+"""The monitor's state machine: intake → answers → commit with the outputs → count, and rebalances.
+
+:class:`Pipeline` composes the stages (``docs/architecture.md`` draws one answer's path through
+them) and holds what spans them: the commit, the rebalance callbacks, the background loops and
+the shutdown. The invariant they share, and why they stay together: a record's outputs are
+produced, and its offset committed, only after every earlier record of its partition is
+finished; and an answer is counted only once its commit is confirmed, with no ``await`` in
+between (:meth:`Pipeline.commit`): a crash can undercount one commit, never overcount.
+
+Counted exactly once across owners (``docs/running.md#counting-guarantee``): each input
+partition's transactional producer is opened at assignment, fencing a replaced owner before the
+committed offset is read (:meth:`Pipeline.on_partitions_assigned`); a fenced commit drops that
+partition's work uncounted (:meth:`Pipeline.lose`). The commit is the check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict
+from typing import Any
+
+from aiokafka import ConsumerRebalanceListener
+from aiokafka.errors import KafkaConnectionError, KafkaError, ProducerFenced
+
+from citemon._core.errors import KafkaUnavailable
+from citemon._core.records import AnswerScore
+from citemon._engine.scoring import Scorer
+from citemon._metrics import Metrics
+from citemon._otlp.assembly import TraceAssembler
+from citemon._service.answers import AnswerJobs, ShuffleProbes
+from citemon._service.clients import KafkaClients
+from citemon._service.fitting import RecordLimits
+from citemon._service.gate import JudgeGate
+from citemon._service.intake import CatchUp, Intake
+from citemon._service.kafka_internals import request_rejoin
+from citemon._service.ledger import Ledger, PipelineStats, Ready
+from citemon._service.lifecycle import Supervisor, close_within, stop_between_commits
+from citemon._service.outputs import KafkaDelivery, commit_messages
+from citemon._service.recovery import BatchRecovery, Scanner
+from citemon._service.rekey import RekeyStage
+from citemon._service.sampling import Sampler
+from citemon._service.settings import Settings
+
+__all__ = ["Pipeline", "PipelineStats"]
+
+log = logging.getLogger(__name__)
+
+
+class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
+    """``citemon run``'s engine. ``await pipeline.run(stop)`` until ``stop`` is set, or
+    ``await pipeline.run(until_caught_up=True)`` to stop once the backlog seen at start is
+    committed (as arq's burst mode; what the tests use).
+
+    ``metrics``, ``scorer`` (and the judge inside it, built with a
+    :class:`~citemon._service.gate.GateObserver` of ``gate`` so that outage detection sees every
+    request) and ``clients`` (the Kafka clients) are passed in; ``scan`` replaces the bad-batch
+    re-read (:mod:`citemon._service.recovery`). ``decode_slice_s``: how long taking one fetch
+    runs before it yields to the event loop; ``unlocated_backoff_s``: the wait before fetching
+    again after an undecodable fetch whose bad batch a re-read did not find.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        scorer: Scorer,
+        metrics: Metrics,
+        *,
+        clients: KafkaClients | None = None,
+        sampler: Sampler | None = None,
+        assembler: TraceAssembler | None = None,
+        gate: JudgeGate | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        max_inflight_probes: int | None = None,
+        close_timeout_s: float = 10.0,
+        on_counted: Callable[[AnswerScore, str | None], None] | None = None,
+        scan: Scanner | None = None,
+        decode_slice_s: float = 0.02,
+        unlocated_backoff_s: float = 1.0,
+    ) -> None:
+        self.settings = settings
+        self.scorer = scorer
+        self.metrics = metrics
+        self.clients = clients or KafkaClients()
+        self.sampler = sampler or Sampler(
+            rate=settings.sample_rate,
+            budget_per_minute=settings.budget_per_minute,
+            max_keys=settings.max_budget_keys,
+        )
+        self.assembler = (
+            assembler if assembler is not None else TraceAssembler(window_s=settings.trace_window_s)
+        )
+        self.gate = gate or JudgeGate(
+            backoff_s=settings.answer_retry_backoff_s,
+            backoff_max_s=settings.answer_retry_backoff_max_s,
+            clock=clock,
+        )
+        self.stats = PipelineStats()
+        self._clock = clock
+        self._ledger = Ledger(self.stats, dedupe_window=settings.dedupe_window)
+        self._probes = ShuffleProbes(
+            scorer,
+            self.gate,
+            metrics,
+            rate=settings.probe_rate,
+            max_inflight=max_inflight_probes or settings.max_inflight_answers,
+        )
+        self._answers = AnswerJobs(
+            settings,
+            scorer,
+            self.gate,
+            metrics,
+            self._ledger,
+            sampler=self.sampler,
+            probes=self._probes,
+            clock=clock,
+        )
+        self._intake = Intake(
+            settings,
+            self._ledger,
+            self._answers,
+            metrics,
+            assembler=self.assembler,
+            clock=clock,
+            decode_slice_s=decode_slice_s,
+        )
+        self._recovery = BatchRecovery(
+            settings,
+            self._ledger,
+            take=self._intake.take,
+            clients=self.clients,
+            unlocated_backoff_s=unlocated_backoff_s,
+            **({} if scan is None else {"scan": scan}),
+        )
+        self._supervisor = Supervisor(on_fatal=self._ledger.touch)
+        self._commit_lock = asyncio.Lock()
+        self._consumer: Any = None
+        self._delivery: KafkaDelivery | None = None
+        self._started = False
+        self._lag_ends: dict[Any, int] = {}
+        self._limits = RecordLimits()  # read from the broker at start (service.topics)
+        metrics.watch_traces(self.assembler.outcomes)
+        # After the drain: the last commit and closing the clients, within this deadline
+        # (drain 30 s + this 10 s stays inside Kubernetes' 45 s).
+        self._close_timeout_s = close_timeout_s
+        self._skip_final_commit = False
+        # Called with each answer (and its span ID) once counted: the evaluation events.
+        self._on_counted = on_counted
+
+    # -- what probes and tests read ------------------------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        """For ``/readyz``: running, with partitions assigned and open."""
+        ledger = self._ledger
+        return self._started and bool(set(ledger.assigned) - set(ledger.opening)) and self.live
+
+    @property
+    def live(self) -> bool:
+        return self._supervisor.fatal is None
+
+    @property
+    def inflight(self) -> int:
+        return len(self._answers)
+
+    @property
+    def jobs(self) -> Mapping[asyncio.Task[None], frozenset[Any]]:
+        """The answers being scored, each with the partitions of the records it holds."""
+        return self._answers.jobs
+
+    @property
+    def offsets(self) -> Ledger:
+        """The records fetched and not yet committed, per partition (read, do not change)."""
+        return self._ledger
+
+    @property
+    def answers(self) -> AnswerJobs:
+        """The answers being scored (``score(record, entries)`` runs one job directly)."""
+        return self._answers
+
+    @property
+    def shuffle_probes(self) -> ShuffleProbes:
+        """The shuffle probes in flight (``await pipeline.shuffle_probes.idle()``)."""
+        return self._probes
+
+    @property
+    def paused(self) -> bool:
+        """Whether intake paused the partitions because work is full (bounded work)."""
+        return self._intake.paused
+
+    @property
+    def assigned(self) -> frozenset[Any]:
+        """The partitions this replica owns."""
+        return self._ledger.assigned
+
+    def take(self, tp: Any, rec: Any) -> None:
+        """Take one fetched record of ``tp``, as intake does with each record ``getmany``
+        returns (:meth:`Intake.take <citemon._service.intake.Intake.take>`)."""
+        self._intake.take(tp, rec)
+
+    async def take_all(self, batches: Mapping[Any, list[Any]]) -> None:
+        """Take one fetch, as intake does (:meth:`Intake.take_all
+        <citemon._service.intake.Intake.take_all>`)."""
+        await self._intake.take_all(batches)
+
+    def tick(self) -> None:
+        """Score traces the assembler settled by time and release the records of traces it
+        let go (the commit loop does this every ``commit_interval_s``)."""
+        self._intake.tick()
+
+    # -- supervision ---------------------------------------------------------------------------
+
+    def supervise(self, task: asyncio.Task[Any]) -> asyncio.Task[Any]:
+        """Watch a task that must run until shutdown; its ending before then is fatal."""
+        return self._supervisor.supervise(task)
+
+    def stop_supervising(self) -> None:
+        """Shutdown has begun: supervised tasks may end now (``run`` calls it itself)."""
+        self._supervisor.stop()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def run(
+        self,
+        stop: asyncio.Event | None = None,
+        *,
+        until_caught_up: bool = False,
+        ends: Mapping[Any, int] | None = None,
+    ) -> PipelineStats:
+        """Consume until ``stop`` is set (or a fatal error), then drain and commit.
+
+        With ``until_caught_up``, also stop once :meth:`caught_up` returns (with ``ends``):
+        every record up to the log end seen then is committed and counted.
+        """
+        s = self.settings
+        stop = stop or asyncio.Event()
+        # Every topic exists and may be used, or exit 1 naming what is missing (service.topics).
+        self._limits = await self.clients.check_topics(s)
+        consumer = self.clients.consumer(
+            **s.kafka_options(),
+            group_id=s.group,
+            client_id=s.client_id,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            isolation_level="read_committed",
+            fetch_max_bytes=s.fetch_max_bytes,
+            max_partition_fetch_bytes=s.max_partition_fetch_bytes,
+            max_poll_records=s.max_poll_records,
+            session_timeout_ms=s.session_timeout_ms,
+            heartbeat_interval_ms=max(100, s.session_timeout_ms // 4),
+        )
+        delivery = KafkaDelivery(s, consumer, self.clients)
+        # Set before the consumer starts: the assignment callback opens producers with them.
+        self._consumer = consumer
+        self._delivery = delivery
+        try:
+            await delivery.start()
+            consumer.subscribe([s.rekey_topic or s.topic], listener=self)
+            await consumer.start()
+        except KafkaConnectionError as exc:
+            await delivery.stop()
+            await consumer.stop()
+            raise KafkaUnavailable.connecting(s.bootstrap_servers, exc) from exc
+        except BaseException:
+            await delivery.stop()
+            await consumer.stop()
+            raise
+        self._started = True
+        log.info(
+            "consuming %s as group %s (%s)",
+            s.topic,
+            s.group,
+            "exactly-once results" if delivery.transactional else "at-least-once",
+        )
+        background = [
+            self.supervise(asyncio.create_task(self._commit_loop(), name="citemon-commit")),
+            self.supervise(asyncio.create_task(self._lag_loop(), name="citemon-lag")),
+            self.supervise(
+                asyncio.create_task(
+                    self.clients.watch_topics(s, interval_s=s.lag_interval_s),
+                    name="citemon-topics",
+                )
+            ),
+        ]
+        if s.rekey_topic is not None:
+            rekey = RekeyStage(s, self.clients)
+            background.append(
+                self.supervise(asyncio.create_task(rekey.run(), name="citemon-rekey"))
+            )
+        if until_caught_up:
+            background.append(asyncio.create_task(self._stop_when_caught_up(stop, ends)))
+        try:
+            await self._intake.run(
+                consumer,
+                self._recovery,
+                lambda: not stop.is_set() and self._supervisor.fatal is None,
+            )
+        finally:
+            self._started = False
+            await self._drain()
+            await self._probes.stop()
+            self._supervisor.stop()
+            deadline = asyncio.get_running_loop().time() + self._close_timeout_s
+            cut_short = not await stop_between_commits(background, self._commit_lock, deadline)
+            self._skip_final_commit = cut_short
+            await self._close(background, delivery, consumer, deadline)
+            log.info("pipeline stopped: %s; %r", asdict(self.stats), self.sampler)
+        if self._supervisor.fatal is not None:
+            raise self._supervisor.fatal
+        return self.stats
+
+    async def caught_up(self, ends: Mapping[Any, int] | None = None) -> dict[Any, int]:
+        """Return once every partition this replica owns is committed up to ``ends`` (by
+        default each one's log end, read when this call first sees it) and no answer or shuffle
+        probe is in flight; returns the ends it waited for (:class:`~citemon._service.intake.
+        CatchUp`). Every answer up to them is then counted in the metrics. Each call has ends of
+        its own: a later call waits for what was written since the earlier one returned."""
+        catch_up = CatchUp(self._ledger)
+        while True:
+            if self._supervisor.fatal is not None:
+                raise self._supervisor.fatal
+            changed = asyncio.ensure_future(self._ledger.changed())
+            try:
+                if self._started and self.ready:
+                    done = await catch_up.check(self._consumer, ends)
+                    if done is not None and not self._answers and not len(self._probes):
+                        return done
+                await changed
+            finally:
+                changed.cancel()
+
+    async def _stop_when_caught_up(
+        self, stop: asyncio.Event, ends: Mapping[Any, int] | None
+    ) -> None:
+        await self.caught_up(ends)
+        stop.set()
+
+    async def _close(
+        self,
+        background: list[asyncio.Task[None]],
+        delivery: KafkaDelivery,
+        consumer: Any,
+        deadline: float,
+    ) -> None:
+        """The final commit within ``close_timeout_s``, then close the clients."""
+        clients = [("producer", delivery.stop), ("consumer", consumer.stop)]
+        if self._recovery.client is not None:
+            clients.append(("batch re-read client", self._recovery.close))
+        await close_within(
+            deadline,
+            background,
+            final_commit=self._final_commit,
+            clients=clients,
+            uncommitted=lambda: len(self._ledger),
+            timeout_s=self._close_timeout_s,
+        )
+
+    async def _drain(self) -> None:
+        if self._consumer is not None and self._ledger.assigned:
+            with contextlib.suppress(Exception):
+                self._consumer.pause(*self._ledger.assigned)
+        await self._answers.drain(self.settings.drain_timeout_s)
+
+    async def _final_commit(self) -> None:
+        if self._skip_final_commit:
+            log.warning("a commit was cut short at shutdown: skipping the final commit")
+            return
+        for _ in range(3):
+            if await self.commit():
+                return
+            await asyncio.sleep(0.2)
+
+    # -- commits -------------------------------------------------------------------------------
+
+    async def _commit_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.commit_interval_s)
+            self._intake.tick()
+            if self._ledger.opening:
+                await self._open_partitions()
+            await self.commit()
+
+    async def commit(self) -> bool:
+        """Deliver and commit every partition's finished prefix; count it once committed.
+
+        Each partition commits on its own (its own transaction with a results topic); returns
+        False when any failed (retried on the next tick). A partition whose producer was
+        fenced has a new owner: its uncommitted work is dropped, uncounted (:meth:`lose`).
+        """
+        delivery = self._delivery
+        if delivery is None:
+            return True
+        async with self._commit_lock:
+            ledger = self._ledger
+            # Partitions being revoked included: what they finished commits before they go.
+            ready = ledger.ready(tp for tp in ledger.assigned if delivery.is_open(tp))
+            if not ready:
+                return True
+            outcomes = await delivery.deliver(
+                [(r, commit_messages(r, self.settings, self._limits)) for r in ready]
+            )
+            ok = True
+            fenced: set[Any] = set()
+            broken: set[Any] = set()
+            for r in ready:
+                error = outcomes.get(r.tp)
+                if isinstance(error, ProducerFenced):
+                    fenced.add(r.tp)
+                    continue
+                if error is not None and delivery.broken(r.tp):
+                    broken.add(r.tp)
+                    continue
+                if error is not None:
+                    ok = False
+                    self.stats.commit_failures += 1
+                    log.warning(
+                        "commit failed, will retry (partition %d): %s",
+                        r.tp.partition,
+                        type(error).__name__,
+                    )
+                    if not isinstance(error, KafkaError | OSError | TimeoutError):
+                        log.error("unexpected commit error", exc_info=error)
+                    continue
+                self._count(r)
+            if fenced:
+                self.lose(fenced, "have a new owner (our transactional producer was fenced)")
+                ok = False
+            if broken:
+                self.lose(broken, "lost their transactional producer to a fatal client error")
+                ok = False
+            self._publish_lag()
+            ledger.touch()
+            return ok
+
+    def _count(self, r: Ready) -> None:
+        """``r`` committed: confirm it in the ledger and count what it carried (no ``await``)."""
+        self._ledger.confirm(r)
+        self.stats.commits += 1
+        for answer in r.counted:
+            self.metrics.record_answer(answer.score)
+            if self._on_counted is not None:
+                self._on_counted(answer.score, answer.span_id)
+        self.stats.answers_committed += len(r.counted)
+        for e in r.entries:
+            for reason in e.dead_letters:
+                self.metrics.dead_letter(reason)
+                self.stats.dead_letters += 1
+        for record, why in r.cuts:
+            self.metrics.record_cut(record, why)
+
+    # -- rebalances ----------------------------------------------------------------------------
+
+    async def on_partitions_revoked(self, revoked: Iterable[Any]) -> None:
+        """Before a rebalance (aiokafka's listener callback): finish what is in flight for
+        ``revoked`` (up to ``revoke_timeout_s``), commit it, and forget the rest, traces held
+        for assembly included, so nothing of those partitions is ever counted here afterwards."""
+        self.stats.rebalances += 1
+        gone = set(revoked)
+        if not gone:
+            return
+        self._ledger.start_revoking(gone)
+        self._intake.drop(gone)
+        deadline = self._clock() + self.settings.revoke_timeout_s
+        while self._answers.in_partitions(gone) and self._clock() < deadline:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._ledger.changed(), max(0.01, deadline - self._clock()))
+        await self.commit()
+        self._forget(gone)
+        if self._delivery is not None:
+            async with self._commit_lock:
+                await self._delivery.close(gone)
+        self._ledger.remove(gone)
+        for tp in gone:
+            self._lag_ends.pop(tp, None)
+            self.metrics.forget_partition(tp.topic, tp.partition)
+        log.info("partitions revoked: %s", sorted(tp.partition for tp in gone))
+
+    def _forget(self, tps: set[Any]) -> None:
+        """Cancel the answers of ``tps`` and drop their uncommitted records (uncounted).
+
+        The assembler forgets those answers' trace IDs (cancelled jobs, and scores finished
+        but not committed): otherwise, when a partition comes back to this replica, its
+        re-read parts would be ignored as "already answered" and committed past, unscored.
+        Only these IDs: the assembler does not know partitions, and forgetting every answered
+        ID would let late parts of traces answered elsewhere (or by a self-contained
+        ``rag.answer`` span, under another span ID) be scored a second time."""
+        dropped = self._answers.cancel(tps)
+        for entry in self._ledger.drop(tps):
+            dropped.update(a.score.trace_id for a in entry.answers if a.score.trace_id)
+        self.assembler.forget_answered(dropped)
+
+    def lose(self, tps: set[Any], why: str) -> None:
+        """Our producer of ``tps`` can no longer commit: fenced (another replica owns them
+        now; we were frozen or cut off past the session timeout) or broken for good. Drop
+        their work uncounted, take no more of their records, and ask the group for a fresh
+        assignment: a partition assigned to us again gets a new producer there, the one place
+        where initialising its transactional ID cannot fence its real owner."""
+        log.error(
+            "partitions %s %s: dropping their uncommitted work, uncounted, and rejoining the group",
+            sorted(tp.partition for tp in tps),
+            why,
+        )
+        self.stats.partitions_lost += len(tps)
+        self._ledger.start_revoking(tps)
+        self._intake.drop(tps)
+        self._forget(tps)
+        if self._consumer is not None:
+            request_rejoin(self._consumer)
+
+    async def on_partitions_assigned(self, assigned: Iterable[Any]) -> None:
+        """After a rebalance (aiokafka's listener callback): take ``assigned``, opening their
+        transactional producers first when there is a results topic."""
+        assigned = list(assigned)
+        transactional = self._delivery is not None and self._delivery.transactional
+        self._ledger.assign(assigned, opening=transactional)
+        if self._consumer is not None:
+            self._intake.pause_new(self._consumer, assigned)
+        log.info("partitions assigned: %s", sorted(tp.partition for tp in assigned))
+        if self._ledger.opening:
+            await self._open_partitions()
+
+    async def _open_partitions(self) -> None:
+        """Open the producers of the partitions still opening, then read their committed
+        offsets and seek there; one that fails (the broker is away) stays opening, retried on
+        the next commit tick.
+
+        The order closes the race with a frozen previous owner: ``init_transactions`` fences it
+        and waits for its last transaction to complete or abort, so the committed offset read
+        *afterwards* includes everything it managed to commit (aiokafka fetched a committed
+        offset already, concurrently with the assignment callback, which may predate that
+        commit). Intake ignores the partition's records until then, and records below the
+        committed offset fetched before the seek."""
+        delivery, consumer = self._delivery, self._consumer
+        if delivery is None or consumer is None:
+            return
+        async with self._commit_lock:
+            tps = self._ledger.opening
+            outcomes = await asyncio.gather(
+                *(delivery.open(tp) for tp in tps), return_exceptions=True
+            )
+            for tp, out in zip(tps, outcomes, strict=True):
+                if tp not in self._ledger.opening:
+                    continue  # revoked meanwhile
+                if isinstance(out, BaseException):
+                    log.warning(
+                        "opening the producer of partition %d failed, will retry: %s",
+                        tp.partition,
+                        type(out).__name__,
+                    )
+                    continue
+                try:
+                    committed = await consumer.committed(tp)
+                    if committed is None:
+                        await consumer.seek_to_beginning(tp)
+                    else:
+                        consumer.seek(tp, committed)
+                    self._ledger.sought(tp)
+                except (KafkaError, OSError, TimeoutError) as exc:
+                    log.warning(
+                        "reading the committed offset of partition %d failed, will retry: %s",
+                        tp.partition,
+                        type(exc).__name__,
+                    )
+                    continue
+                self._ledger.opened(tp, committed)
+
+    # -- lag -----------------------------------------------------------------------------------
+
+    async def _lag_loop(self) -> None:
+        while True:
+            try:
+                await self.update_lag()
+            except (KafkaError, OSError, TimeoutError) as exc:
+                log.info("lag update failed: %s", type(exc).__name__)
+            await asyncio.sleep(self.settings.lag_interval_s)
+
+    async def update_lag(self) -> dict[Any, int]:
+        """Set ``citemon_consumer_lag`` for every assigned partition: log end − committed.
+
+        Reads the log ends (and, where this process has committed nothing yet, the group's
+        committed offset or the log start); every commit republishes the gauge against the ends
+        last read, so it drops as soon as work commits."""
+        consumer, ledger = self._consumer, self._ledger
+        tps = ledger.partitions
+        if consumer is None or not tps:
+            return {}
+        ends = await consumer.end_offsets(tps)
+        missing = [tp for tp in tps if ledger.committed(tp) is None]
+        if missing:
+            starts = await consumer.beginning_offsets(missing)
+            for tp in missing:
+                committed = await consumer.committed(tp)
+                ledger.set_committed(tp, starts[tp] if committed is None else committed)
+        self._lag_ends = {tp: ends[tp] for tp in tps}
+        return self._publish_lag()
+
+    def _publish_lag(self) -> dict[Any, int]:
+        lags: dict[Any, int] = {}
+        for tp, end in self._lag_ends.items():
+            committed = self._ledger.committed(tp)
+            if tp in self._ledger.assigned and committed is not None:
+                lags[tp] = max(0, end - committed)
+                self.metrics.consumer_lag(tp.topic, tp.partition, lags[tp])
+        return lags

@@ -1,0 +1,199 @@
+"""``--rekey-topic TOPIC``: the input re-keyed by trace ID before it is scored.
+
+The trace assembler needs every span of a trace on one partition (records keyed by trace ID:
+the Collector's ``partition_traces_by_id: true``, the shim's exporter). When the upstream keys
+are something else and cannot be changed (a Collector that feeds other consumers too), spans of
+one trace land on partitions other replicas own and the trace is never assembled.
+:class:`RekeyStage` is Kafka's repartition pattern (what Kafka Streams does for a key change):
+it consumes the input as consumer group ``<group>.rekey``, splits each record into one request
+per trace (:func:`~citemon._otlp.split.split_by_trace`) and produces each to TOPIC keyed by its
+trace ID, **in one transaction with the input offsets** (consume-transform-produce,
+``send_offsets_to_transaction``); scoring then consumes TOPIC. Every input record reaches TOPIC
+exactly once for a ``read_committed`` reader, whatever crashes or rebalances, so counts stay
+exact whatever the upstream keys.
+
+Fencing is the pipeline's (:class:`~citemon._service.outputs.KafkaDelivery`): one
+transactional producer per input partition, ``citemon-<group>.rekey-<topic>-<partition>``,
+opened at assignment before the committed offset is read, so a replaced owner is fenced. A
+record that is no trace request is forwarded as it is (scoring dead-letters it, as before).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from typing import Any, Final
+
+from aiokafka import ConsumerRebalanceListener
+from aiokafka.errors import KafkaError, ProducerFenced
+
+from citemon._core.errors import DecodeError
+from citemon._otlp.split import split_by_trace
+from citemon._service.clients import KafkaClients
+from citemon._service.kafka_internals import request_rejoin
+from citemon._service.ledger import OutMessage, Ready
+from citemon._service.outputs import KafkaDelivery
+from citemon._service.settings import Settings
+
+__all__ = ["RekeyStage", "rekey_messages"]
+
+log = logging.getLogger(__name__)
+
+_POLL_MS: Final = 200
+_RETRY_S: Final = 0.5
+
+
+def rekey_messages(record: Any, topic: str) -> list[OutMessage]:
+    """The records that carry ``record``'s spans to ``topic``, one per trace, each keyed by
+    its trace ID (the record itself when it is already so, or is no trace request)."""
+    value = record.value or b""
+    headers = tuple((k, bytes(v)) for k, v in (record.headers or ()))
+    try:
+        pieces = split_by_trace(value)
+    except DecodeError:
+        return [OutMessage(topic, record.key, value, headers)]
+    key = bytes(record.key).decode("ascii", "replace") if record.key else None
+    if len(pieces) <= 1 and (not pieces or next(iter(pieces)) in (key, "")):
+        return [OutMessage(topic, record.key, value, headers)]
+    return [
+        OutMessage(topic, tid.encode() if tid else record.key, piece, headers)
+        for tid, piece in pieces.items()
+    ]
+
+
+class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
+    """Consumes ``settings.topic`` and re-produces it keyed by trace ID to
+    ``settings.rekey_topic``; :meth:`run` until cancelled (supervised by the pipeline)."""
+
+    def __init__(self, settings: Settings, clients: KafkaClients | None = None) -> None:
+        if settings.rekey_topic is None:
+            raise ValueError("RekeyStage needs settings.rekey_topic")
+        self.target: str = settings.rekey_topic
+        self.group = f"{settings.group}.rekey"
+        # The stage's own group: its transactional IDs and committed offsets are its own.
+        self._settings = settings.model_copy(update={"group": self.group})
+        self._clients = clients or KafkaClients()
+        self._consumer: Any = None
+        self._delivery: KafkaDelivery | None = None
+        self._lock = asyncio.Lock()
+        self._open: set[Any] = set()
+        self._opening: set[Any] = set()
+        self._epochs: dict[Any, int] = {}
+        self.records = 0
+        self.produced = 0
+        self.rebalances = 0
+
+    async def run(self) -> None:
+        from aiokafka import AIOKafkaConsumer
+
+        s = self._settings
+        consumer = AIOKafkaConsumer(
+            **s.kafka_options(),
+            group_id=self.group,
+            client_id=f"{s.client_id}-rekey",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            isolation_level="read_committed",
+            fetch_max_bytes=s.fetch_max_bytes,
+            max_partition_fetch_bytes=s.max_partition_fetch_bytes,
+            max_poll_records=s.max_poll_records,
+            session_timeout_ms=s.session_timeout_ms,
+            heartbeat_interval_ms=max(100, s.session_timeout_ms // 4),
+        )
+        delivery = KafkaDelivery(s, consumer, self._clients)
+        delivery.transactional = True  # always: the re-keyed records go with the offsets
+        self._consumer, self._delivery = consumer, delivery
+        try:
+            consumer.subscribe([s.topic], listener=self)
+            await consumer.start()
+            log.info("re-keying %s by trace ID to %s as group %s", s.topic, self.target, self.group)
+            while True:
+                if self._opening:
+                    await self._open_pending()
+                batches = await consumer.getmany(timeout_ms=_POLL_MS)
+                epochs = dict(self._epochs)
+                for tp, records in batches.items():
+                    if records:
+                        await self._forward(tp, records, epochs.get(tp))
+        finally:
+            await delivery.stop()
+            await consumer.stop()
+            log.info(
+                "re-key stage stopped: %d records in, %d out, %d rebalances",
+                self.records,
+                self.produced,
+                self.rebalances,
+            )
+
+    async def _forward(self, tp: Any, records: list[Any], epoch: int | None) -> None:
+        delivery = self._delivery
+        assert delivery is not None
+        messages = [m for r in records for m in rekey_messages(r, self.target)]
+        async with self._lock:
+            if tp not in self._open or self._epochs.get(tp) != epoch:
+                return  # revoked (or assigned afresh) since the fetch: read again from the commit
+            outcome = (
+                await delivery.deliver([(Ready(tp, records[-1].offset + 1, []), messages)])
+            ).get(tp)
+            if outcome is None:
+                self.records += len(records)
+                self.produced += len(messages)
+                return
+            if isinstance(outcome, ProducerFenced) or delivery.broken(tp):
+                log.error(
+                    "re-key partition %d: our producer was fenced (a new owner): rejoining",
+                    tp.partition,
+                )
+                self._open.discard(tp)
+                await delivery.close([tp])
+                request_rejoin(self._consumer)
+                return
+            log.warning(
+                "re-key commit failed, will retry (partition %d): %s",
+                tp.partition,
+                type(outcome).__name__,
+            )
+            self._consumer.seek(tp, records[0].offset)
+        await asyncio.sleep(_RETRY_S)
+
+    async def on_partitions_revoked(self, revoked: Iterable[Any]) -> None:
+        gone = set(revoked)
+        self.rebalances += 1
+        async with self._lock:
+            self._open -= gone
+            self._opening -= gone
+            if self._delivery is not None:
+                await self._delivery.close(gone)
+
+    async def on_partitions_assigned(self, assigned: Iterable[Any]) -> None:
+        """Mark ``assigned`` to be opened by the loop (:meth:`_open_pending`): reading the
+        committed offset here, inside the rebalance, would wait for the rebalance itself."""
+        for tp in assigned:
+            self._epochs[tp] = self._epochs.get(tp, 0) + 1
+            self._opening.add(tp)
+
+    async def _open_pending(self) -> None:
+        """Open each newly assigned partition's producer (fencing its previous owner), then
+        seek to the committed offset read after that (the pipeline's
+        order); one that fails stays pending, retried on the next round."""
+        delivery, consumer = self._delivery, self._consumer
+        assert delivery is not None
+        async with self._lock:
+            for tp in sorted(self._opening, key=lambda t: t.partition):
+                try:
+                    await delivery.open(tp)
+                    committed = await consumer.committed(tp)
+                    if committed is None:
+                        await consumer.seek_to_beginning(tp)
+                    else:
+                        consumer.seek(tp, committed)
+                except (KafkaError, OSError, TimeoutError) as exc:
+                    log.warning(
+                        "re-key partition %d: opening failed, will retry: %s",
+                        tp.partition,
+                        type(exc).__name__,
+                    )
+                    continue
+                self._opening.discard(tp)
+                self._open.add(tp)

@@ -1,0 +1,386 @@
+"""The topics ``citemon run`` reads and writes, checked before it consumes anything.
+
+A broker that does not create topics on first use (``auto.create.topics.enable=false``, most
+production clusters) or an ACL that refuses one use would otherwise show up as a client error
+logged several times a second and a partition that never moves. :func:`check_topics` asks the
+broker, with the admin client, before the consumer starts:
+
+* that every topic exists (input, dead letters, results, review, the re-key topic) — or, with
+  ``--create-topics``, creates the missing ones (``--topic-partitions``,
+  ``--topic-replication-factor``; ``-1`` takes the broker's defaults);
+* that this user may describe each topic and the consumer group;
+* with transactions (a results topic or a review sample), that the transactional-ID prefix may
+  be used and each output topic written in a transaction: a probe transactional ID of the
+  prefix (``<prefix>-startup-check``, never a partition's own, which would fence its owner) is
+  initialised and its partitions added to a transaction that is then aborted — nothing is
+  written;
+* each topic's ``max.message.bytes`` (:class:`~citemon._service.fitting.RecordLimits`: what
+  every produced record is cut to fit).
+
+Every problem found is named in one :class:`TopicsUnusable` (exit status 1), each with the
+setting or ACL that fixes it. :class:`TopicWatch` repeats the existence check while running:
+a topic deleted under a running monitor turns ``/healthz`` red and stops it with the same
+message, instead of a loop of client errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from citemon._core.errors import KafkaUnavailable, TopicsUnusable
+from citemon._service.fitting import MIN_RECORD_BYTES, RecordLimits
+from citemon._service.kafka_internals import add_partitions_probe
+from citemon._service.settings import Settings
+
+__all__ = ["TopicUse", "TopicWatch", "check_topics", "topic_uses"]
+
+log = logging.getLogger(__name__)
+
+_UNKNOWN_TOPIC: Final = 3
+_TOPIC_AUTHORIZATION_FAILED: Final = 29
+_CLUSTER_AUTHORIZATION_FAILED: Final = 31
+_TOPIC_ALREADY_EXISTS: Final = 36
+_READY_TIMEOUT_S: Final = 30.0
+_REQUEST_TIMEOUT_MS: Final = 15_000
+
+
+@dataclass(frozen=True, slots=True)
+class TopicUse:
+    """One topic ``run`` uses: its name, what for, the flag that names it, and whether it is
+    read (consumed by the group) and written (produced, in transactions when ``transactional``)."""
+
+    name: str
+    role: str
+    flag: str
+    read: bool = False
+    write: bool = False
+
+
+def topic_uses(settings: Settings) -> list[TopicUse]:
+    """The topics ``settings`` make ``run`` read or write, input first."""
+    s = settings
+    uses = [TopicUse(s.topic, "input", "--topic", read=True)]
+    if s.rekey_topic is not None:
+        uses.append(TopicUse(s.rekey_topic, "re-keyed input", "--rekey-topic", True, True))
+    uses.append(TopicUse(s.dlq_topic, "dead letters", "--dlq-topic", write=True))
+    if s.results_topic is not None:
+        uses.append(TopicUse(s.results_topic, "results", "--results-topic", write=True))
+    if s.review_rate > 0:
+        uses.append(TopicUse(s.review_topic, "review sample", "--review-topic", write=True))
+    seen: set[str] = set()
+    return [u for u in uses if not (u.name in seen or seen.add(u.name))]  # type: ignore[func-returns-value]
+
+
+def _who(settings: Settings) -> str:
+    name = settings.kafka_username
+    return f"User:{name}" if name else "this client's principal"
+
+
+async def _admin(settings: Settings) -> Any:
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.errors import KafkaConnectionError
+
+    admin = AIOKafkaAdminClient(
+        **settings.kafka_options(),
+        client_id=f"{settings.client_id}-topics",
+        request_timeout_ms=_REQUEST_TIMEOUT_MS,
+    )
+    try:
+        await admin.start()
+    except KafkaConnectionError as exc:
+        await admin.close()
+        raise KafkaUnavailable.connecting(settings.bootstrap_servers, exc) from exc
+    except BaseException:
+        await admin.close()
+        raise
+    return admin
+
+
+async def check_topics(settings: Settings) -> RecordLimits:
+    """Check (or, with ``settings.create_topics``, create) every topic ``run`` uses; return
+    their record limits. Raises :class:`TopicsUnusable` naming every problem and its fix."""
+    uses = topic_uses(settings)
+    admin = await _admin(settings)
+    try:
+        problems: list[str] = []
+        found = await _describe(admin, [u.name for u in uses])
+        missing = [u for u in uses if found.get(u.name) == _UNKNOWN_TOPIC]
+        if missing and settings.create_topics:
+            problems += await _create(admin, settings, missing)
+            found = await _describe(admin, [u.name for u in uses])
+            missing = [u for u in uses if found.get(u.name) == _UNKNOWN_TOPIC]
+        auto = bool(missing) and await _auto_creates(admin)
+        for u in uses:
+            code = found.get(u.name, _UNKNOWN_TOPIC)
+            if code == _UNKNOWN_TOPIC and auto:
+                log.info(
+                    "topic %s (%s) does not exist yet: the broker creates it on first use "
+                    "(auto.create.topics.enable=true)",
+                    u.name,
+                    u.role,
+                )
+            elif code == _UNKNOWN_TOPIC:
+                problems.append(
+                    f"topic {u.name!r} ({u.role}, {u.flag}) does not exist and this broker does "
+                    "not create it on first use: create it (kafka-topics.sh --create --topic "
+                    f"{u.name} ...) or run with --create-topics"
+                )
+            elif code == _TOPIC_AUTHORIZATION_FAILED:
+                problems.append(
+                    f"topic {u.name!r} ({u.role}, {u.flag}): not authorized to describe it; "
+                    f"grant {_who(settings)} the ACL DESCRIBE"
+                    f"{', READ' if u.read else ''}{', WRITE' if u.write else ''} on Topic:{u.name}"
+                )
+            elif code:
+                problems.append(f"topic {u.name!r} ({u.role}, {u.flag}): broker error {code}")
+        problems += await _check_group(admin, settings)
+        usable = [u for u in uses if found.get(u.name) == 0]
+        limits = await _limits(admin, usable)
+    finally:
+        await admin.close()
+    for u in usable:
+        if u.write and limits.max_bytes(u.name) < MIN_RECORD_BYTES:
+            problems.append(
+                f"topic {u.name!r} ({u.role}) accepts records of at most "
+                f"{limits.max_bytes(u.name)} bytes, too small for citemon's records: raise its "
+                f"max.message.bytes to at least {MIN_RECORD_BYTES}"
+            )
+    if settings.rekey_topic is not None and settings.rekey_topic in {u.name for u in usable}:
+        inbound, outbound = limits.max_bytes(settings.topic), limits.max_bytes(settings.rekey_topic)
+        if outbound < inbound:
+            problems.append(
+                f"topic {settings.rekey_topic!r} (--rekey-topic) accepts records of at most "
+                f"{outbound} bytes, less than the input topic {settings.topic!r} ({inbound}): a "
+                "re-keyed trace could not be written; give it max.message.bytes >= the input's"
+            )
+    if (settings.transactional or settings.rekey_topic is not None) and not problems:
+        problems += await _check_transactions(settings, usable)
+    if problems:
+        raise TopicsUnusable(problems, settings.bootstrap_servers)
+    log.info(
+        "topics checked: %s",
+        ", ".join(f"{u.name} ({u.role}, max {limits.max_bytes(u.name)} B)" for u in uses),
+    )
+    return limits
+
+
+async def _auto_creates(admin: Any) -> bool:
+    """Whether the broker creates a topic on first use (``auto.create.topics.enable``); False
+    when it may not be read (the ACL DESCRIBE_CONFIGS on the cluster), the safe answer."""
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    try:
+        cluster = await admin.describe_cluster()
+        node = str(cluster["brokers"][0]["node_id"])
+        resource = ConfigResource(
+            ConfigResourceType.BROKER, node, configs={"auto.create.topics.enable": None}
+        )
+        for response in await admin.describe_configs([resource]):
+            for res in response.to_object()["resources"]:
+                for entry in res["config_entries"] if not res["error_code"] else ():
+                    if entry["config_names"] == "auto.create.topics.enable":
+                        return str(entry["config_value"]).lower() == "true"
+    except Exception as exc:  # any failure: assume it does not
+        log.debug("reading auto.create.topics.enable failed: %r", exc)
+    return False
+
+
+async def _describe(admin: Any, names: list[str]) -> dict[str, int]:
+    """Topic → error code of its metadata (0: exists and may be described)."""
+    topics = await admin.describe_topics(names)
+    return {t["topic"]: int(t["error_code"]) for t in topics}
+
+
+async def _create(admin: Any, settings: Settings, missing: list[TopicUse]) -> list[str]:
+    from aiokafka.admin import NewTopic
+
+    new = [
+        NewTopic(
+            u.name,
+            num_partitions=settings.topic_partitions,
+            replication_factor=settings.topic_replication_factor,
+        )
+        for u in missing
+    ]
+    response = await admin.create_topics(new, timeout_ms=_REQUEST_TIMEOUT_MS)
+    problems: list[str] = []
+    created: list[str] = []
+    for name, code, *message in response.topic_errors:
+        if code in (0, _TOPIC_ALREADY_EXISTS):  # another replica created it first: fine
+            created.append(name)
+        elif code in (_TOPIC_AUTHORIZATION_FAILED, _CLUSTER_AUTHORIZATION_FAILED):
+            problems.append(
+                f"--create-topics: not authorized to create topic {name!r}; grant "
+                f"{_who(settings)} the ACL CREATE on Topic:{name} (or on the Cluster), or "
+                "create it yourself"
+            )
+        else:
+            detail = (message[0] if message else "") or f"error {code}"
+            problems.append(f"--create-topics: creating topic {name!r} failed: {detail}")
+    for name in created:
+        log.warning(
+            "created topic %s (%d partitions, replication factor %d; -1: the broker's default)",
+            name,
+            settings.topic_partitions,
+            settings.topic_replication_factor,
+        )
+    await _wait_for_leaders(admin, created)
+    return problems
+
+
+async def _wait_for_leaders(admin: Any, names: list[str]) -> None:
+    """Until every partition of ``names`` has a leader (producers need one), or a deadline."""
+    if not names:
+        return
+    with_deadline = asyncio.timeout(_READY_TIMEOUT_S)
+    try:
+        async with with_deadline:
+            while True:
+                topics = await admin.describe_topics(names)
+                if all(
+                    t["error_code"] == 0
+                    and t["partitions"]
+                    and all(p["leader"] >= 0 for p in t["partitions"])
+                    for t in topics
+                ):
+                    return
+                await asyncio.sleep(0.2)
+    except TimeoutError:
+        log.warning("created topics %s have no leader yet after %.0f s", names, _READY_TIMEOUT_S)
+
+
+async def _check_group(admin: Any, settings: Settings) -> list[str]:
+    from aiokafka.errors import GroupAuthorizationFailedError, KafkaError
+
+    try:
+        await admin.find_coordinator(settings.group)
+    except GroupAuthorizationFailedError:
+        return [
+            f"consumer group {settings.group!r} (--group): not authorized; grant "
+            f"{_who(settings)} the ACL READ on Group:{settings.group}"
+        ]
+    except KafkaError as exc:  # no coordinator yet (a new cluster): the consumer waits for it
+        log.debug("finding the group coordinator at start-up: %r", exc)
+    return []
+
+
+async def _limits(admin: Any, uses: Iterable[TopicUse]) -> RecordLimits:
+    """Each topic's ``max.message.bytes``; the broker's default where it may not be read."""
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    names = [u.name for u in uses]
+    by_topic: dict[str, int] = {}
+    if not names:
+        return RecordLimits()
+    resources = [
+        ConfigResource(ConfigResourceType.TOPIC, n, configs={"max.message.bytes": None})
+        for n in names
+    ]
+    for response in await admin.describe_configs(resources):
+        for resource in response.to_object()["resources"]:
+            name = resource["resource_name"]
+            if resource["error_code"]:
+                log.warning(
+                    "cannot read max.message.bytes of topic %s (error %d; the ACL "
+                    "DESCRIBE_CONFIGS on it allows it): assuming Kafka's default",
+                    name,
+                    resource["error_code"],
+                )
+                continue
+            for entry in resource["config_entries"]:
+                if entry["config_names"] == "max.message.bytes" and entry["config_value"]:
+                    by_topic[name] = int(entry["config_value"])
+    return RecordLimits(by_topic)
+
+
+async def _check_transactions(settings: Settings, uses: list[TopicUse]) -> list[str]:
+    """Initialise a probe transactional ID of the prefix and add a partition of each output
+    topic to a transaction, then abort it: what the results producers will need."""
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import KafkaError, TransactionalIdAuthorizationFailed
+
+    probe_id = f"{settings.transactional_id_prefix}-startup-check"
+    producer = AIOKafkaProducer(
+        **settings.kafka_options(),
+        client_id=f"{settings.client_id}-topics",
+        transactional_id=probe_id,
+        enable_idempotence=True,
+        acks="all",
+    )
+    prefix = settings.transactional_id_prefix
+    refused_id = (
+        f"transactional IDs {prefix}-*: not authorized; grant {_who(settings)} the ACL WRITE "
+        f"(and DESCRIBE) on TransactionalId:{prefix} with --resource-pattern-type prefixed "
+        "(the results producers' IDs are derived from --group)"
+    )
+    try:
+        async with asyncio.timeout(_REQUEST_TIMEOUT_MS / 1000):
+            await producer.start()
+    except TransactionalIdAuthorizationFailed:
+        await _stop(producer)
+        return [refused_id]
+    except (KafkaError, TimeoutError) as exc:
+        await _stop(producer)
+        return [f"transactional ID {probe_id!r} could not be initialised: {exc!r}"]
+    try:
+        refused = await add_partitions_probe(producer, probe_id, [u.name for u in uses if u.write])
+    except TransactionalIdAuthorizationFailed:
+        return [refused_id]
+    finally:
+        await _stop(producer)
+    by_name = {u.name: u for u in uses}
+    return [
+        f"topic {name!r} ({by_name[name].role}, {by_name[name].flag}): not authorized to "
+        f"write it; grant {_who(settings)} the ACL WRITE on Topic:{name}"
+        for name in refused
+    ]
+
+
+async def _stop(producer: Any) -> None:
+    try:
+        async with asyncio.timeout(5):
+            await producer.stop()
+    except Exception as exc:  # closing a probe that failed to start may complain
+        log.debug("stopping the topic-check producer: %r", exc)
+
+
+class TopicWatch:
+    """Checks every ``interval_s`` that the topics ``run`` uses still exist; a topic deleted
+    (or its describe ACL withdrawn) ends :meth:`run` with :class:`TopicsUnusable`, which the
+    pipeline's supervisor turns into a red ``/healthz`` and exit status 1."""
+
+    def __init__(self, settings: Settings, *, interval_s: float) -> None:
+        self._settings = settings
+        self._interval_s = interval_s
+
+    async def run(self) -> None:
+        from aiokafka.errors import KafkaError
+
+        s = self._settings
+        uses = topic_uses(s)
+        admin = await _admin(s)
+        try:
+            while True:
+                await asyncio.sleep(self._interval_s)
+                try:
+                    found = await _describe(admin, [u.name for u in uses])
+                except (KafkaError, OSError, TimeoutError) as exc:
+                    log.info("topic check failed: %s", type(exc).__name__)  # broker away: lag says
+                    continue
+                gone = [u for u in uses if found.get(u.name, _UNKNOWN_TOPIC) != 0]
+                if gone:
+                    raise TopicsUnusable(
+                        [
+                            f"topic {u.name!r} ({u.role}, {u.flag}) is gone while running "
+                            f"(deleted, or its ACL withdrawn: error {found.get(u.name)}): "
+                            "recreate it, or restore the ACL, and restart"
+                            for u in gone
+                        ],
+                        s.bootstrap_servers,
+                    )
+        finally:
+            await admin.close()

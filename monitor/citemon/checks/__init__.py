@@ -1,3 +1,0 @@
-"""Is the judge right: calibration against human labels, the offline self-test, and the online
-shuffle probe (the judge's checks; deploy statistics are :mod:`citemon.rollout`).
-"""

@@ -1,5 +1,0 @@
-"""OpenTelemetry input: OTLP decoding, span → answer mapping, trace assembly, OTLP files.
-
-Spans in (protobuf from Kafka, OTLP JSON lines from a file), answer records
-(:class:`~citemon.core.records.AnswerRecord`) out.
-"""
