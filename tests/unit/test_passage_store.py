@@ -387,3 +387,14 @@ def test_calibrate_reads_labelled_answers_whose_passages_came_without_text(
     report = json.loads(capsys.readouterr().out)
     assert (report["pairs"], report["skipped"]) == (2, {})
     assert report["confusion"] == {"tp": 1, "fn": 0, "tn": 1, "fp": 0}
+
+
+def test_a_libpq_keyword_conninfo_with_a_password_is_refused_and_never_echoed() -> None:
+    # What a PostgreSQL user pastes from psql: not a URL, so nothing to redact; the error
+    # that said which URLs to use echoed the password in full.
+    with pytest.raises(ConfigError, match="must not carry a password") as info:
+        open_backend("host=db.internal dbname=kb user=kb password=s3cret")
+    assert "s3cret" not in str(info.value)
+    with pytest.raises(ConfigError, match="must not carry a password") as info:
+        open_backend("kb.internal/x?sslpassword=s3cret&user=kb")
+    assert "s3cret" not in str(info.value)
