@@ -398,3 +398,21 @@ def test_a_libpq_keyword_conninfo_with_a_password_is_refused_and_never_echoed() 
     with pytest.raises(ConfigError, match="must not carry a password") as info:
         open_backend("kb.internal/x?sslpassword=s3cret&user=kb")
     assert "s3cret" not in str(info.value)
+
+
+async def test_passage_hash_key_reaches_the_scorer(tmp_path: Path) -> None:
+    # --passage-hash-key names the metadata key of the content hash; the store the flags open
+    # must carry it to the scorer, or a chunk edited since the answer is judged on its new text.
+    kb = tmp_path / "kb.jsonl"
+    kb.write_text('{"id": "p-1", "text": "The tower is 330 metres tall, as edited."}\n')
+    store = open_store(parse("--passage-store", str(kb), "--passage-hash-key", "chunk_sha"))
+    assert store is not None
+    scorer = Scorer(LexicalJudge(), passages=store)
+    assert scorer.passage_hash_key == "chunk_sha"
+    old = hashlib.sha256(b"The tower is 330 metres tall.").hexdigest()
+    record = AnswerRecord(
+        answer="The tower is 330 metres tall [p-1].",
+        passages=[Passage(id="p-1", text="", metadata={"chunk_sha": old})],
+    )
+    filled, fill = await fill_from_store(record, store, hash_key=scorer.passage_hash_key)
+    assert fill.stale == ("p-1",) and filled.passages[0].text == ""

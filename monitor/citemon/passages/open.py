@@ -145,4 +145,10 @@ def open_store(
     limits = given.limits(hold=hold)
     backend = open_backend(url, query=given.passage_store_query, concurrency=limits.concurrency)
     log.info("passage store: %s (%s)", redacted(url), limits)
-    return ManagedStore(backend, limits, observer=observer, name=f"passage store {redacted(url)}")
+    return ManagedStore(
+        backend,
+        limits,
+        observer=observer,
+        name=f"passage store {redacted(url)}",
+        hash_key=given.passage_hash_key,
+    )
