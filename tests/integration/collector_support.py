@@ -24,7 +24,7 @@ from citemon.commands._collector import (
     run_collector,
 )
 from citemon.commands._collector import collector_binary as find_collector
-from citemon.service.batches import CODECS, split_batches
+from citemon.service.recovery import CODECS, split_batches
 from tests.conftest import REPO, need_server
 
 __all__ = [

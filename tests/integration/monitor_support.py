@@ -24,8 +24,9 @@ from citemon.demo.service import FakeRAGService
 from citemon.engine.scoring import Scorer
 from citemon.judges.lexical import LexicalJudge
 from citemon.metrics import MetricsServer
+from citemon.service.clients import KafkaClients
 from citemon.service.pipeline import Pipeline, PipelineStats
-from citemon.service.settings import Settings, settings_from_args
+from citemon.service.settings import Settings
 from tests.conftest import REPO
 
 __all__ = [
@@ -47,8 +48,9 @@ PYTHON = str(REPO / ".venv" / "bin" / "python")
 
 def settings_for(
     bootstrap: str, topic: str, judge_flags: Sequence[str] = ("--judge", "lexical"), **fields: Any
-) -> tuple[Settings, Any]:
-    """Settings for a test monitor (metrics on a free port, fast lag updates) and its args."""
+) -> Settings:
+    """Settings for a test monitor (metrics on a free port, fast lag updates), its judge and
+    scoring parts from ``judge_flags`` (any ``citemon run`` flags)."""
     args = build_parser().parse_args(["run", *judge_flags])
     base: dict[str, Any] = {
         "bootstrap_servers": bootstrap,
@@ -62,7 +64,7 @@ def settings_for(
         "budget_per_minute": 0,
     }
     base.update(fields)
-    return settings_from_args(args, **base), args
+    return Settings.from_args(args, **base)
 
 
 @dataclass
@@ -77,15 +79,19 @@ class Monitor:
 
 
 @contextlib.asynccontextmanager
-async def run_monitor(settings: Settings, args: Any) -> AsyncIterator[Monitor]:
+async def run_monitor(
+    settings: Settings, *, clients: KafkaClients | None = None
+) -> AsyncIterator[Monitor]:
+    """The monitor ``settings`` describe, built and served in this event loop (``clients``:
+    its Kafka clients, aiokafka's by default)."""
     registry = CollectorRegistry()
     stop = asyncio.Event()
     up: asyncio.Future[tuple[Pipeline, MetricsServer]] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(
         serve(
             settings,
-            args,
             stop=stop,
+            clients=clients,
             registry=registry,
             on_ready=lambda p, s: up.set_result((p, s)),
         )
@@ -217,13 +223,20 @@ def start_scraped_monitor(
 
 
 def start_process(
-    flags: Sequence[str], *, env: dict[str, str] | None = None, log_path: Any = None
+    flags: Sequence[str],
+    *,
+    env: dict[str, str] | None = None,
+    log_path: Any = None,
+    faults: Sequence[str] = (),
 ) -> subprocess.Popen[bytes]:
-    """``citemon run`` in a subprocess (its own process, so it can be killed for real)."""
+    """``citemon run`` in a subprocess (its own process, so it can be killed for real);
+    ``faults`` (``--fail-commit``, ``--disable-codecs lz4``…) run it through
+    :mod:`tests.kafka_faults` instead of ``citemon.cli``."""
     full_env = {**os.environ, **(env or {})}
     out = open(log_path, "ab") if log_path is not None else subprocess.DEVNULL  # noqa: SIM115
+    entry = ["tests.kafka_faults", *faults] if faults else ["citemon.cli"]
     return subprocess.Popen(
-        [PYTHON, "-m", "citemon.cli", "--log-level", "INFO", "run", *flags],
+        [PYTHON, "-m", *entry, "--log-level", "INFO", "run", *flags],
         cwd=REPO,
         env=full_env,
         stdout=out,

@@ -45,8 +45,8 @@ async def test_run_applies_the_calibrated_threshold_and_counts_judge_requests(
             "--judge", "classifier", "--judge-base-url", server.base_url,
             "--judge-concurrency", "3", "--judge-batch-pairs", "16",
         ]  # fmt: skip
-        settings, args = settings_for(kafka_bootstrap, topic, flags, calibration=calib)
-        async with run_monitor(settings, args) as mon:
+        settings = settings_for(kafka_bootstrap, topic, flags, calibration=calib)
+        async with run_monitor(settings) as mon:
             await asyncio.wait_for(mon.pipeline.caught_up(), 90)  # every answer committed
             assert verdicts_by_version(mon.registry) == expected
             refused = sum(1 for n in server.batch_sizes() if n > 2)

@@ -5,11 +5,11 @@ the topic is read back raw to prove each batch really carries its codec. The Col
 ``compression:`` setting is covered in test_collector_path.py.
 
 The undecodable batch is real: an lz4 batch the broker accepted, read by a ``citemon run``
-process whose aiokafka is told lz4's library is missing (the documented test-only hook
-``CITEMON_TEST_DISABLE_CODECS``). A hand-made bad batch cannot be had: Kafka 4.1.1 refuses
-each on produce (checked with raw ``Produce`` requests): a bad CRC with ``CORRUPT_MESSAGE``
-(2), a corrupt lz4 payload under a valid CRC and an unknown codec ID (5) with
-``UNKNOWN_SERVER_ERROR`` (-1). Those cases are covered by tests/unit/test_batches.py.
+process whose aiokafka is told lz4's library is missing (``tests/kafka_faults.py``). A
+hand-made bad batch cannot be had: Kafka 4.1.1 refuses each on produce (checked with raw
+``Produce`` requests): a bad CRC with ``CORRUPT_MESSAGE`` (2), a corrupt lz4 payload under a
+valid CRC and an unknown codec ID (5) with ``UNKNOWN_SERVER_ERROR`` (-1). Those cases are
+covered by tests/unit/test_batches.py.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from aiokafka.record.memory_records import MemoryRecords
 from citemon.core.records import AnswerRecord
 from citemon.demo.data import QUESTIONS, answer
 from citemon.demo.service import V1_FAULTS, otlp_template, with_trace_id
-from citemon.service.batches import CODECS
+from citemon.service.recovery import CODECS
 from tests.integration.collector_support import batch_codecs
 from tests.integration.conftest import TopicFactory
 from tests.integration.monitor_support import (
@@ -105,8 +105,8 @@ async def test_every_codec_from_our_producer_is_consumed_and_scored_exactly(
         (5 * i, 5, codec) for i, codec in enumerate(CODECS)
     ]
     expected = await expected_verdicts(sent)
-    settings, args = settings_for(kafka_bootstrap, topic)
-    async with run_monitor(settings, args) as m:
+    settings = settings_for(kafka_bootstrap, topic)
+    async with run_monitor(settings) as m:
         await wait_for(
             lambda: metric_sum(m.registry, "citemon_answers_total") >= len(sent),
             30,
@@ -168,7 +168,7 @@ async def test_an_undecodable_batch_is_dead_lettered_whole_and_nothing_else_is_l
         "--commit-interval", "0.2", "--budget-per-minute", "0", "--judge", "lexical",
     ]  # fmt: skip
     log_path = tmp_path / "run.log"
-    proc = start_process(flags, env={"CITEMON_TEST_DISABLE_CODECS": "lz4"}, log_path=log_path)
+    proc = start_process(flags, faults=["--disable-codecs", "lz4"], log_path=log_path)
     try:
         await wait_for(lambda: ready(port), 30, "the monitor to be ready")
 

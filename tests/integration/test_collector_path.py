@@ -35,7 +35,7 @@ from citemon.core.records import AnswerRecord
 from citemon.demo.data import QUESTIONS, answer
 from citemon.otlp.assembly import TraceAssembler
 from citemon.otlp.decoding import decode_otlp_proto
-from citemon.service.batches import CODECS
+from citemon.service.recovery import CODECS
 from citemon_instrumentation import answer_span, record_answer
 from tests.integration.collector_support import (
     SHIPPED_CONFIG,
@@ -361,8 +361,8 @@ async def test_every_collector_compression_is_consumed(
     }
     assert codecs == set(CODECS), f"batches in the topic: {codecs}"
     expected = await expected_verdicts(sent)
-    settings, args = settings_for(kafka_bootstrap, topic)
-    async with run_monitor(settings, args) as m:
+    settings = settings_for(kafka_bootstrap, topic)
+    async with run_monitor(settings) as m:
         await wait_for(
             lambda: metric_sum(m.registry, "citemon_answers_total") >= len(sent),
             DONE_TIMEOUT_S,

@@ -214,14 +214,14 @@ async def test_every_dialect_through_kafka(
             await producer.send_and_wait(topic, payload, key=trace_ids[case].encode())
     finally:
         await producer.stop()
-    settings, args = settings_for(
+    settings = settings_for(
         kafka_bootstrap,
         topic,
         ("--judge", JUDGE),
         trace_window_s=1.0,
         results_topic=results,
     )
-    async with run_monitor(settings, args) as mon:
+    async with run_monitor(settings) as mon:
         r = mon.registry
         await wait_for(
             lambda: (

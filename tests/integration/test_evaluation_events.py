@@ -266,10 +266,10 @@ async def test_a_stuck_otlp_endpoint_never_delays_scoring_or_commits(
     sent = await asyncio.to_thread(publish, kafka_bootstrap, topic, [("v1", 12, False)])
     n = len(sent)
     expected = await expected_verdicts(sent)
-    settings, args = settings_for(
+    settings = settings_for(
         kafka_bootstrap, topic, evaluation_events=True, evaluation_events_max_queue=4
     )
-    async with run_monitor(settings, args) as m:
+    async with run_monitor(settings) as m:
 
         def events(outcome: str) -> float:
             return metric_sum(m.registry, "citemon_evaluation_events_total", outcome=outcome)

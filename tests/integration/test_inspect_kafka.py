@@ -131,8 +131,8 @@ async def test_inspect_reads_what_a_real_monitor_wrote(
     sent = await asyncio.to_thread(publish, kafka_bootstrap, topic, PLAN, seed=5)
     expected = await expected_verdicts(sent)
     specimen_claims = (await Scorer(LexicalJudge()).score(specimen())).claims
-    settings, args = settings_for(kafka_bootstrap, topic, results_topic=results)
-    async with run_monitor(settings, args) as mon:
+    settings = settings_for(kafka_bootstrap, topic, results_topic=results)
+    async with run_monitor(settings) as mon:
         answers = lambda: metric_sum(mon.registry, "citemon_answers_total")  # noqa: E731
         await wait_for(lambda: answers() >= N, 60, "the plan's answers")
         # One more, committed later (the results then span at least two commit times), while

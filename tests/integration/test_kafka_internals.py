@@ -14,10 +14,8 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError, UnsupportedCodecError
 
-from citemon.service.batches import split_batches
 from citemon.service.kafka_internals import (
     cluster_metadata,
-    disable_codec,
     fetch_record_set,
     first_batch,
     new_client,
@@ -25,7 +23,9 @@ from citemon.service.kafka_internals import (
     producer_is_fatal,
     request_rejoin,
 )
+from citemon.service.recovery import split_batches
 from tests.integration.conftest import TopicFactory
+from tests.kafka_faults import disable_codecs
 
 READ_COMMITTED = 1
 
@@ -171,7 +171,7 @@ async def test_a_disabled_codec_makes_the_consumers_decoder_refuse_its_batches(
         topic, bootstrap_servers=kafka_bootstrap, group_id=None, auto_offset_reset="earliest"
     )
     monkeypatch.setattr(aiokafka.codec, "has_gzip", aiokafka.codec.has_gzip)  # restored after
-    disable_codec("gzip")
+    disable_codecs("gzip")
     await consumer.start()
     try:
         with pytest.raises(UnsupportedCodecError):
@@ -181,4 +181,4 @@ async def test_a_disabled_codec_makes_the_consumers_decoder_refuse_its_batches(
     finally:
         await consumer.stop()
     with pytest.raises(ValueError, match="unknown codec"):
-        disable_codec("brotli")
+        disable_codecs("brotli")

@@ -103,9 +103,9 @@ async def test_unkeyed_spans_are_counted_and_warned_about_once(
     n = 12
     topic = await kafka_topic(partitions=2)
     await _publish_split(kafka_bootstrap, topic, n)
-    settings, args = settings_for(kafka_bootstrap, topic, trace_window_s=0.5)
+    settings = settings_for(kafka_bootstrap, topic, trace_window_s=0.5)
     with caplog.at_level(logging.WARNING, logger="citemon.service.keys"):
-        async with run_monitor(settings, args) as mon:
+        async with run_monitor(settings) as mon:
             await asyncio.wait_for(mon.pipeline.caught_up(), 60)
             # One replica owns both partitions here, so every trace is still assembled.
             assert metric_sum(mon.registry, "citemon_answers_total") == n
@@ -127,8 +127,8 @@ async def test_keyed_spans_are_not_counted_unkeyed(
         await producer.flush()
     finally:
         await producer.stop()
-    settings, args = settings_for(kafka_bootstrap, topic, trace_window_s=0.5)
-    async with run_monitor(settings, args) as mon:
+    settings = settings_for(kafka_bootstrap, topic, trace_window_s=0.5)
+    async with run_monitor(settings) as mon:
         await asyncio.wait_for(mon.pipeline.caught_up(), 60)
         assert metric_sum(mon.registry, "citemon_answers_total") == 4
         assert metric_sum(mon.registry, "citemon_spans_total", outcome="unkeyed") == 0
@@ -154,7 +154,7 @@ async def test_a_trace_whose_records_lie_far_apart_is_counted_once_through_a_reb
         await producer.flush()
     finally:
         await producer.stop()
-    settings, args = settings_for(
+    settings = settings_for(
         kafka_bootstrap,
         topic,
         ("--judge", "tests.integration.slow_judge:factory"),
@@ -163,10 +163,10 @@ async def test_a_trace_whose_records_lie_far_apart_is_counted_once_through_a_reb
         session_timeout_ms=SESSION_TIMEOUT_MS,
         revoke_timeout_s=0.5,
     )
-    async with run_monitor(settings, args) as a:
+    async with run_monitor(settings) as a:
         await wait_for(lambda: metric_sum(a.registry, "citemon_answers_total") >= 5, 30, "A")
         held_at_join = len(a.pipeline.assembler) + a.pipeline.inflight
-        async with run_monitor(settings, args) as b:
+        async with run_monitor(settings) as b:
             both = (a, b)
             await wait_for(
                 lambda: sum(metric_sum(m.registry, "citemon_answers_total") for m in both) >= n,

@@ -240,7 +240,7 @@ async def test_sasl_ssl_verified_by_cafile_with_password_from_env(
     password = kafka_sasl.password_file.read_text().strip()
     monkeypatch.setenv("CITEMON_KAFKA_PASSWORD", password)
     caplog.set_level(logging.DEBUG)
-    settings, args = settings_for(
+    settings = settings_for(
         kafka_sasl.ssl_bootstrap,
         topic,
         security_protocol="SASL_SSL",
@@ -249,7 +249,7 @@ async def test_sasl_ssl_verified_by_cafile_with_password_from_env(
         ssl_cafile=kafka_sasl.ssl_cafile,
     )
     assert settings.kafka_password is not None  # from the environment
-    async with run_monitor(settings, args) as monitor:
+    async with run_monitor(settings) as monitor:
         await wait_for(
             lambda: verdicts_by_version(monitor.registry) == expected,
             SCORE_TIMEOUT_S,
@@ -268,7 +268,7 @@ async def test_sasl_ssl_refuses_a_broker_the_cafile_does_not_vouch_for(
     """Without ``--ssl-cafile`` the system CAs are used, which never signed the test broker:
     the connection must fail, so TLS really authenticates the broker."""
     topic = await kafka_sasl_topic(partitions=1)
-    settings, args = settings_for(
+    settings = settings_for(
         kafka_sasl.ssl_bootstrap,
         topic,
         security_protocol="SASL_SSL",
@@ -278,7 +278,7 @@ async def test_sasl_ssl_refuses_a_broker_the_cafile_does_not_vouch_for(
     )
     started = time.monotonic()
     with pytest.raises(KafkaUnavailable, match=kafka_sasl.ssl_bootstrap):
-        async with run_monitor(settings, args):
+        async with run_monitor(settings):
             pass
     assert time.monotonic() - started < FAIL_FAST_S
     assert "CERTIFICATE_VERIFY_FAILED" in caplog.text

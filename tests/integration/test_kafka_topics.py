@@ -76,8 +76,8 @@ async def test_an_answer_too_large_for_its_results_topic_is_cut_counted_once_and
     results = await kafka_topic(partitions=1, configs={"max.message.bytes": str(limit)})
     messages = _answers(6, sentences=1500)  # the first: 1,500 claims, ~50 KB of answer
     await _produce(kafka_bootstrap, topic, messages)
-    settings, args = settings_for(kafka_bootstrap, topic, results_topic=results)
-    async with run_monitor(settings, args) as mon:
+    settings = settings_for(kafka_bootstrap, topic, results_topic=results)
+    async with run_monitor(settings) as mon:
         await asyncio.wait_for(mon.pipeline.caught_up(), 120)
         assert metric_sum(mon.registry, "citemon_answers_total") == 6
         assert metric_sum(mon.registry, "citemon_claims_total") == 1500 + 5 * 2
@@ -157,7 +157,7 @@ async def test_create_topics_creates_what_is_missing_and_every_answer_is_counted
     topic, dlq, results, review = _names(tmp_path)
     await _create(kafka_strict.bootstrap, topic, partitions=2)
     sent = await asyncio.to_thread(publish, kafka_strict.bootstrap, topic, [("v1", 20, False)])
-    settings, args = settings_for(
+    settings = settings_for(
         kafka_strict.bootstrap,
         topic,
         dlq_topic=dlq,
@@ -168,7 +168,7 @@ async def test_create_topics_creates_what_is_missing_and_every_answer_is_counted
         topic_partitions=2,
         topic_replication_factor=1,
     )
-    async with run_monitor(settings, args) as mon:
+    async with run_monitor(settings) as mon:
         await asyncio.wait_for(mon.pipeline.caught_up(), 90)
         assert metric_sum(mon.registry, "citemon_answers_total") == len(sent) == 20
     assert await _partitions(kafka_strict.bootstrap, [dlq, results, review]) == {
@@ -186,11 +186,9 @@ async def test_a_topic_deleted_while_running_turns_health_red_and_stops_the_moni
     topic, dlq, results, _ = _names(tmp_path)
     await _create(kafka_strict.bootstrap, topic, dlq, results)
     await asyncio.to_thread(publish, kafka_strict.bootstrap, topic, [("v1", 5, False)])
-    settings, args = settings_for(
-        kafka_strict.bootstrap, topic, dlq_topic=dlq, results_topic=results
-    )
+    settings = settings_for(kafka_strict.bootstrap, topic, dlq_topic=dlq, results_topic=results)
     with pytest.raises(TopicsUnusable, match="is gone while running"):
-        async with run_monitor(settings, args) as mon:
+        async with run_monitor(settings) as mon:
             await asyncio.wait_for(mon.pipeline.caught_up(), 60)
             port = mon.server.port
             healthy = await asyncio.to_thread(httpx.get, f"http://127.0.0.1:{port}/healthz")

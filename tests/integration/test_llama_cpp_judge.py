@@ -257,7 +257,7 @@ async def test_citemon_run_through_llama_cpp(
 ) -> None:
     server: LlamaServer = request.getfixturevalue(f"{head}_server")
     topic = await kafka_topic(partitions=2)
-    settings, args = settings_for(
+    settings = settings_for(
         kafka_bootstrap,
         topic,
         (
@@ -266,7 +266,7 @@ async def test_citemon_run_through_llama_cpp(
         ),
         max_inflight_answers=4,
     )  # fmt: skip
-    async with run_monitor(settings, args) as mon:
+    async with run_monitor(settings) as mon:
         peak = 0.0
 
         async def watch() -> None:

@@ -38,8 +38,8 @@ async def test_every_answer_scored_once_with_exact_verdicts_and_results(
     results = await kafka_topic(partitions=1)
     sent = await asyncio.to_thread(publish, kafka_bootstrap, topic, PLAN, seed=1)
     expected = await expected_verdicts(sent)
-    settings, args = settings_for(kafka_bootstrap, topic, results_topic=results)
-    async with run_monitor(settings, args) as mon:
+    settings = settings_for(kafka_bootstrap, topic, results_topic=results)
+    async with run_monitor(settings) as mon:
         # Every record up to the log end committed, hence counted: a duplicate would be too.
         await asyncio.wait_for(mon.pipeline.caught_up(), 60)
         assert metric_sum(mon.registry, "citemon_answers_total") == N
@@ -64,7 +64,7 @@ async def test_poison_is_dead_lettered_and_counted_while_good_traffic_flows(
     kafka_bootstrap: str, kafka_topic: TopicFactory
 ) -> None:
     topic = await kafka_topic(partitions=2)
-    settings, args = settings_for(kafka_bootstrap, topic)
+    settings = settings_for(kafka_bootstrap, topic)
     logs = ExportLogsServiceRequest(
         resource_logs=[
             ResourceLogs(scope_logs=[ScopeLogs(log_records=[LogRecord(time_unix_nano=1)])])
@@ -76,7 +76,7 @@ async def test_poison_is_dead_lettered_and_counted_while_good_traffic_flows(
         (b"k3", logs),
         (b"k4", b"{not json"),
     ]
-    async with run_monitor(settings, args) as mon:
+    async with run_monitor(settings) as mon:
         producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
         await producer.start()
         try:
@@ -115,8 +115,8 @@ async def test_two_replicas_split_partitions_and_their_counters_add_up(
     kafka_bootstrap: str, kafka_topic: TopicFactory
 ) -> None:
     topic = await kafka_topic(partitions=4)
-    settings, args = settings_for(kafka_bootstrap, topic, group=f"pair.{topic}")
-    async with run_monitor(settings, args) as first, run_monitor(settings, args) as second:
+    settings = settings_for(kafka_bootstrap, topic, group=f"pair.{topic}")
+    async with run_monitor(settings) as first, run_monitor(settings) as second:
         await wait_for(
             lambda: (
                 first.pipeline.ready
@@ -148,8 +148,8 @@ async def test_a_second_caught_up_waits_for_what_was_written_since_the_first(
 ) -> None:
     topic = await kafka_topic(partitions=1)
     await asyncio.to_thread(publish, kafka_bootstrap, topic, [("v1", 10, False)], seed=3)
-    settings, args = settings_for(kafka_bootstrap, topic)
-    async with run_monitor(settings, args) as mon:
+    settings = settings_for(kafka_bootstrap, topic)
+    async with run_monitor(settings) as mon:
         first = await asyncio.wait_for(mon.pipeline.caught_up(), 60)
         assert list(first.values()) == [10]
         assert metric_sum(mon.registry, "citemon_answers_total") == 10

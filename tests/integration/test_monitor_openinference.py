@@ -83,8 +83,8 @@ async def test_two_span_traces_split_across_messages_are_scored_once(
         # Half the traces arrive children first, half root first.
         parts += [(key, children), (key, root)] if i % 2 else [(key, root), (key, children)]
     await send(kafka_bootstrap, topic, parts)
-    settings, args = settings_for(kafka_bootstrap, topic)
-    async with run_monitor(settings, args) as mon:
+    settings = settings_for(kafka_bootstrap, topic)
+    async with run_monitor(settings) as mon:
         # Every part committed, hence every trace counted: a second scoring would be too.
         await asyncio.wait_for(mon.pipeline.caught_up(), 60)
         labels = {"service": "oi-bot", "version": "oi-1"}

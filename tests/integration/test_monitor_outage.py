@@ -42,7 +42,7 @@ async def test_judge_outage_holds_the_line_then_scores_everything(
     topic = await kafka_topic(partitions=2)
     async with JudgeServer() as judge:
         judge.script(Fault.status(503), forever=True)
-        settings, args = settings_for(
+        settings = settings_for(
             kafka_bootstrap,
             topic,
             (
@@ -53,7 +53,7 @@ async def test_judge_outage_holds_the_line_then_scores_everything(
             answer_retry_backoff_s=0.2,
             answer_retry_backoff_max_s=0.5,
         )  # fmt: skip
-        async with run_monitor(settings, args) as mon:
+        async with run_monitor(settings) as mon:
             first = await asyncio.to_thread(publish, kafka_bootstrap, topic, [("v1", 30, False)])
             await wait_for(lambda: mon.pipeline.gate.down, 15, "the gate to see the outage")
             await wait_for(lambda: _lag(mon) >= 30, 10, "lag to show the held answers")
@@ -89,20 +89,20 @@ async def test_answers_cut_off_by_the_drain_deadline_are_not_committed(
     monkeypatch.setenv("CITEMON_TEST_JUDGE_DELAY_S", "0.3")
     topic = await kafka_topic(partitions=2)
     sent = await asyncio.to_thread(publish, kafka_bootstrap, topic, [("v1", 40, False)])
-    settings, args = settings_for(
+    settings = settings_for(
         kafka_bootstrap,
         topic,
         ("--judge", "tests.integration.slow_judge:factory"),
         max_inflight_answers=6,
         drain_timeout_s=0.05,
     )
-    async with run_monitor(settings, args) as mon:
+    async with run_monitor(settings) as mon:
         await wait_for(lambda: metric_sum(mon.registry, "citemon_answers_total") >= 3, 30, "3")
     stats = mon.task.result()
     first = int(metric_sum(mon.registry, "citemon_answers_total"))
     assert stats.cancelled_at_drain > 0  # the deadline really cut answers off
     assert first == stats.answers_committed < len(sent)
     # The next run scores exactly what the first did not commit: nothing lost, nothing twice.
-    async with run_monitor(settings, args) as mon2:
+    async with run_monitor(settings) as mon2:
         await asyncio.wait_for(mon2.pipeline.caught_up(), 90)  # the rest, committed
         assert metric_sum(mon2.registry, "citemon_answers_total") == len(sent) - first

@@ -153,7 +153,7 @@ async def test_replicas_joining_and_leaving_mid_stream_count_every_trace_once(
     topic = await kafka_topic(partitions=partitions)
     results = await kafka_topic(partitions=1) if with_results else None
     monkeypatch.setenv("CITEMON_TEST_JUDGE_DELAY_S", "0.1")
-    settings, args = settings_for(
+    settings = settings_for(
         kafka_bootstrap,
         topic,
         ("--judge", "tests.integration.slow_judge:factory"),
@@ -166,8 +166,8 @@ async def test_replicas_joining_and_leaving_mid_stream_count_every_trace_once(
         max_inflight_answers=8,
     )
     messages = rootless_traces(n_traces)
-    first = run_monitor(settings, args)
-    second = run_monitor(settings, args)
+    first = run_monitor(settings)
+    second = run_monitor(settings)
     a = await first.__aenter__()
     a_open, b_open = True, False
     try:

@@ -1,9 +1,9 @@
 """A monitor that cannot fail silently, on the real broker.
 
 * A supervised background task that dies turns ``/healthz`` to 503 and the process exits 1
-  with the cause logged (the real process, with the test-only ``CITEMON_TEST_FAULT`` hook in
-  the commit loop; in-process, the hook in the lag loop, and the metrics listener really
-  closed).
+  with the cause logged (the real process, whose consumer's first commit fails: the commit
+  loop dies; in-process, a consumer whose log ends fail: the lag loop dies; and the metrics
+  listener really closed). The faults are injected clients (``tests/kafka_faults.py``).
 * While a 2 MB answer (a 1 MB answer of ~13,000 sentences plus 1 MB of passages) is split and
   judged off the event loop, the consumer keeps its group membership under a 6 s session
   timeout (the other member never gets its partition; no rebalance) and ``/healthz`` answers.
@@ -27,7 +27,6 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from citemon.core.errors import MonitorFailed
-from citemon.service.pipeline import FAULT_ENV
 from tests.integration.conftest import TopicFactory
 from tests.integration.monitor_support import (
     metric_sum,
@@ -38,6 +37,7 @@ from tests.integration.monitor_support import (
     wait_for,
 )
 from tests.integration.prometheus_support import free_port
+from tests.kafka_faults import FaultyClients
 
 SESSION_TIMEOUT_MS = 6000  # the broker's minimum (group.min.session.timeout.ms)
 SENTENCE = "The reactor output rose by twelve percent in the third quarter of the year. [p0] "
@@ -54,8 +54,16 @@ async def test_a_dead_commit_loop_turns_healthz_unhealthy_and_the_process_exits_
     kafka_bootstrap: str, kafka_topic: TopicFactory, tmp_path: Path
 ) -> None:
     topic = await kafka_topic(partitions=1)
-    # Answers whose judge takes 30 s a call: in flight when the commit loop dies, so the drain
-    # (4 s, then they are cancelled) holds the process long enough to see /healthz say 503.
+    # First a record that is no OTLP (dead-lettered: finished at once, so the first commit
+    # comes at once, and fails), then answers whose judge takes 30 s a call: in flight when the
+    # commit loop dies, so the drain (4 s, then they are cancelled) holds the process long
+    # enough to see /healthz say 503.
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, b"not an OTLP payload", partition=0)
+    finally:
+        await producer.stop()
     await asyncio.to_thread(publish, kafka_bootstrap, topic, [("v1", 6, False)], seed=3)
     port = free_port()
     log = tmp_path / "run.log"
@@ -66,8 +74,9 @@ async def test_a_dead_commit_loop_turns_healthz_unhealthy_and_the_process_exits_
     )
     proc = start_process(
         flags.split(),
-        env={FAULT_ENV: "citemon-commit@8", "CITEMON_TEST_JUDGE_DELAY_S": "30"},
+        env={"CITEMON_TEST_JUDGE_DELAY_S": "30"},
         log_path=log,
+        faults=["--fail-commit"],
     )
     seen: list[int | None] = []
     try:
@@ -88,7 +97,7 @@ async def test_a_dead_commit_loop_turns_healthz_unhealthy_and_the_process_exits_
     assert 200 in statuses and 503 in statuses, seen
     assert statuses.index(503) > statuses.index(200)
     assert statuses[statuses.index(503) :] == [503]  # never healthy again once it said 503
-    cause = f"RuntimeError('fault injected by {FAULT_ENV} into citemon-commit')"
+    cause = "InjectedFault('the test refused the first commit')"
     assert f"background task citemon-commit died: {cause}" in text
     assert "citemon: error: background task citemon-commit died" in text
     assert "Traceback" in text  # the cause's stack is logged, not only its name
@@ -98,9 +107,9 @@ async def test_a_closed_metrics_listener_stops_the_monitor_with_the_cause(
     kafka_bootstrap: str, kafka_topic: TopicFactory
 ) -> None:
     topic = await kafka_topic(partitions=1)
-    settings, args = settings_for(kafka_bootstrap, topic)
+    settings = settings_for(kafka_bootstrap, topic)
     with pytest.raises(MonitorFailed, match="background task citemon-metrics was cancelled"):
-        async with run_monitor(settings, args) as mon:
+        async with run_monitor(settings) as mon:
             await wait_for(lambda: mon.pipeline.ready, 30, "partitions assigned")
             assert mon.pipeline.live
             mon.server._server.close()  # type: ignore[union-attr]  # the listener goes away
@@ -110,13 +119,12 @@ async def test_a_closed_metrics_listener_stops_the_monitor_with_the_cause(
 
 
 async def test_a_dead_lag_loop_stops_the_monitor_with_the_cause(
-    kafka_bootstrap: str, kafka_topic: TopicFactory, monkeypatch: pytest.MonkeyPatch
+    kafka_bootstrap: str, kafka_topic: TopicFactory
 ) -> None:
     topic = await kafka_topic(partitions=1)
-    monkeypatch.setenv(FAULT_ENV, "citemon-lag@1")
-    settings, args = settings_for(kafka_bootstrap, topic)
+    settings = settings_for(kafka_bootstrap, topic)
     with pytest.raises(MonitorFailed, match="background task citemon-lag died: RuntimeError"):
-        async with run_monitor(settings, args) as mon:
+        async with run_monitor(settings, clients=FaultyClients(fail_lag=True)) as mon:
             await wait_for(lambda: not mon.pipeline.live, 30, "the lag loop's death")
             assert not mon.pipeline.ready
             await asyncio.wait_for(asyncio.shield(mon.task), 30)
@@ -175,12 +183,12 @@ async def test_a_2mb_answer_is_scored_without_losing_group_membership(
     other.subscribe([topic], listener=other_listener)
     await other.start()
     polling = asyncio.create_task(_poll_forever(other))
-    settings, args = settings_for(
+    settings = settings_for(
         kafka_bootstrap, topic, session_timeout_ms=SESSION_TIMEOUT_MS, lag_interval_s=1.0
     )
     try:
         await wait_for(lambda: bool(other.assignment()), 30, "the other member's partitions")
-        async with run_monitor(settings, args) as mon:
+        async with run_monitor(settings) as mon:
             await wait_for(
                 lambda: len(mon.pipeline.assigned) == 1 and len(other.assignment()) == 1,
                 45,

@@ -66,14 +66,14 @@ async def test_lexical_canary_and_corrected_accuracy(
     expected = await expected_verdicts(sent)
     calib_path = tmp_path / "lexical.calibration.json"
     CALIB.save(calib_path)
-    settings, args = settings_for(
+    settings = settings_for(
         kafka_bootstrap,
         topic,
         results_topic=results,
         calibration=calib_path,
         probe_rate=0.5,
     )
-    async with run_monitor(settings, args) as mon:
+    async with run_monitor(settings) as mon:
         await wait_for(
             lambda: metric_sum(mon.registry, "citemon_answers_total") >= n, 30, "all answers"
         )
@@ -145,10 +145,10 @@ async def test_a_blind_judge_has_canary_sensitivity_zero(
     sent = await asyncio.to_thread(publish, kafka_bootstrap, topic, plan, seed=3)
     shufflable = sum(_citation_sets(r) >= 2 for r in sent)
     assert shufflable >= 20
-    settings, args = settings_for(
+    settings = settings_for(
         kafka_bootstrap, topic, ("--judge", "tests.oracles:yes_judge"), probe_rate=1.0
     )
-    async with run_monitor(settings, args) as mon:
+    async with run_monitor(settings) as mon:
         await wait_for(
             lambda: sum(_canary_counts(mon.registry).values()) >= n, 30, "every answer's canary"
         )

@@ -439,7 +439,7 @@ async def test_run_scores_the_typed_trace_and_holds_answers_through_a_store_outa
     first = with_trace_id(typed_trace[0], bytes.fromhex("11" * 16))
     second = with_trace_id(typed_trace[0], bytes.fromhex("22" * 16))
     flags = ("--judge", JUDGE, "--passage-store", pg.url, "--passage-store-query", QUERY)
-    settings, args = settings_for(
+    settings = settings_for(
         kafka_bootstrap,
         topic,
         # No cache: the held answer asks for the very IDs the first one fetched.
@@ -454,7 +454,7 @@ async def test_run_scores_the_typed_trace_and_holds_answers_through_a_store_outa
     producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
     await producer.start()
     try:
-        async with run_monitor(settings, args) as mon:
+        async with run_monitor(settings) as mon:
             r = mon.registry
             await producer.send_and_wait(topic, first[1], key=first[0])
             await wait_for(
@@ -504,7 +504,7 @@ async def test_run_scores_the_typed_trace_through_every_other_backend(
     topic = await kafka_topic(partitions=1)
     results = await kafka_topic(partitions=1)
     key, value = with_trace_id(typed_trace[0], bytes.fromhex("33" * 16))
-    settings, args = settings_for(
+    settings = settings_for(
         kafka_bootstrap,
         topic,
         ("--judge", JUDGE, *store_flags),
@@ -517,7 +517,7 @@ async def test_run_scores_the_typed_trace_through_every_other_backend(
         await producer.send_and_wait(topic, value, key=key)
     finally:
         await producer.stop()
-    async with run_monitor(settings, args) as mon:
+    async with run_monitor(settings) as mon:
         r = mon.registry
         await wait_for(lambda: metric_sum(r, "citemon_answers_total") == 1, 60, "the answer")
         assert metric_sum(r, "citemon_claims_total", verdict="correct") == 1

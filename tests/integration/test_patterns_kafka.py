@@ -56,11 +56,11 @@ async def test_each_bug_is_counted_under_its_pattern(
     results = await kafka_topic(partitions=1)
     answers = {bug: list(buggy_answers(bug, PER_BUG, seed=11)) for bug in BUGS}
     await asyncio.to_thread(_ship, kafka_bootstrap, topic, answers)
-    settings, args = settings_for(
+    settings = settings_for(
         kafka_bootstrap, topic, ("--judge", "tests.buggy_rag:planted_judge"),
         results_topic=results,
     )  # fmt: skip
-    async with run_monitor(settings, args) as mon:
+    async with run_monitor(settings) as mon:
         r = mon.registry
         await wait_for(
             lambda: metric_sum(r, "citemon_answers_total") == PER_BUG * len(BUGS),

@@ -228,10 +228,10 @@ async def test_a_review_record_over_kafkas_message_limit_does_not_stall_its_part
             await producer.send_and_wait(topic, value)
     finally:
         await producer.stop()
-    settings, args = settings_for(
+    settings = settings_for(
         kafka_bootstrap, topic, review_rate=1.0, review_topic=review, trace_window_s=60.0
     )
-    async with run_monitor(settings, args) as mon:
+    async with run_monitor(settings) as mon:
         await asyncio.wait_for(mon.pipeline.caught_up(), 60)
         assert metric_sum(mon.registry, "citemon_answers_total") == 2
     got = await _review_records(kafka_bootstrap, review)

@@ -15,15 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from bench.judge_cost import TARGET, measure
-from citemon.core.errors import ConfigError, JudgeHTTPError, JudgeInvalidReply
+from citemon.core.errors import JudgeHTTPError, JudgeInvalidReply
 from citemon.core.judge import BatchJudge, CitedVerdict, SupportVerdict
 from citemon.core.records import AnswerRecord, AnswerScore, Passage
 from citemon.demo.data import sample_records, specimen
 from citemon.engine.scoring import Scorer, ScoringOptions
 from citemon.engine.summary import summarize
-from citemon.judges import JudgeOptions, add_judge_arguments, judge_options, load_judge
+from citemon.judges import JudgeSettings, add_judge_arguments, judge_options, load_judge
 from citemon.judges.http import HTTPBatchJudge, HTTPJudge
 from citemon.judges.prompts import (
     CITED_PRECISION_SYSTEM,
@@ -514,9 +515,9 @@ async def test_judge_protocol_flag(monkeypatch: pytest.MonkeyPatch) -> None:
     add_judge_arguments(parser)
     assert judge_options(parser.parse_args([])).protocol == "v1"
     options = judge_options(parser.parse_args(["--judge-protocol", "v2"]))
-    async with load_judge("http", options) as v2, load_judge("http", JudgeOptions()) as v1:  # type: ignore[attr-defined]
+    async with load_judge("http", options) as v2, load_judge("http", JudgeSettings()) as v1:  # type: ignore[attr-defined]
         assert type(v2) is HTTPBatchJudge and type(v1) is HTTPJudge
     with pytest.raises(SystemExit):
         parser.parse_args(["--judge-protocol", "v3"])
-    with pytest.raises(ConfigError):
-        load_judge("http", JudgeOptions(protocol="v3"))
+    with pytest.raises(ValidationError, match="--judge-protocol must be v1 or v2"):
+        JudgeSettings(protocol="v3")  # checked by the model, before any judge is built

@@ -1,4 +1,4 @@
-"""citemon.service.batches on record batches built by aiokafka's own builder (no broker needed)."""
+"""The bad-batch scan of citemon.service.recovery, on batches built by aiokafka's own builder."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from aiokafka.record.util import calc_crc32c
 from aiokafka.structs import TopicPartition
 
-from citemon.service.batches import CODECS, disable_codecs, split_batches, unpack_batches
+from citemon.service.recovery import CODECS, split_batches, unpack_batches
+from tests.kafka_faults import disable_codecs
 
 TP = TopicPartition("t", 0)
 
@@ -94,11 +95,9 @@ def test_disable_codecs_checks_every_name_before_patching_any(
     with pytest.raises(ValueError, match="unknown codec 'brotli'"):
         disable_codecs("zstd,brotli")
     assert aiokafka.codec.has_zstd() is True
-    monkeypatch.setenv("CITEMON_TEST_DISABLE_CODECS", " ZSTD ")
-    assert disable_codecs() == ["zstd"]
+    assert disable_codecs(" ZSTD ") == ["zstd"]
     assert aiokafka.codec.has_zstd() is False
-    monkeypatch.delenv("CITEMON_TEST_DISABLE_CODECS")
-    assert disable_codecs() == []
+    assert disable_codecs("") == []
 
 
 def _recrc(raw: bytearray) -> bytes:

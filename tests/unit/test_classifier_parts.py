@@ -10,7 +10,7 @@ from citemon.cli import build_parser
 from citemon.core.errors import ConfigError, JudgeInvalidReply
 from citemon.core.records import Verdict
 from citemon.judges import (
-    JudgeOptions,
+    JudgeSettings,
     ThresholdJudge,
     entailment_score,
     judge_options,
@@ -99,13 +99,13 @@ def test_a_bad_threshold_env_var_is_a_usage_error(monkeypatch: pytest.MonkeyPatc
 
 
 async def test_load_judge_builds_the_classifier_with_its_options() -> None:
-    options = JudgeOptions(base_url="http://127.0.0.1:8080", label="LABEL_1", threshold=0.25)
+    options = JudgeSettings(base_url="http://127.0.0.1:8080", label="LABEL_1", threshold=0.25)
     judge = load_judge("classifier", options)
     assert isinstance(judge, ClassifierJudge)
     assert (judge.label, judge.threshold, judge.batch_pairs) == ("LABEL_1", 0.25, 32)
     assert "base_url='http://127.0.0.1:8080'" in repr(judge)
     await judge.aclose()
-    default = load_judge("classifier", JudgeOptions(base_url="http://127.0.0.1:8080"))
+    default = load_judge("classifier", JudgeSettings(base_url="http://127.0.0.1:8080"))
     assert isinstance(default, ClassifierJudge) and default.threshold == 0.5
     await default.aclose()
 
@@ -140,6 +140,6 @@ async def test_threshold_judge_re_decides_from_p_entailed() -> None:
 
 def test_threshold_judge_refuses_a_judge_that_declares_nothing() -> None:
     with pytest.raises(ConfigError, match="does not say what its confidence means"):
-        load_judge("lexical", JudgeOptions(threshold=0.4))
-    wrapped = load_judge("learned", JudgeOptions(threshold=0.4))
+        load_judge("lexical", JudgeSettings(threshold=0.4))
+    wrapped = load_judge("learned", JudgeSettings(threshold=0.4))
     assert isinstance(wrapped, ThresholdJudge) and isinstance(wrapped.judge, LearnedJudge)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from citemon.service.entries import OutMessage
 from citemon.service.fitting import RECORD_OVERHEAD_BYTES, RecordLimits, fit_dead_letter, fit_result
+from citemon.service.ledger import OutMessage
 
 
 def _body(claims: int, excerpt_chars: int = 200) -> dict[str, object]:

@@ -9,8 +9,9 @@ import logging
 import pytest
 
 from citemon.cli import build_parser, main
-from citemon.commands._options import ScoringSettings, scoring_options
+from citemon.commands._options import scoring_options
 from citemon.core.settings import Flag, FlagSettings
+from citemon.engine.settings import ScoringSettings
 from citemon.judges.settings import JudgeSettings
 from citemon.service.settings import Settings
 

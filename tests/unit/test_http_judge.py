@@ -6,7 +6,6 @@ Its behaviour over the network is in tests/integration/test_http_judge_faults.py
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import email.utils
 import json
 import math
@@ -16,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from citemon.cli import main
 from citemon.core.errors import ConfigError, JudgeHTTPError, JudgeInvalidReply, JudgeRateLimited
 from citemon.core.records import Verdict
-from citemon.judges import add_judge_arguments, judge_options, load_judge
+from citemon.judges import JudgeSettings, add_judge_arguments, judge_options, load_judge
 from citemon.judges.http import HTTPJudge
 from citemon.judges.prompts import (
     ENTAILMENT_SYSTEM,
@@ -465,9 +465,9 @@ def test_judge_format_flag_and_config_errors(monkeypatch: pytest.MonkeyPatch) ->
     add_judge_arguments(parser)
     assert judge_options(parser.parse_args([])).format == "minicheck"
     with pytest.raises(ConfigError, match="--judge-protocol v1"):
-        load_judge("http", dataclasses.replace(options, protocol="v2"))
-    with pytest.raises(ConfigError, match="--judge-format"):
-        load_judge("http", dataclasses.replace(options, format="yaml"))
+        load_judge("http", options.model_copy(update={"protocol": "v2"}))
+    with pytest.raises(ValidationError, match="--judge-format"):
+        JudgeSettings(format="yaml")  # checked by the model, before any judge is built
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from citemon.demo.data import specimen
 from citemon.engine.excerpts import MAX_EXCERPT_CHARS, MAX_EXCERPTS, excerpt_of, excerpts
 from citemon.engine.scoring import Scorer
 from citemon.judges.lexical import LexicalJudge
-from citemon.service.messages import result_message
+from citemon.service.outputs import result_message
 from citemon.service.settings import Settings
 
 T0 = 1_764_576_000_000  # 2025-12-01T08:00:00Z

@@ -69,10 +69,10 @@ def test_fetch_request_and_the_consumers_unpacking_take_these_arguments() -> Non
     FetchRequest(0, 1, 1024, 1, [("t", [(0, 0, 1024)])])  # the arguments scan_partition passes
 
 
-def test_every_codec_has_the_probe_disable_codec_replaces() -> None:
+def test_every_codec_has_the_probe_the_tests_replace() -> None:
     import aiokafka.codec as codec
 
-    from citemon.service.kafka_internals import CODEC_NAMES
+    from tests.kafka_faults import CODEC_NAMES
 
     for name in CODEC_NAMES:
         assert callable(getattr(codec, f"has_{name}")), name

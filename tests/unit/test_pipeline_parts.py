@@ -1,4 +1,5 @@
-"""The pipeline's pure parts: ordered offsets, the dedupe window, and the judge-outage gate."""
+"""The pipeline's pure parts: the ledger's ordered offsets and dedupe window, and the judge-outage
+gate."""
 
 from __future__ import annotations
 
@@ -8,57 +9,80 @@ import pytest
 from aiokafka import TopicPartition
 
 from citemon.core.records import AnswerScore, ClaimResult, UnjudgedCause
-from citemon.service.dedupe import DedupeWindow
 from citemon.service.gate import JudgeGate, judge_failed
-from citemon.service.offsets import OffsetTracker
+from citemon.service.ledger import Finished, Ledger, PipelineStats
 
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
 
 
+def _ledger(dedupe_window: int = 100_000) -> Ledger:
+    ledger = Ledger(PipelineStats(), dedupe_window=dedupe_window)
+    ledger.assign([TP0, TP1], opening=False)
+    return ledger
+
+
 def test_commits_only_the_finished_prefix_with_gaps_in_offsets() -> None:
-    tracker: OffsetTracker[TopicPartition] = OffsetTracker()
-    tracker.assign([TP0, TP1])
-    entries = {o: tracker.add(TP0, o) for o in (5, 6, 9, 10)}  # 7, 8: compacted/markers
-    other = tracker.add(TP1, 0)
-    assert tracker.ready() == []
-    tracker.release(entries[6])
-    tracker.release(entries[9])
-    assert tracker.ready() == []  # 5 still running: nothing after it may commit
-    tracker.release(entries[5])
-    (r,) = tracker.ready()
+    ledger = _ledger()
+    entries = {o: ledger.take(TP0, o) for o in (5, 6, 9, 10)}  # 7, 8: compacted/markers
+    other = ledger.take(TP1, 0)
+    assert ledger.ready() == []
+    ledger.release(entries[6])  # type: ignore[arg-type]
+    ledger.release(entries[9])  # type: ignore[arg-type]
+    assert ledger.ready() == []  # 5 still running: nothing after it may commit
+    ledger.release(entries[5])  # type: ignore[arg-type]
+    (r,) = ledger.ready()
     assert (r.tp, r.offset, [e.offset for e in r.entries]) == (TP0, 10, [5, 6, 9])
-    tracker.confirm([r])
-    assert tracker.committed(TP0) == 10
-    assert len(tracker) == 2 and tracker.unfinished() == 2
-    tracker.hold(entries[10])
-    tracker.release(entries[10])
-    assert tracker.ready() == []  # held once more: still pending
-    tracker.release(entries[10])
-    assert [x.offset for x in tracker.ready()] == [11]
-    lost = tracker.revoke([TP1])
-    assert lost == [other] and not other.alive
+    ledger.confirm(r)
+    assert ledger.committed(TP0) == 10
+    assert len(ledger) == 2 and ledger.unfinished() == 2
+    ledger.hold(entries[10])  # type: ignore[arg-type]
+    ledger.release(entries[10])  # type: ignore[arg-type]
+    assert ledger.ready() == []  # held once more: still pending
+    ledger.release(entries[10])  # type: ignore[arg-type]
+    assert [x.offset for x in ledger.ready()] == [11]
+    lost = ledger.drop([TP1])
+    assert lost == [other] and other is not None and not other.alive
 
 
-def test_out_of_order_add_is_refused() -> None:
-    tracker: OffsetTracker[TopicPartition] = OffsetTracker()
-    tracker.add(TP0, 3)
+def test_out_of_order_take_is_refused() -> None:
+    ledger = _ledger()
+    ledger.take(TP0, 3)
     with pytest.raises(ValueError, match="not in order"):
-        tracker.add(TP0, 3)  # repeated
+        ledger.take(TP0, 3)  # repeated
     with pytest.raises(ValueError, match="not in order"):
-        tracker.add(TP0, 2)  # earlier
-    assert tracker.add(TP1, 2).offset == 2  # another partition keeps its own order
-    assert tracker.add(TP0, 4).offset == 4
+        ledger.take(TP0, 2)  # earlier
+    assert ledger.take(TP1, 2).offset == 2  # type: ignore[union-attr]  # its own order
+    assert ledger.take(TP0, 4).offset == 4  # type: ignore[union-attr]
 
 
-def test_dedupe_window_is_bounded_lru() -> None:
-    window = DedupeWindow(3)
-    for i in range(5):
-        window.add((f"t{i}", "s"))
-    assert len(window) == 3
-    assert ("t1", "s") not in window and ("t4", "s") in window
-    window.add(("t2", "s"))  # touched: now newest
-    window.add(("t5", "s"))
-    assert ("t2", "s") in window and ("t3", "s") not in window
+def test_records_of_a_partition_not_readable_are_not_taken() -> None:
+    ledger = Ledger(PipelineStats())
+    assert ledger.take(TP0, 0) is None  # not assigned
+    ledger.assign([TP0], opening=True)
+    assert ledger.take(TP0, 0) is None  # its producer is not open yet
+    ledger.opened(TP0, 5)
+    assert ledger.take(TP0, 4) is None  # below the committed offset read after fencing
+    assert ledger.take(TP0, 5) is not None and ledger.stats.records == 1
+
+
+def _counted(ledger: Ledger, offset: int, trace_id: str) -> int:
+    """Finish one answer at ``offset`` of TP0, commit it; how many answers it counted."""
+    entry = ledger.take(TP0, offset)
+    assert entry is not None
+    ledger.finish_answer([entry], Finished(AnswerScore(trace_id=trace_id), "s"))
+    (r,) = ledger.ready()
+    ledger.confirm(r)
+    return len(r.counted)
+
+
+def test_the_dedupe_window_is_bounded_lru() -> None:
+    ledger = _ledger(dedupe_window=3)
+    assert [_counted(ledger, i, f"t{i}") for i in range(5)] == [1] * 5
+    assert not ledger.seen(("t1", "s")) and ledger.seen(("t4", "s"))
+    assert _counted(ledger, 5, "t4") == 0  # in the window: a duplicate, not counted
+    assert _counted(ledger, 6, "t1") == 1  # fell out of it: counted again, now newest
+    assert ledger.seen(("t1", "s")) and not ledger.seen(("t2", "s"))  # t2 was the oldest
+    assert ledger.stats.duplicates == 1
 
 
 def _score(cause: UnjudgedCause | None, reason: str | None = None) -> AnswerScore:

@@ -5,7 +5,10 @@ transactional IDs every replica derives for a partition are the same."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 from aiokafka import TopicPartition
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -20,14 +23,12 @@ from citemon.judges.lexical import LexicalJudge
 from citemon.metrics import Metrics
 from citemon.otlp.assembly import TraceAssembler
 from citemon.otlp.decoding import decode_otlp
-from citemon.service.batches import BadBatch, Scan
-from citemon.service.hooks import PipelineHooks
-from citemon.service.offsets import OffsetTracker
-from citemon.service.partitions import PartitionStates
+from citemon.service.clients import KafkaClients
+from citemon.service.fitting import RecordLimits
+from citemon.service.ledger import Ledger, PipelineStats
 from citemon.service.pipeline import Pipeline
-from citemon.service.recovery import BatchRecovery, Scanner
+from citemon.service.recovery import BadBatch, BatchRecovery, Scan, Scanner
 from citemon.service.settings import Settings
-from citemon.service.stats import PipelineStats
 
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
 
@@ -80,7 +81,7 @@ def rootless_parts() -> tuple[list[ReadableSpan], list[ReadableSpan]]:
 
 
 async def pipeline(
-    clock: Clock, *, hooks: PipelineHooks | None = None, scan: Scanner | None = None
+    clock: Clock, *, decode_slice_s: float = 0.02, scan: Scanner | None = None
 ) -> tuple[Pipeline, CollectorRegistry]:
     """A pipeline without a broker, owning TP0 and TP1 (no delivery: nothing opens)."""
     registry = CollectorRegistry()
@@ -91,7 +92,7 @@ async def pipeline(
         Metrics(registry),
         assembler=TraceAssembler(window_s=5.0, clock=clock),
         clock=clock,
-        hooks=hooks,
+        decode_slice_s=decode_slice_s,
         scan=scan,
     )
     await p.on_partitions_assigned([TP0, TP1])
@@ -136,7 +137,7 @@ async def test_a_kept_partitions_held_trace_is_settled_with_its_records() -> Non
     await job
     (ready,) = p.offsets.ready()
     assert (ready.tp, ready.offset) == (TP1, 9)
-    assert [len(e.scores) for e in ready.entries] == [0, 1]  # counted only with offset 8's commit
+    assert [len(e.answers) for e in ready.entries] == [0, 1]  # counted only with offset 8's commit
 
 
 async def test_parts_are_released_only_once_the_assembler_lets_the_trace_go() -> None:
@@ -241,7 +242,7 @@ async def test_a_trace_cancelled_at_revoke_is_scored_when_its_partition_comes_ba
     await job
     (ready,) = p.offsets.ready()
     assert (ready.tp, ready.offset) == (TP0, 2)
-    assert [len(e.scores) for e in ready.entries] == [0, 1]
+    assert [len(e.answers) for e in ready.entries] == [0, 1]
 
 
 async def test_a_scored_uncommitted_trace_is_scored_again_when_its_partition_comes_back() -> None:
@@ -252,7 +253,7 @@ async def test_a_scored_uncommitted_trace_is_scored_again_when_its_partition_com
     (job,) = list(p.jobs)
     await job  # finished: its score sits in offset 1's entry, not committed (no delivery)
     (ready,) = p.offsets.ready()
-    assert [len(e.scores) for e in ready.entries] == [0, 1]
+    assert [len(e.answers) for e in ready.entries] == [0, 1]
     p.lose({TP0}, "fenced in this test")  # its score is dropped, uncounted
     await p.on_partitions_revoked([TP0])
     await p.on_partitions_assigned([TP0])
@@ -263,11 +264,11 @@ async def test_a_scored_uncommitted_trace_is_scored_again_when_its_partition_com
     await job
     (ready,) = p.offsets.ready()
     assert (ready.tp, ready.offset) == (TP0, 2)
-    assert [len(e.scores) for e in ready.entries] == [0, 1]
+    assert [len(e.answers) for e in ready.entries] == [0, 1]
 
 
 class Consumer:
-    """The calls :meth:`Pipeline._skip_undecodable` makes of an AIOKafkaConsumer."""
+    """The calls the bad-batch recovery and the opening of a partition make of a consumer."""
 
     def __init__(self, committed: int) -> None:
         self._committed = committed
@@ -289,9 +290,8 @@ class Consumer:
 
 
 async def test_a_bad_batch_met_while_a_partition_opens_is_left_for_after_its_seek() -> None:
-    parts = PartitionStates()
-    parts.assign({TP0}, opening=True)  # its producer is not open yet
-    tracker: OffsetTracker[TopicPartition] = OffsetTracker()
+    ledger = Ledger(PipelineStats())
+    ledger.assign([TP0], opening=True)  # its producer is not open yet
     bad = BadBatch("t", 0, 1, 4, "zstd", "unsupported_codec", "no zstd", b"raw")
     scanned: list[tuple[TopicPartition, int]] = []
 
@@ -299,102 +299,211 @@ async def test_a_bad_batch_met_while_a_partition_opens_is_left_for_after_its_see
         scanned.append((tp, start))
         return Scan(bad=bad)
 
-    def take(tp: TopicPartition, rec: Rec) -> None:  # as Pipeline.take: finished at once
-        parts.taken_to[tp] = rec.offset + 1
-        tracker.release(tracker.add(tp, rec.offset))
+    def take(tp: TopicPartition, rec: Rec) -> None:  # as intake's take: finished at once
+        entry = ledger.take(tp, rec.offset)
+        if entry is not None:
+            ledger.release(entry)
 
-    stats = PipelineStats()
     recovery = BatchRecovery(
         Settings(),
-        parts,
-        stats,
-        tracker,
+        ledger,
         take=take,
-        on_change=lambda: None,
-        hooks=PipelineHooks(unlocated_backoff_s=0.0),
+        clients=KafkaClients(),
         scan=scan,
         client=object(),  # no broker: ``scan`` stands in for the re-read
+        unlocated_backoff_s=0.0,
     )
     consumer = Consumer(committed=0)
     await recovery.recover(consumer, ValueError("undecodable"))
-    assert scanned == [] and consumer.seeks == [] and len(tracker) == 0
+    assert scanned == [] and consumer.seeks == [] and len(ledger) == 0
     # The pipeline then seeks TP0 to its committed offset 0 and takes it from there...
-    parts.opening.discard(TP0)
+    ledger.opened(TP0, 0)
     take(TP0, Rec(0, b""))
     # ...and meets the bad batch after it: now it is skipped, from where intake stands.
     consumer.positions[TP0] = 1
     await recovery.recover(consumer, ValueError("undecodable"))
     assert scanned == [(TP0, 1)] and consumer.seeks == [(TP0, 4)]
-    assert stats.undecodable_batches == 1 and stats.rewound_partitions == 0
+    assert ledger.stats.undecodable_batches == 1 and ledger.stats.rewound_partitions == 0
     # One finished entry at the batch's last offset carries the dead letter: the commit
     # moves past the whole batch.
-    (ready,) = tracker.ready()
+    (ready,) = ledger.ready()
     assert (ready.offset, [e.offset for e in ready.entries]) == (4, [0, 3])
     assert ready.entries[1].dead_letters == ["unsupported_codec"]
 
 
-class Delivery:
-    """The calls :meth:`Pipeline._open_partitions` makes of a transactional KafkaDelivery."""
+class Producer:
+    """The calls a transactional KafkaDelivery makes of an AIOKafkaProducer; ``opens`` gates
+    its start (``init_transactions``: where a new owner waits for the previous one)."""
 
-    transactional = True
+    def __init__(self, committed: dict[TopicPartition, int], opens: asyncio.Event) -> None:
+        self.committed, self.opens = committed, opens
 
-    async def open(self, tp: TopicPartition) -> None:
+    async def start(self) -> None:
+        await self.opens.wait()
+
+    async def stop(self) -> None:
         return None
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[None]:
+        yield
+
+    async def send(self, *_: object, **__: object) -> asyncio.Future[None]:
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return done
+
+    async def send_offsets_to_transaction(self, offsets: dict[TopicPartition, Any], _: str) -> None:
+        self.committed.update({tp: o.offset for tp, o in offsets.items()})
 
 
 class Fetching(Consumer):
-    """A consumer whose first fetch (if ``stale``) predates the seek to the committed offset;
-    the next one waits for that seek and delivers from there; the one after stops the intake."""
+    """A group consumer that assigns TP1 (its log read from the start), then TP0 (committed at
+    2) in a callback of its own, as aiokafka's coordinator does. Its first fetch (if
+    ``stale``) predates TP0's seek to its committed offset, and TP0's producer opens only once
+    that fetch is handed out, so the seek lands while intake takes it; the next fetch waits
+    for the seek and delivers from there; the one after stops the intake."""
 
-    def __init__(self, committed: int, stale: list[Rec], end: int, stop: asyncio.Event) -> None:
-        super().__init__(committed)
+    def __init__(self, stale: list[Rec], end: int, stop: asyncio.Event) -> None:
+        super().__init__(committed=2)
         self.fetches = [{TP0: stale, TP1: [Rec(i, b"") for i in range(3)]}] if stale else []
-        self.end, self.stop = end, stop
-        self.sought = asyncio.Event()
+        self.end, self.done = end, stop
+        self.handed_out = asyncio.Event()  # the stale fetch (TP0's producer opens after it)
+        self.sought = asyncio.Event()  # TP0 sought to its committed offset
+        self.listener: Any = None
+        self.assigning: asyncio.Task[None] | None = None
+
+    def subscribe(self, topics: list[str], *, listener: Any) -> None:
+        self.listener = listener
+
+    async def start(self) -> None:
+        await self.listener.on_partitions_assigned([TP1])
+        self.assigning = asyncio.create_task(self.listener.on_partitions_assigned([TP0]))
+
+    async def stop(self) -> None:
+        return None
+
+    async def committed(self, tp: TopicPartition) -> int | None:
+        return self._committed if tp == TP0 else None
+
+    async def seek_to_beginning(self, tp: TopicPartition) -> None:
+        self.seek(tp, 0)
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         super().seek(tp, offset)
-        self.sought.set()
+        if tp == TP0:
+            self.sought.set()
+
+    def pause(self, *_: TopicPartition) -> None:
+        return None
+
+    def paused(self) -> set[TopicPartition]:
+        return set()
+
+    async def end_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: self.end for tp in tps}
 
     async def getmany(self, **_: object) -> dict[TopicPartition, list[Rec]]:
         if self.fetches:
+            self.handed_out.set()
             return self.fetches.pop()
-        if not self.sought.is_set():
-            await self.sought.wait()
-        if self.stop.is_set():
+        self.handed_out.set()
+        await self.sought.wait()
+        if self.done.is_set():
             return {}
-        self.stop.set()
+        self.done.set()
         return {TP0: [Rec(i, b"") for i in range(self.positions[TP0], self.end)]}
 
 
-async def test_records_fetched_before_an_opening_partitions_seek_are_not_taken_twice() -> None:
-    clock = Clock()
-    p, _ = await pipeline(clock, hooks=PipelineHooks(decode_slice_s=0.0))  # yield every record
-    p._parts.opening = {TP0}  # TP1's producer is open
+class Clients(KafkaClients):
+    """Hands the pipeline the fake consumer and producers (no broker)."""
+
+    def __init__(self, consumer: Fetching) -> None:
+        self.fake = consumer
+        self.committed: dict[TopicPartition, int] = {}
+        self.opening: dict[str, asyncio.Event] = {}
+
+    def consumer(self, **_: Any) -> Fetching:
+        return self.fake
+
+    async def check_topics(self, settings: Settings) -> RecordLimits:
+        return RecordLimits()  # no broker to ask: the default limits
+
+    async def watch_topics(self, settings: Settings, *, interval_s: float) -> None:
+        await asyncio.Event().wait()  # nothing to watch; cancelled at shutdown
+
+    def producer(self, **options: Any) -> Producer:
+        is_tp0 = str(options["transactional_id"]).endswith("-t-0")
+        opens = self.fake.handed_out if is_tp0 else asyncio.Event()
+        if not is_tp0:
+            opens.set()
+        return Producer(self.committed, opens)
+
+
+async def _run(stale: list[Rec]) -> tuple[PipelineStats, Fetching, dict[TopicPartition, int]]:
+    """A transactional pipeline run on the fakes until the consumer stops it; what it took,
+    and the offsets its final commit delivered."""
     stop = asyncio.Event()
-    consumer = Fetching(committed=2, stale=[Rec(i, b"") for i in range(10)], end=10, stop=stop)
-    p._consumer, p._delivery = consumer, Delivery()  # type: ignore[assignment]
-    # The seek lands while intake yields inside the stale fetch (the commit loop's tick).
-    await asyncio.gather(p._intake(consumer, stop), p._open_partitions())
-    assert consumer.seeks == [(TP0, 2)] and TP0 not in p._parts.opening
-    # TP0's offsets 2-9, each once (the stale fetch's rest was dropped); TP1's are kept.
-    assert p.stats.records == 8 + 3
-    assert [(r.tp, r.offset, [e.offset for e in r.entries]) for r in p.offsets.ready()] == [
-        (TP0, 10, list(range(2, 10))),
-        (TP1, 3, [0, 1, 2]),
-    ]
+    consumer = Fetching(stale, end=10, stop=stop)
+    clients = Clients(consumer)
+    settings = Settings(topic="t", results_topic="r", commit_interval_s=3600.0)
+    p = Pipeline(
+        settings, Scorer(LexicalJudge()), Metrics(CollectorRegistry()), clients=clients,
+        decode_slice_s=0.0,  # intake yields before every record
+    )  # fmt: skip
+    stats = await p.run(stop)
+    assert consumer.assigning is not None and consumer.assigning.done()
+    return stats, consumer, clients.committed
+
+
+async def test_records_fetched_before_an_opening_partitions_seek_are_not_taken_twice() -> None:
+    stats, consumer, committed = await _run(stale=[Rec(i, b"") for i in range(10)])
+    assert consumer.seeks == [(TP1, 0), (TP0, 2)]
+    # TP0's offsets 2-9, each once (the stale fetch's rest was dropped: taking it again would
+    # have raised "not in order"); TP1's, fetched with it, are kept.
+    assert stats.records == 8 + 3
+    assert committed == {TP0: 10, TP1: 3}
 
 
 async def test_records_fetched_after_a_seek_made_during_the_fetch_are_all_taken() -> None:
-    clock = Clock()
-    p, _ = await pipeline(clock, hooks=PipelineHooks(decode_slice_s=0.0))
-    p._parts.opening = {TP0}
-    stop = asyncio.Event()
-    consumer = Fetching(committed=2, stale=[], end=10, stop=stop)
-    p._consumer, p._delivery = consumer, Delivery()  # type: ignore[assignment]
     # getmany waits while the partition opens and seeks; what it returns is from the new
     # position (aiokafka drops what it fetched before the seek): none of it is stale.
-    await asyncio.gather(p._intake(consumer, stop), p._open_partitions())
-    assert consumer.seeks == [(TP0, 2)] and p.stats.records == 8
-    (ready,) = p.offsets.ready()
-    assert (ready.tp, ready.offset) == (TP0, 10)
+    stats, consumer, committed = await _run(stale=[])
+    assert consumer.seeks == [(TP1, 0), (TP0, 2)] and stats.records == 8
+    assert committed == {TP0: 10}
+
+
+class Recording:
+    """An at-least-once KafkaDelivery that records what each commit delivered."""
+
+    transactional = False
+
+    def __init__(self) -> None:
+        self.committed: list[tuple[TopicPartition, int]] = []
+
+    def is_open(self, tp: TopicPartition) -> bool:
+        return True
+
+    def broken(self, tp: TopicPartition) -> bool:
+        return False
+
+    async def deliver(self, batches: list[tuple[Any, list[Any]]]) -> dict[TopicPartition, None]:
+        self.committed += [(r.tp, r.offset) for r, _ in batches]
+        return {r.tp: None for r, _ in batches}
+
+    async def close(self, tps: object) -> None:
+        return None
+
+
+async def test_a_revoked_partitions_finished_answers_commit_and_count_before_it_goes() -> None:
+    clock = Clock()
+    p, registry = await pipeline(clock)
+    delivery = Recording()
+    p._delivery = delivery  # type: ignore[assignment]  # no broker: what run() would set
+    first, second = rooted_parts()
+    take_trace(p, first, second)
+    (job,) = list(p.jobs)
+    await job  # scored, not yet committed
+    await p.on_partitions_revoked([TP0])
+    assert delivery.committed == [(TP0, 2)]  # committed at the revoke, not left to the next owner
+    assert answers(registry) == 1 and p.stats.answers_committed == 1

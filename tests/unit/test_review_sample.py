@@ -16,7 +16,7 @@ from citemon.engine.scoring import Scorer
 from citemon.judges.lexical import LexicalJudge
 from citemon.review.model import Label, ReviewRecord, append_label, read_review_records
 from citemon.review.sample import review_key, review_record, review_selected
-from citemon.service.review import review_message
+from citemon.service.outputs import review_message
 from citemon.service.sampling import ratio_bound, trace_id_sampled
 from citemon.service.settings import Settings
 

@@ -21,11 +21,11 @@ from citemon.engine.support_search import allot
 from citemon.judges.lexical import LexicalJudge
 from citemon.metrics import Metrics
 from citemon.otlp.assembly import TRACE_OUTCOMES, TraceAssembler
+from citemon.service.answers import score_with_retries
 from citemon.service.gate import JudgeGate, judge_failed
+from citemon.service.ledger import PipelineStats
 from citemon.service.pipeline import Pipeline
-from citemon.service.retries import score_with_retries
 from citemon.service.settings import Settings
-from citemon.service.stats import PipelineStats
 from tests.oracles import OracleJudge
 
 CLAIM = "The reactor output rose by twelve percent in the third quarter."
@@ -236,6 +236,7 @@ async def test_a_large_fetch_is_decoded_in_slices_and_a_rebalance_drops_the_rest
     assert pipeline.stats.sampled_out == taken
     assert [r.offset for r in pipeline.offsets.ready()] == [taken]
     # Without a rebalance every record is taken.
-    pipeline.offsets.confirm(pipeline.offsets.ready())
+    (ready,) = pipeline.offsets.ready()
+    pipeline.offsets.confirm(ready)
     await pipeline.take_all({tp: _fetch(tp, 50)[taken:]})
     assert pipeline.stats.records == 50

@@ -41,7 +41,7 @@ from citemon.cli import build_parser
 from citemon.core.errors import ConfigError, DecodeError, JudgeError, JudgeInvalidReply
 from citemon.core.records import AnswerRecord, Passage
 from citemon.engine.scoring import Scorer
-from citemon.judges import JudgeOptions, load_judge
+from citemon.judges import JudgeSettings, load_judge
 from citemon.judges.http import HTTPBatchJudge, HTTPJudge
 from citemon.judges.lexical import LexicalJudge
 from citemon.judges.prompts import (
@@ -187,7 +187,7 @@ def test_a_key_no_header_can_carry_is_refused_without_echoing_it(
     # UnicodeEncodeError that was no JudgeError at all, on the first request.
     monkeypatch.setenv("CITEMON_JUDGE_API_KEY", bad)
     with pytest.raises(ConfigError) as info:
-        load_judge("http", JudgeOptions(base_url="http://127.0.0.1:9/v1"))
+        load_judge("http", JudgeSettings(base_url="http://127.0.0.1:9/v1"))
     assert "CITEMON_JUDGE_API_KEY" in str(info.value)
     assert API_KEY not in str(info.value)
 

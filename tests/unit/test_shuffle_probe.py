@@ -30,8 +30,6 @@ from citemon.engine.summary import Summary
 from citemon.judges.http import HTTPBatchJudge
 from citemon.judges.lexical import LexicalJudge
 from citemon.metrics import Metrics
-from citemon.service.dedupe import DedupeWindow
-from citemon.service.messages import commit_outputs
 from citemon.service.pipeline import Pipeline
 from citemon.service.sampling import ratio_bound, trace_id_sampled
 from citemon.service.settings import Settings, settings_from_args
@@ -370,7 +368,7 @@ async def test_an_unreadable_calibration_stops_start_up(tmp_path: Path) -> None:
         args = build_parser().parse_args(["run", "--calibration", str(path)])
         settings = settings_from_args(args, metrics_port=0)
         with pytest.raises(ConfigError, match="cannot read calibration file"):
-            await serve(settings, args, stop=asyncio.Event())
+            await serve(settings, stop=asyncio.Event())
 
 
 def test_cli_exits_2_on_an_unreadable_calibration(
@@ -418,16 +416,17 @@ async def _score_and_commit(pipeline: Pipeline, trace_ids_: list[str]) -> None:
     tp = TopicPartition("t", 0)
     await pipeline.on_partitions_assigned([tp])
     # pending 1 each: the job's release finishes it, as the intake's would after admitting it
-    entries = [pipeline.offsets.add(tp, offset) for offset in range(len(trace_ids_))]
+    entries = [pipeline.offsets.take(tp, offset) for offset in range(len(trace_ids_))]
     jobs = pipeline.answers
     await asyncio.gather(
-        *(jobs.score(_correct_record(t), [e]) for t, e in zip(trace_ids_, entries, strict=True))
+        *(
+            jobs.score(_correct_record(t), [e])
+            for t, e in zip(trace_ids_, entries, strict=True)
+            if e is not None
+        )
     )
-    outputs = commit_outputs(
-        pipeline.offsets.ready(), DedupeWindow(10_000), pipeline.settings, pipeline.stats
-    )
-    for ready, _, counted in outputs:
-        pipeline._confirmed(ready, counted)
+    for ready in pipeline.offsets.ready():
+        pipeline._count(ready)
 
 
 async def test_a_failing_probe_leaves_the_real_answer_alone() -> None:
@@ -473,7 +472,7 @@ async def test_the_pipeline_probe_counts_only_the_probe() -> None:
         Settings(probe_rate=1.0),
         Scorer(_Slow(truth)),
         Metrics(reg2),
-        max_inflight_canaries=1,
+        max_inflight_probes=1,
     )
     await _score_and_commit(slow, ids[:10])
     await slow.shuffle_probes.idle()

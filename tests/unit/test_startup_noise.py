@@ -13,7 +13,7 @@ from aiokafka.errors import (
     KafkaConnectionError,
 )
 
-from citemon.service.startup_noise import COORDINATOR_LOGGER, StartupNoise, quiet_startup
+from citemon.service.lifecycle import COORDINATOR_LOGGER, StartupNoise, quiet_startup
 
 coordinator = logging.getLogger(COORDINATOR_LOGGER)
 

@@ -59,6 +59,7 @@ from citemon.engine.scoring import Scorer
 from citemon.engine.summary import summarize
 from citemon.judges import add_judge_arguments, judge_options, load_judge
 from citemon.passages import add_passage_store_arguments, open_store
+from citemon.passages.open import store_settings
 from citemon.service.settings import Settings
 
 if TYPE_CHECKING:
@@ -246,6 +247,7 @@ async def _live(args: argparse.Namespace) -> int:
     _check_timing(args, deploy_at_s=deploy_at, traffic_s=traffic_s)
     await _create_topics(args.bootstrap_servers, topics, partitions=3)
     settings = Settings(
+        judge=judge_options(args),
         bootstrap_servers=args.bootstrap_servers,
         topic=topic,
         group=f"citemon-demo-{run_id}",
@@ -270,7 +272,8 @@ async def _live(args: argparse.Namespace) -> int:
         loop.add_signal_handler(sig, on_signal)
     registry = CollectorRegistry()
     monitor_stop = asyncio.Event()
-    monitor = asyncio.create_task(serve(settings, args, stop=monitor_stop, registry=registry))
+    settings = settings.model_copy(update={"passages": store_settings(args)})  # its store
+    monitor = asyncio.create_task(serve(settings, stop=monitor_stop, registry=registry))
     collector_stack = contextlib.ExitStack()  # the Collector, when there is one
     workdir = Path(tempfile.mkdtemp(prefix="citemon-demo-"))  # its config override and log
     keep_workdir = False

@@ -1,17 +1,12 @@
-"""The one settings mechanism: a pydantic-settings model and its table of flags.
+"""The one settings mechanism: a pydantic-settings model, its table of flags, and its parts.
 
 Every setting of every command is a field of a :class:`FlagSettings` model, read from its
 ``CITEMON_*`` environment variable, and (if it has one) set by the flag of its :class:`Flag` row
 in the model's ``FLAGS`` table. Precedence, highest first: the flag, the variable, the default.
-Each layer extends the base with its own model: :class:`citemon.service.settings.Settings`
-(``citemon run``'s Kafka, sampling, delivery and metrics), :class:`citemon.judges.settings.
-JudgeSettings` (``--judge*``, shared by every command that judges) and
-:class:`citemon.commands._options.ScoringSettings` (``--policy``, ``--marker-pattern``…).
-
-Why the base lives here, in the bottom layer: settings are used by the judges, the service and
-the commands, and the mechanism knows none of them (flags, variables, conversion, errors). Were
-it in ``service/``, the judges would import upward; in ``commands/``, both would. Each model
-stays in the layer whose options it holds, and imports only this module, downward.
+A model may nest others as *parts* (``citemon run``'s settings hold ``settings.judge`` and
+``settings.scoring``): each part reads its own variables and adds its own flags, so one model
+describes a whole command. It lives in the bottom layer because the judges, the engine and the
+service each define a model on it.
 
 How a flag and its variable behave (the same for all):
 
@@ -22,8 +17,8 @@ How a flag and its variable behave (the same for all):
   where that makes sense (``CITEMON_RESULTS_TOPIC=``, ``CITEMON_JUDGE_THRESHOLD=``);
 * a flag's value is therefore always the effective one (``args.<dest>``: flag, else variable,
   else the model's default);
-* :meth:`FlagSettings.from_args` builds the model from the flags' values (and the variables of
-  fields without a flag); a value the model refuses (a range, a combination) is a
+* :meth:`FlagSettings.from_args` builds the model (and its parts) from the flags' values and the
+  variables of fields without a flag; a value the model refuses (a range, a combination) is a
   :class:`~citemon.core.errors.ConfigError` naming the field, never echoing the input (secrets);
 * a renamed setting keeps its old flag and variable as deprecated aliases (:attr:`Flag.aliases`,
   :attr:`Flag.env_aliases`): they still work, each use logs one warning line naming the new
@@ -41,7 +36,13 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Self
 
 from pydantic import ValidationError
-from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from citemon.core.errors import ConfigError
 
@@ -112,6 +113,22 @@ class Flag:
     (ignored, with a warning, when it is set)."""
 
 
+class _OwnVariables(EnvSettingsSource):
+    """A model's variables, without its parts' (each part reads its own, by its own names)."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        if _part(field.annotation) is not None:
+            return None, field_name, False
+        return super().get_field_value(field, field_name)
+
+
+def _part(annotation: Any) -> type[FlagSettings] | None:
+    """The model class of a part field (a :class:`FlagSettings` nested in another)."""
+    if isinstance(annotation, type) and issubclass(annotation, FlagSettings):
+        return annotation
+    return None
+
+
 class FlagSettings(BaseSettings):
     """Base of every settings model: ``CITEMON_*`` variables, plus flags from ``FLAGS``."""
 
@@ -123,6 +140,27 @@ class FlagSettings(BaseSettings):
     """The model's flags, in ``--help`` order."""
     DEST_PREFIX: ClassVar[str | None] = None
     """``args`` attribute of a flag = this + field; ``None``: from the flag's name."""
+    TITLE: ClassVar[str] = "settings"
+    """The ``--help`` group of the model's flags."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, _OwnVariables(settings_cls))
+
+    # -- the parts -----------------------------------------------------------------------------
+
+    @classmethod
+    def parts(cls) -> dict[str, type[FlagSettings]]:
+        """Field → model, for the fields that are parts (``judge``, ``scoring``)."""
+        found = {name: _part(info.annotation) for name, info in cls.model_fields.items()}
+        return {name: part for name, part in found.items() if part is not None}
 
     # -- the variables -------------------------------------------------------------------------
 
@@ -137,16 +175,18 @@ class FlagSettings(BaseSettings):
 
     @classmethod
     def env_vars(cls) -> dict[str, str]:
-        """Field → variable, for every field (the documentation and the tests read this)."""
-        return {field: cls.env_var(field) for field in cls.model_fields}
+        """Field → variable, for every field but the parts (the documentation and the tests
+        read this)."""
+        parts = cls.parts()
+        return {field: cls.env_var(field) for field in cls.model_fields if field not in parts}
 
     @classmethod
     def environment(cls) -> dict[str, str]:
         """Field → the raw text of its variable, for the variables that are set (``""`` stays
         ``""``), read by pydantic-settings as the model reads them (prefix, case)."""
-        raw = EnvSettingsSource(cls)()
+        raw = _OwnVariables(cls)()
         out: dict[str, str] = {}
-        for field in cls.model_fields:
+        for field in cls.env_vars():
             for key in (field, cls.env_var(field), cls.env_var(field).lower()):
                 if key in raw and isinstance(raw[key], str):
                     out[field] = raw[key]
@@ -183,10 +223,21 @@ class FlagSettings(BaseSettings):
         cls,
         parser: argparse.ArgumentParser,
         *,
-        title: str,
+        title: str | None = None,
         only: Collection[str] | None = None,
+        parts: bool = False,
     ) -> None:
-        """The model's flags (or those of the fields in ``only``) as one argument group."""
+        """The model's flags (or those of the fields in ``only``) as one argument group, then,
+        with ``parts``, each part's as a group of its own."""
+        cls._add_own_arguments(parser, title=title or cls.TITLE, only=only)
+        if parts:
+            for part in cls.parts().values():
+                part.add_arguments(parser, parts=True)
+
+    @classmethod
+    def _add_own_arguments(
+        cls, parser: argparse.ArgumentParser, *, title: str, only: Collection[str] | None
+    ) -> None:
         environment = cls.environment()
         group = parser.add_argument_group(title)
         for row in cls.FLAGS:
@@ -207,7 +258,7 @@ class FlagSettings(BaseSettings):
                 group.add_argument(
                     row.flag,
                     dest=cls.dest(row),
-                    metavar=row.metavar,
+                    metavar=row.metavar or (None if row.choices else _metavar(row.flag)),
                     type=_from_flag_or_variable(row, variable),
                     choices=row.choices,
                     default=default,
@@ -240,6 +291,9 @@ class FlagSettings(BaseSettings):
             for row in cls.FLAGS
             if getattr(args, cls.dest(row), None) is not None
         }
+        for field, part in cls.parts().items():
+            if field not in overrides and any(hasattr(args, part.dest(r)) for r in part.FLAGS):
+                given[field] = part.from_args(args)  # the part's flags are on this command
         given.update(overrides)
         try:
             # Keyed as the variables are (a field's alias, if it has one), so that a value
@@ -251,6 +305,11 @@ class FlagSettings(BaseSettings):
                 for e in exc.errors(include_input=False)
             )
             raise ConfigError(f"invalid settings: {problems}") from None
+
+
+def _metavar(flag: str) -> str:
+    """``--max-inflight-answers`` → ``MAX_INFLIGHT_ANSWERS``, whatever the flag's ``dest``."""
+    return flag.lstrip("-").upper().replace("-", "_")
 
 
 def _deprecated(use: str, *, switch: bool) -> type[argparse.Action]:

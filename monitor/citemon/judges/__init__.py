@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import importlib
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from citemon.core.errors import (
@@ -66,8 +65,8 @@ __all__ = [
     "JudgeHTTPError",
     "JudgeInvalidReply",
     "JudgeObserver",
-    "JudgeOptions",
     "JudgeRateLimited",
+    "JudgeSettings",
     "JudgeTimeout",
     "LearnedJudge",
     "LexicalJudge",
@@ -106,27 +105,6 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class JudgeOptions:
-    """Options of the ``http`` and ``classifier`` judges; the others ignore them (but
-    ``threshold``, which any judge with a declared ``confidence_means`` takes)."""
-
-    base_url: str = "http://127.0.0.1:8000/v1"
-    model: str = "judge"
-    concurrency: int = 8
-    timeout_s: float = 30.0
-    retries: int = 3
-    protocol: str = "v1"
-    # -- classifier (and threshold) ------------------------------------------------------
-    label: str = "entailment"
-    threshold: float | None = None
-    """None: the judge's own rule (the classifier's 0.5)."""
-    batch_pairs: int = 32
-    window_words: int = 300
-    overlap_words: int = 50
-    format: str = "json"
-
-
 def add_judge_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``--judge*`` flags shared by ``score``, ``run``, ``selftest`` and ``calibrate``
     (:data:`~citemon.judges.settings.JUDGE_FLAGS`, each defaulting to its variable)."""
@@ -135,25 +113,10 @@ def add_judge_arguments(parser: argparse.ArgumentParser) -> None:
 
 def judge_options(
     args: argparse.Namespace, *, calibrated_threshold: float | None = None
-) -> JudgeOptions:
+) -> JudgeSettings:
     """The judge flags; ``calibrated_threshold`` (a calibration file's) applies unless
     ``--judge-threshold`` was given."""
-    given = JudgeSettings.from_args(args)
-    threshold = given.threshold if given.threshold is not None else calibrated_threshold
-    return JudgeOptions(
-        base_url=given.base_url,
-        model=given.model,
-        concurrency=given.concurrency,
-        timeout_s=given.timeout,
-        retries=given.retries,
-        protocol=given.protocol,
-        label=given.label,
-        threshold=threshold,
-        batch_pairs=given.batch_pairs,
-        window_words=given.window_words,
-        overlap_words=given.overlap_words,
-        format=given.format,
-    )
+    return JudgeSettings.from_args(args).calibrated(calibrated_threshold)
 
 
 def entailment_score(means: str | None, verdict: Verdict) -> float | None:
@@ -208,17 +171,18 @@ class ThresholdJudge:
 
 
 def load_judge(
-    spec: str, options: JudgeOptions | None = None, *, observer: JudgeObserver | None = None
+    spec: str, options: JudgeSettings | None = None, *, observer: JudgeObserver | None = None
 ) -> Judge:
-    """Build the judge named by ``spec``; raises :class:`ConfigError` with the reason."""
-    options = options or JudgeOptions()
+    """Build the judge named by ``spec`` with ``options`` (checked by the model); raises
+    :class:`ConfigError` with the reason."""
+    options = options or JudgeSettings()
     judge = _load(spec, options, observer)
     if options.threshold is None or spec == "classifier":
         return judge
     return ThresholdJudge(judge, options.threshold)
 
 
-def _load(spec: str, options: JudgeOptions, observer: JudgeObserver | None) -> Judge:
+def _load(spec: str, options: JudgeSettings, observer: JudgeObserver | None) -> Judge:
     if spec == "lexical":
         from citemon.judges.lexical import LexicalJudge
 
@@ -228,23 +192,14 @@ def _load(spec: str, options: JudgeOptions, observer: JudgeObserver | None) -> J
 
         return LearnedJudge()
     if spec == "http":
-        from citemon.judges.http import FORMATS, PROTOCOLS, HTTPBatchJudge, HTTPJudge
+        from citemon.judges.http import HTTPBatchJudge, HTTPJudge
 
-        if options.concurrency < 1:
-            raise ConfigError("--judge-concurrency must be at least 1")
-        if options.protocol not in PROTOCOLS:
-            raise ConfigError(f"--judge-protocol must be v1 or v2, not {options.protocol!r}")
-        if options.format not in FORMATS:
-            raise ConfigError(
-                f"--judge-format (or CITEMON_JUDGE_FORMAT) must be json or minicheck, "
-                f"not {options.format!r}"
-            )
         kind = HTTPBatchJudge if options.protocol == "v2" else HTTPJudge
         return kind(
             options.base_url,
             options.model,
             max_inflight=options.concurrency,
-            timeout_s=options.timeout_s,
+            timeout_s=options.timeout,
             retries=options.retries,
             reply_format="minicheck" if options.format == "minicheck" else "json",
             observer=observer,
@@ -252,8 +207,6 @@ def _load(spec: str, options: JudgeOptions, observer: JudgeObserver | None) -> J
     if spec == "classifier":
         from citemon.judges.classifier import DEFAULT_THRESHOLD, ClassifierJudge
 
-        if options.concurrency < 1:
-            raise ConfigError("--judge-concurrency must be at least 1")
         threshold = DEFAULT_THRESHOLD if options.threshold is None else options.threshold
         return ClassifierJudge(
             options.base_url,
@@ -264,7 +217,7 @@ def _load(spec: str, options: JudgeOptions, observer: JudgeObserver | None) -> J
             overlap_words=options.overlap_words,
             model=options.model,
             max_inflight=options.concurrency,
-            timeout_s=options.timeout_s,
+            timeout_s=options.timeout,
             retries=options.retries,
             observer=observer,
         )

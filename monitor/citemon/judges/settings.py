@@ -130,9 +130,14 @@ class JudgeSettings(FlagSettings):
     """The judge and its options. Field ``x`` ⇔ the variable of its ``validation_alias``."""
 
     model_config = SettingsConfigDict(
-        case_sensitive=True, extra="ignore", validate_default=True, frozen=True
+        case_sensitive=True,
+        extra="ignore",
+        validate_default=True,
+        frozen=True,
+        populate_by_name=True,
     )
     FLAGS: ClassVar[tuple[Flag, ...]] = JUDGE_FLAGS
+    TITLE: ClassVar[str] = "judge"
 
     judge: str = Field("lexical", validation_alias=JUDGE_ENV)
     base_url: str = Field("http://127.0.0.1:8000/v1", validation_alias=BASE_URL_ENV)
@@ -153,6 +158,36 @@ class JudgeSettings(FlagSettings):
     @classmethod
     def _empty_is_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("concurrency")
+    @classmethod
+    def _at_least_one(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError("--judge-concurrency must be at least 1")
+        return value
+
+    @field_validator("protocol")
+    @classmethod
+    def _known_protocol(cls, value: str) -> str:
+        if value not in ("v1", "v2"):
+            raise ValueError(f"--judge-protocol must be v1 or v2, not {value!r}")
+        return value
+
+    @field_validator("format")
+    @classmethod
+    def _known_format(cls, value: str) -> str:
+        if value not in ("json", "minicheck"):
+            raise ValueError(
+                f"--judge-format (or CITEMON_JUDGE_FORMAT) must be json or minicheck, not {value!r}"
+            )
+        return value
+
+    def calibrated(self, threshold: float | None) -> JudgeSettings:
+        """These settings with a calibration file's ``threshold``, unless one was given (a
+        calibration that chose a threshold for this judge measured its error *at* it)."""
+        if self.threshold is not None or threshold is None:
+            return self
+        return self.model_copy(update={"threshold": threshold})
 
 
 JUDGE_ENV_VARS: Final = tuple(JudgeSettings.env_vars().values())

@@ -138,7 +138,13 @@ def open_store(
 ) -> ManagedStore | None:
     """The managed store the flags ask for, or None without ``--passage-store``; ``hold``:
     answers wait out an outage up to ``--passage-store-hold`` (``citemon run``)."""
-    given = store_settings(args)
+    return open_store_from(store_settings(args), observer=observer, hold=hold)
+
+
+def open_store_from(
+    given: PassageStoreSettings, *, observer: PassageObserver | None = None, hold: bool = False
+) -> ManagedStore | None:
+    """:func:`open_store` from the settings themselves (``citemon run``'s ``settings.passages``)."""
     url = given.passage_store
     if not url:
         return None

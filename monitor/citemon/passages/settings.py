@@ -33,6 +33,7 @@ def _at_least_1(value: str) -> int:
 class PassageStoreSettings(FlagSettings):
     """Field ``x`` ⇔ env ``CITEMON_X``; a password or token is never one of them."""
 
+    TITLE: ClassVar[str] = "passage store (text for passages traced without it)"
     FLAGS: ClassVar[tuple[Flag, ...]] = (
         Flag(
             "--passage-store",

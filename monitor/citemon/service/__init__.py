@@ -1,6 +1,9 @@
-"""The online monitor (``citemon run``): the pipeline, offset tracking and delivery, bad batches,
-sampling, the results-topic reader and the settings.
+"""The online monitor (``citemon run``): built by :func:`~citemon.service.monitor.build_monitor`.
 
-Data flows one way: Kafka → spans (:mod:`citemon.otlp`) → records → claims → judge → scores
-(:mod:`citemon.engine`) → metrics (:mod:`citemon.metrics`) and the results topic.
+One answer's path, Kafka record to Prometheus counter (``docs/architecture.md`` draws it):
+:mod:`~citemon.service.intake` takes the record into the :mod:`~citemon.service.ledger` and
+decodes it; :mod:`~citemon.service.answers` scores the answer (held by
+:mod:`~citemon.service.gate` while the judge is down) and finishes it in the ledger;
+:mod:`~citemon.service.pipeline` commits it with its :mod:`~citemon.service.outputs` and counts
+it once confirmed.
 """

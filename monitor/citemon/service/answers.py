@@ -1,10 +1,26 @@
-"""The answers being scored: admitting each (dedupe, sampling) and scoring it in a job of its own.
+"""The answer jobs: admit an answer (dedupe, sampling), score it until judged, finish it.
 
-An admitted answer holds the Kafka records it came from (:class:`~citemon.service.entries.Entry`)
-until its job finishes, so no offset commits past an answer that is not scored. Its score is
-put on the entry with the highest offset, to be produced and counted with that offset's commit;
-a cancelled job (drain deadline, revoke) leaves its records unfinished, so the next owner scores
-it again. At most ``max_inflight_answers`` jobs score at once (a semaphore).
+An admitted answer holds the Kafka records it came from in the ledger until its job ends, so no
+offset commits past an answer that is not scored. The job ends in exactly one of three ways:
+:meth:`Ledger.finish_answer <citemon.service.ledger.Ledger.finish_answer>` (scored: it rides on
+its last record to that offset's commit), :meth:`Ledger.fail_answer
+<citemon.service.ledger.Ledger.fail_answer>` (the scorer raised: dead-lettered), or cancelled
+(drain deadline, revoke), leaving its records unfinished so the next owner scores it again. At
+most ``max_inflight_answers`` jobs score at once (a semaphore).
+
+An answer that comes back with judge failures is not finished: it is tried again. When *no*
+judge request succeeded during its attempt, the judge is taken to be down
+(:class:`~citemon.service.gate.JudgeGate`): the attempt is not charged and the gate holds it
+until a probe gets through. Only failures while the judge is otherwise answering spend
+``max_answer_attempts``, with exponential backoff; after them the answer is recorded with its
+``unjudged`` claims.
+
+A scored answer the shuffle probe picks by trace ID (``--probe-rate``,
+:mod:`citemon.checks.shuffle_probe`) is then checked again with its citations rotated, in a task
+of its own that holds no record: at most ``max_inflight`` probes (more are dropped, counted),
+one attempt, every error caught and counted, cancelled at shutdown, skipped while the judge is
+down. It cannot fail, delay or change the real answer; its scores reach only the probe's own
+metrics.
 """
 
 from __future__ import annotations
@@ -15,21 +31,19 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from citemon.checks.shuffle_probe import probe_selected, shuffled_check
+from citemon.core.errors import JudgeError
+from citemon.core.probe import cited_counts
 from citemon.core.records import AnswerRecord, AnswerScore
 from citemon.engine.scoring import Scorer
 from citemon.metrics import Metrics
-from citemon.service.dedupe import DedupeWindow
-from citemon.service.entries import Entry
-from citemon.service.gate import JudgeGate
-from citemon.service.messages import add_dead_letter
-from citemon.service.offsets import OffsetTracker
-from citemon.service.retries import score_with_retries
+from citemon.service.gate import JudgeGate, judge_failed
+from citemon.service.ledger import Entry, Finished, Ledger, PipelineStats
+from citemon.service.outputs import dead_letter
 from citemon.service.sampling import Sampler
 from citemon.service.settings import Settings
-from citemon.service.shuffle_probe import ShuffleProbes
-from citemon.service.stats import PipelineStats
 
-__all__ = ["AnswerJobs"]
+__all__ = ["AnswerJobs", "ShuffleProbes", "score_with_retries"]
 
 log = logging.getLogger(__name__)
 
@@ -43,37 +57,37 @@ class AnswerJobs:
         scorer: Scorer,
         gate: JudgeGate,
         metrics: Metrics,
+        ledger: Ledger,
         *,
         sampler: Sampler,
-        dedupe: DedupeWindow,
-        tracker: OffsetTracker[Any],
-        stats: PipelineStats,
         probes: ShuffleProbes,
         clock: Callable[[], float],
-        on_change: Callable[[], None],
     ) -> None:
         self._settings = settings
         self._scorer = scorer
         self._gate = gate
         self._metrics = metrics
+        self._ledger = ledger
+        self._stats = ledger.stats
         self._sampler = sampler
-        self._dedupe = dedupe
-        self._tracker = tracker
-        self._stats = stats
         self._probes = probes
         self._clock = clock
-        self._on_change = on_change
         self._slots = asyncio.Semaphore(settings.max_inflight_answers)
-        self.jobs: dict[asyncio.Task[None], frozenset[Any]] = {}
+        self._jobs: dict[asyncio.Task[None], frozenset[Any]] = {}
         self._traces: dict[asyncio.Task[None], str] = {}  # a job's trace ID, if any
 
     def __len__(self) -> int:
-        return len(self.jobs)
+        return len(self._jobs)
 
-    def admit(self, record: AnswerRecord, entries: list[Entry[Any]], timestamp_ms: int) -> None:
-        """Start scoring ``record`` unless it was committed already or sampling leaves it out."""
+    @property
+    def jobs(self) -> dict[asyncio.Task[None], frozenset[Any]]:
+        """Each job with the partitions of the records it holds (a copy)."""
+        return dict(self._jobs)
+
+    def admit(self, record: AnswerRecord, entries: list[Entry], timestamp_ms: int) -> None:
+        """Start scoring ``record`` unless it was counted already or sampling leaves it out."""
         key = (record.trace_id, record.span_id)
-        if key != (None, None) and key in self._dedupe:
+        if self._ledger.seen(key):
             self._metrics.span("skipped")
             self._stats.duplicates += 1
             return
@@ -87,21 +101,21 @@ class AnswerJobs:
         self._metrics.span("answer")
         self._stats.answers_started += 1
         for e in entries:
-            self._tracker.hold(e)
+            self._ledger.hold(e)
         task = asyncio.create_task(self.score(record, entries))
-        self.jobs[task] = frozenset(e.tp for e in entries)
+        self._jobs[task] = frozenset(e.tp for e in entries)
         if record.trace_id:
             self._traces[task] = record.trace_id
         task.add_done_callback(self._done)
 
     def in_partitions(self, tps: set[Any]) -> bool:
         """Whether a job holds a record of ``tps``."""
-        return any(job_tps & tps for job_tps in self.jobs.values())
+        return any(job_tps & tps for job_tps in self._jobs.values())
 
     def cancel(self, tps: set[Any]) -> set[str]:
         """Cancel the jobs holding records of ``tps``; returns their trace IDs."""
         dropped: set[str] = set()
-        for task, job_tps in list(self.jobs.items()):
+        for task, job_tps in list(self._jobs.items()):
             if job_tps & tps:
                 task.cancel()
                 self._stats.cancelled_at_revoke += 1
@@ -111,62 +125,156 @@ class AnswerJobs:
 
     async def drain(self, timeout_s: float) -> None:
         """Wait up to ``timeout_s`` for every job, then cancel the rest (counted)."""
-        if not self.jobs:
+        if not self._jobs:
             return
-        log.info("draining %d answers in flight (up to %.0f s)", len(self.jobs), timeout_s)
-        _, pending = await asyncio.wait(list(self.jobs), timeout=timeout_s)
+        log.info("draining %d answers in flight (up to %.0f s)", len(self._jobs), timeout_s)
+        _, pending = await asyncio.wait(list(self._jobs), timeout=timeout_s)
         for task in pending:
             task.cancel()
         self._stats.cancelled_at_drain += len(pending)
         await asyncio.gather(*pending, return_exceptions=True)
 
     def _done(self, task: asyncio.Task[None]) -> None:
-        self.jobs.pop(task, None)
+        self._jobs.pop(task, None)
         self._traces.pop(task, None)
-        self._on_change()
+        self._ledger.touch()
         if not task.cancelled() and task.exception() is not None:
             log.error("answer job failed", exc_info=task.exception())
 
-    async def score(self, record: AnswerRecord, entries: list[Entry[Any]]) -> None:
-        """One job: score ``record``, put its score on its last live entry, release the
-        entries (unless cancelled), then maybe start its shuffle probe."""
-        # A cancelled job (drain deadline, revoke) must leave its records unfinished, so their
-        # offsets never commit and the next owner scores them: no release on cancellation.
-        cancelled = False
-        score: AnswerScore | None = None
+    async def score(self, record: AnswerRecord, entries: list[Entry]) -> None:
+        """One job: score ``record`` and finish it in the ledger, then maybe start its probe.
+
+        Cancelled (drain deadline, revoke), it finishes nothing: its records stay unfinished,
+        so their offsets never commit and the next owner scores them."""
+        async with self._slots:
+            try:
+                score = await score_with_retries(
+                    record,
+                    scorer=self._scorer,
+                    gate=self._gate,
+                    settings=self._settings,
+                    stats=self._stats,
+                    clock=self._clock,
+                )
+            except Exception as exc:  # a scorer bug must not stop the stream
+                log.exception("scoring failed; dead-lettering the answer")
+                last = entries[-1] if entries else None
+                message = dead_letter(
+                    self._settings.dlq_topic,
+                    (last.tp.topic, last.tp.partition, last.offset) if last else ("", -1, -1),
+                    (record.trace_id or "").encode() or None,
+                    record.model_dump_json().encode(),
+                    "score_error",
+                    repr(exc),
+                )
+                self._ledger.fail_answer(entries, message, "score_error")
+                return
+        self._ledger.finish_answer(entries, Finished(score, record.span_id))
+        self._probes.maybe_start(record, score)
+
+
+async def score_with_retries(
+    record: AnswerRecord,
+    *,
+    scorer: Scorer,
+    gate: JudgeGate,
+    settings: Settings,
+    stats: PipelineStats,
+    clock: Callable[[], float],
+) -> AnswerScore:
+    """``record``'s score once the judge answered for it (or its attempts ran out)."""
+    s = settings
+    attempts = 0
+    while True:
+        probe = await gate.acquire()
+        started = clock()
         try:
-            async with self._slots:
-                try:
-                    score = await score_with_retries(
-                        record,
-                        scorer=self._scorer,
-                        gate=self._gate,
-                        settings=self._settings,
-                        stats=self._stats,
-                        clock=self._clock,
-                    )
-                except Exception as exc:  # a scorer bug must not stop the stream
-                    log.exception("scoring failed; dead-lettering the answer")
-                    if entries:
-                        value = record.model_dump_json().encode()
-                        key = (record.trace_id or "").encode() or None
-                        dlq = self._settings.dlq_topic
-                        add_dead_letter(entries[-1], dlq, key, value, "score_error", repr(exc))
-                    return
-            # Counted only when this entry's offset commits; an answer whose entries all died
-            # (revoked, lost) is counted by the partition's next owner, not here.
-            home = max((e for e in entries if e.alive), key=lambda e: e.offset, default=None)
-            if home is not None:
-                home.scores.append((score, record.span_id))
-                for e in entries:  # the answer's records of one partition commit together
-                    if e.tp == home.tp and e is not home:
-                        e.commit_with = max(e.commit_with, home.offset)
+            score = await scorer.score(record)
         except asyncio.CancelledError:
-            cancelled = True
+            if probe:
+                gate.report(ok=False, started=float("inf"), probe=True)
             raise
-        finally:
-            if not cancelled:
-                for e in entries:
-                    self._tracker.release(e)
-        if score is not None:
-            self._probes.maybe_start(record, score)
+        failed = judge_failed(score)
+        if not failed and score.judge_calls == 0:
+            # Nothing was asked (no claims, nothing retrieved): no evidence either way.
+            gate.release(probe)
+            return score
+        outage = gate.report(ok=not failed, started=started, probe=probe)
+        if not failed:
+            return score
+        if outage:
+            continue  # the gate holds us until the judge answers again; no attempt spent
+        attempts += 1
+        if attempts >= s.max_answer_attempts:
+            stats.unjudged_after_retries += 1
+            return score
+        stats.answer_retries += 1
+        delay = min(s.answer_retry_backoff_s * 2 ** (attempts - 1), s.answer_retry_backoff_max_s)
+        await asyncio.sleep(delay)
+
+
+class ShuffleProbes:
+    """The shuffle probes in flight; :meth:`maybe_start` after each scored answer."""
+
+    def __init__(
+        self, scorer: Scorer, gate: JudgeGate, metrics: Metrics, *, rate: float, max_inflight: int
+    ) -> None:
+        self._scorer = scorer
+        self._gate = gate
+        self._metrics = metrics
+        self._rate = rate
+        self._max_inflight = max_inflight
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    def __len__(self) -> int:
+        """Probes in flight."""
+        return len(self._tasks)
+
+    async def idle(self) -> None:
+        """Return once no probe is in flight."""
+        await self._idle.wait()
+
+    def maybe_start(self, record: AnswerRecord, score: AnswerScore) -> None:
+        """Start the probe of a scored answer when its trace ID picks it."""
+        if not probe_selected(record.trace_id, self._rate):
+            return
+        if judge_failed(score) or self._gate.down:
+            self._metrics.probe("failed", trace_id=record.trace_id)
+            return
+        if len(self._tasks) >= self._max_inflight:
+            self._metrics.probe("dropped", trace_id=record.trace_id)
+            return
+        task = asyncio.create_task(self._probe(record, score), name="citemon-probe")
+        self._tasks.add(task)
+        self._idle.clear()
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not self._tasks:
+            self._idle.set()
+
+    async def stop(self) -> None:
+        """Cancel probes still running: they hold no offsets, so nothing is lost."""
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _probe(self, record: AnswerRecord, score: AnswerScore) -> None:
+        try:
+            shuffled = await shuffled_check(self._scorer, record)
+        except JudgeError as exc:
+            log.info("shuffle probe: judge failed (%s); not counted", type(exc).__name__)
+            self._metrics.probe("failed", trace_id=record.trace_id)
+            return
+        except Exception:  # the probe must never take anything down with it
+            log.warning("shuffle probe failed", exc_info=True)
+            self._metrics.probe("failed", trace_id=record.trace_id)
+            return
+        if shuffled is None:
+            self._metrics.probe("skipped", trace_id=record.trace_id)
+        else:
+            original = cited_counts(score)
+            self._metrics.record_probe(original, shuffled, trace_id=record.trace_id)

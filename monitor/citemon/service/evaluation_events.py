@@ -4,7 +4,7 @@ With ``citemon run --evaluation-events``, for every answer it counts, two OpenTe
 log-based events named ``gen_ai.evaluation.result`` (the GenAI semantic conventions' evaluation
 event, status Development) go to the OTLP endpoint of the standard ``OTEL_EXPORTER_OTLP_*``
 variables, each with the answer span's trace ID and span ID as its trace context, so a tracing
-backend shows citemon's verdict next to the trace (DESIGN.md, "Verdicts back on the trace"):
+backend shows citemon's verdict next to the trace (``docs/evaluation-events.md``):
 
 ====================================  ================================  ==========================
 ``gen_ai.evaluation.name``            ``gen_ai.evaluation.score.value``  ``…score.label``
@@ -29,10 +29,6 @@ internal metric, nothing countable), so this module keeps its own bound in front
 ``failed`` (the export failed after the exporter's own retries, within
 ``OTEL_EXPORTER_OTLP_TIMEOUT``) or ``dropped`` (refused at a full queue, or still queued when
 :meth:`EvaluationEvents.aclose` gave up).
-
-Why one module (about 410 lines): it is citemon's one boundary with the OpenTelemetry logs
-SDK, in two halves read top to bottom: what an answer's events say (pure) and how they are
-exported and counted. Nothing else builds or reads these events.
 """
 
 from __future__ import annotations

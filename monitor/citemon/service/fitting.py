@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Final
 
-from citemon.service.entries import OutMessage
+from citemon.service.ledger import OutMessage
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",

@@ -1,7 +1,12 @@
-"""The judge gate: when the judge fails, the pipeline stops taking work instead of scoring
-everything ``unjudged``; it probes the judge and opens again once it answers (DESIGN.md).
+"""The judge gate: while the judge is down, answers wait instead of being scored ``unjudged``.
 
-:class:`GateObserver` is the judge observer that feeds the gate and the judge metrics.
+An outage is told from an answer's own failure by timing: an attempt that failed while no judge
+request succeeded means the dependency is down, and counting its answers ``unjudged`` would put
+an outage into the accuracy metric. The gate then holds every attempt (and, as work fills up,
+intake: partitions pause) and lets one probe through at a time until one succeeds
+(``docs/running.md``, "A judge outage delays, it does not degrade"). Any dependency an
+attempt needs can report through :meth:`JudgeGate.report`; :class:`GateObserver` is the judge
+observer that feeds the gate and the judge metrics with every request.
 """
 
 from __future__ import annotations
@@ -11,19 +16,23 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from citemon.core.records import AnswerScore
 
 log = logging.getLogger(__name__)
 
-__all__ = ["GateObserver", "JudgeGate", "judge_failed"]
+__all__ = ["OUTAGE_CAUSES", "GateObserver", "JudgeGate", "judge_failed"]
+
+OUTAGE_CAUSES: Final[frozenset[str]] = frozenset({"judge_failure"})
+"""The ``unjudged_cause`` values that are evidence about a dependency the answer needs (the
+judge), not about the input: an answer with one is retried, and counts toward an outage."""
 
 
 def judge_failed(score: AnswerScore) -> bool:
-    """Whether any claim lacks a verdict because the judge failed (not because of the input:
+    """Whether any claim lacks a verdict because a dependency failed (:data:`OUTAGE_CAUSES`;
     a truncated answer or a cut search is no evidence about the judge)."""
-    return any(c.unjudged_cause == "judge_failure" for c in score.claims)
+    return any(c.unjudged_cause in OUTAGE_CAUSES for c in score.claims)
 
 
 class JudgeGate:

@@ -26,22 +26,16 @@ fails there, by name, rather than in production.
   ``aiokafka.record.memory_records.MemoryRecords``. A record batch the consumer cannot decode
   makes ``getmany`` raise without saying which partition or offsets; re-reading the partition
   with a raw ``Fetch`` and the consumer's own unpacking, batch by batch, is the only way to
-  find exactly the bad batch (:mod:`citemon.service.batches`).
-* :func:`disable_codec` — replaces ``aiokafka.codec.has_<codec>``. Test-only
-  (``CITEMON_TEST_DISABLE_CODECS``): the broker validates batches on produce, so the only way
-  to get a real, stored batch the monitor cannot decode is to make aiokafka believe a codec's
-  library is missing, which its batch decoders ask through these functions.
+  find exactly the bad batch (:mod:`citemon.service.recovery`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
 __all__ = [
-    "CODEC_NAMES",
     "add_partitions_probe",
     "cluster_metadata",
-    "disable_codec",
     "fetch_record_set",
     "first_batch",
     "new_client",
@@ -49,9 +43,6 @@ __all__ = [
     "producer_is_fatal",
     "request_rejoin",
 ]
-
-CODEC_NAMES: Final = ("gzip", "snappy", "lz4", "zstd")
-"""The codecs :func:`disable_codec` knows (``aiokafka.codec.has_<name>``)."""
 
 
 def request_rejoin(consumer: Any) -> bool:
@@ -143,15 +134,6 @@ def first_batch(chunk: bytes) -> Any:
     from aiokafka.record.memory_records import MemoryRecords
 
     return MemoryRecords(chunk).next_batch()
-
-
-def disable_codec(name: str) -> None:
-    """Test-only: make aiokafka's batch decoders believe ``name``'s library is missing."""
-    import aiokafka.codec as codec
-
-    if name not in CODEC_NAMES:
-        raise ValueError(f"unknown codec {name!r} (one of {CODEC_NAMES})")
-    setattr(codec, f"has_{name}", lambda: False)
 
 
 async def add_partitions_probe(

@@ -1,34 +1,16 @@
-"""The monitor's state machine: fetch → decode → sample → judge → deliver with the commit → count.
+"""The monitor's state machine: intake → answers → commit with the outputs → count, and rebalances.
 
-:class:`Pipeline` holds intake, commit and rebalance; ``docs/internals-pipeline.md`` draws the
-machine and its parts. Guarantees, and where each is kept:
+:class:`Pipeline` composes the stages (``docs/architecture.md`` draws one answer's path through
+them) and holds what spans them: the commit, the rebalance callbacks, the background loops and
+the shutdown. The invariant they share, and why they stay together: a record's outputs are
+produced, and its offset committed, only after every earlier record of its partition is
+finished; and an answer is counted only once its commit is confirmed, with no ``await`` in
+between (:meth:`Pipeline.commit`): a crash can undercount one commit, never overcount.
 
-* **Bounded work** (:mod:`~citemon.service.backpressure`): answers in flight and uncommitted
-  records are capped; with no free slot every partition is paused, and memory stays flat.
-* **Nothing lost, nothing counted twice.** Offsets commit only over the finished prefix of a
-  partition (:mod:`~citemon.service.offsets`); results and dead letters go out *with* the
-  commit (:mod:`~citemon.service.delivery`), and the counters move only after the commit
-  succeeded, with no ``await`` in between (:meth:`Pipeline.commit`): a crash can undercount
-  one commit, never overcount. Redeliveries within a process are dropped by (trace ID, span
-  ID) (:mod:`~citemon.service.dedupe`).
-* **A judge outage holds the line** (:mod:`~citemon.service.retries`).
-* **Poison goes aside** (:mod:`~citemon.service.decoding`, :mod:`~citemon.service.recovery`).
-* **The shuffle probe stays out of the way** (:mod:`~citemon.service.shuffle_probe`).
-* **Nothing fails silently** (:mod:`~citemon.service.supervision`): a background loop that
-  ends early turns ``/healthz`` to 503, drains and makes :meth:`Pipeline.run` raise.
-* **Rebalances and shutdown.** On revoke: stop taking those partitions' records, discard the
-  traces held with a part there (:mod:`~citemon.service.held_parts`), wait up to
-  ``revoke_timeout_s`` for their answers, commit what is finished, cancel the rest (the next
-  owner redoes it). On stop: drain up to ``drain_timeout_s``, commit, close within
-  ``close_timeout_s`` (:mod:`~citemon.service.shutdown`).
-* **Counted exactly once across owners** (DESIGN "Counting guarantee"): each input
-  partition's transactional producer is opened at assignment, fencing a replaced owner before
-  the committed offset is read (:meth:`Pipeline.on_partitions_assigned`); a fenced commit drops
-  that partition's work uncounted (:meth:`Pipeline.lose`). The commit is the check.
-
-Why these stay together: intake, the ordered commit, the rebalance callbacks and the drain
-read and write the same per-partition state under one invariant (a record's output is
-produced, and its offset committed, only after every earlier record of its partition).
+Counted exactly once across owners (``docs/running.md#counting-guarantee``): each input
+partition's transactional producer is opened at assignment, fencing a replaced owner before the
+committed offset is read (:meth:`Pipeline.on_partitions_assigned`); a fenced commit drops that
+partition's work uncounted (:meth:`Pipeline.lose`). The commit is the check.
 """
 
 from __future__ import annotations
@@ -39,9 +21,9 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict
-from typing import Any, Final
+from typing import Any
 
-from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+from aiokafka import ConsumerRebalanceListener
 from aiokafka.errors import KafkaConnectionError, KafkaError, ProducerFenced
 
 from citemon.core.errors import KafkaUnavailable
@@ -49,45 +31,23 @@ from citemon.core.records import AnswerScore
 from citemon.engine.scoring import Scorer
 from citemon.metrics import Metrics
 from citemon.otlp.assembly import TraceAssembler
-from citemon.service.answers import AnswerJobs
-from citemon.service.backpressure import Backpressure
-from citemon.service.batches import UNDECODABLE, disable_codecs
-from citemon.service.catch_up import CatchUp
-from citemon.service.decoding import RecordDecoder
-from citemon.service.dedupe import DedupeWindow
-from citemon.service.delivery import KafkaDelivery
-from citemon.service.entries import Ready
+from citemon.service.answers import AnswerJobs, ShuffleProbes
+from citemon.service.clients import KafkaClients
 from citemon.service.fitting import RecordLimits
-from citemon.service.gate import GateObserver, JudgeGate
-from citemon.service.held_parts import HeldParts
-from citemon.service.hooks import FAULT_ENV, LoopFaults, PipelineHooks
+from citemon.service.gate import JudgeGate
+from citemon.service.intake import CatchUp, Intake
 from citemon.service.kafka_internals import request_rejoin
-from citemon.service.lag import LagReporter
-from citemon.service.messages import (
-    ERROR_HEADER,
-    Counted,
-    commit_outputs,
-)
-from citemon.service.offsets import OffsetTracker
-from citemon.service.opening import open_partitions
-from citemon.service.partitions import PartitionStates
+from citemon.service.ledger import Ledger, PipelineStats, Ready
+from citemon.service.lifecycle import Supervisor, close_within, stop_between_commits
+from citemon.service.outputs import KafkaDelivery, commit_messages
 from citemon.service.recovery import BatchRecovery, Scanner
 from citemon.service.rekey import RekeyStage
 from citemon.service.sampling import Sampler
 from citemon.service.settings import Settings
-from citemon.service.shuffle_probe import ShuffleProbes
-from citemon.service.shutdown import close_within, stop_between_commits
-from citemon.service.stats import PipelineStats
-from citemon.service.supervision import Supervisor
-from citemon.service.topics import TopicWatch, check_topics
 
-__all__ = ["ERROR_HEADER", "FAULT_ENV", "Pipeline", "PipelineHooks", "PipelineStats"]
+__all__ = ["Pipeline", "PipelineStats"]
 
 log = logging.getLogger(__name__)
-
-_RESUME_FRACTION: Final = 0.75  # resume partitions when work falls below this share of a cap
-_POLL_MS: Final = 200
-_CLOSE_GRACE_S: Final = 1.0  # per client, once the close deadline has passed
 
 
 class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -95,10 +55,12 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
     ``await pipeline.run(until_caught_up=True)`` to stop once the backlog seen at start is
     committed (as arq's burst mode; what the tests use).
 
-    ``metrics``, ``scorer`` and the judge inside it are passed in; when the judge was built with
-    ``observer=pipeline.judge_observer(metrics.judge)`` the outage detection sees every request.
-    ``hooks`` are the test hooks (:class:`~citemon.service.hooks.PipelineHooks`; inert by
-    default); ``scan`` replaces the bad-batch re-read (:mod:`citemon.service.recovery`).
+    ``metrics``, ``scorer`` (and the judge inside it, built with a
+    :class:`~citemon.service.gate.GateObserver` of ``gate`` so that outage detection sees every
+    request) and ``clients`` (the Kafka clients) are passed in; ``scan`` replaces the bad-batch
+    re-read (:mod:`citemon.service.recovery`). ``decode_slice_s``: how long taking one fetch
+    runs before it yields to the event loop; ``unlocated_backoff_s``: the wait before fetching
+    again after an undecodable fetch whose bad batch a re-read did not find.
     """
 
     def __init__(
@@ -107,19 +69,22 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         scorer: Scorer,
         metrics: Metrics,
         *,
+        clients: KafkaClients | None = None,
         sampler: Sampler | None = None,
         assembler: TraceAssembler | None = None,
         gate: JudgeGate | None = None,
         clock: Callable[[], float] = time.monotonic,
-        max_inflight_canaries: int | None = None,
+        max_inflight_probes: int | None = None,
         close_timeout_s: float = 10.0,
-        hooks: PipelineHooks | None = None,
         on_counted: Callable[[AnswerScore, str | None], None] | None = None,
         scan: Scanner | None = None,
+        decode_slice_s: float = 0.02,
+        unlocated_backoff_s: float = 1.0,
     ) -> None:
         self.settings = settings
         self.scorer = scorer
         self.metrics = metrics
+        self.clients = clients or KafkaClients()
         self.sampler = sampler or Sampler(
             rate=settings.sample_rate,
             budget_per_minute=settings.budget_per_minute,
@@ -134,82 +99,64 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             clock=clock,
         )
         self.stats = PipelineStats()
-        self.hooks = hooks or PipelineHooks.from_env()
         self._clock = clock
-        self._tracker: OffsetTracker[Any] = OffsetTracker()
-        self._dedupe = DedupeWindow(settings.dedupe_window)
-        self._work_changed = asyncio.Event()
-        self._progress = asyncio.Event()  # set after each intake round and each commit
-        self._parts = PartitionStates()
-        self._held = HeldParts(self._tracker, self.assembler, clock)
-        self._lag = LagReporter(self._tracker, self._parts, metrics)
-        self._recovery = BatchRecovery(
-            settings,
-            self._parts,
-            self.stats,
-            self._tracker,
-            take=self.take,
-            on_change=self._work_changed.set,
-            hooks=self.hooks,
-            **({} if scan is None else {"scan": scan}),
-        )
+        self._ledger = Ledger(self.stats, dedupe_window=settings.dedupe_window)
         self._probes = ShuffleProbes(
             scorer,
             self.gate,
             metrics,
             rate=settings.probe_rate,
-            max_inflight=max_inflight_canaries or settings.max_inflight_answers,
+            max_inflight=max_inflight_probes or settings.max_inflight_answers,
         )
         self._answers = AnswerJobs(
             settings,
             scorer,
             self.gate,
             metrics,
+            self._ledger,
             sampler=self.sampler,
-            dedupe=self._dedupe,
-            tracker=self._tracker,
-            stats=self.stats,
             probes=self._probes,
             clock=clock,
-            on_change=self._changed,
         )
-        self._decoder = RecordDecoder(
+        self._intake = Intake(
             settings,
+            self._ledger,
+            self._answers,
             metrics,
-            self.stats,
             assembler=self.assembler,
-            held=self._held,
-            answers=self._answers,
-            tracker=self._tracker,
-            on_change=self._work_changed.set,
+            clock=clock,
+            decode_slice_s=decode_slice_s,
         )
-        self._supervisor = Supervisor(on_fatal=self._changed)
-        self._faults = LoopFaults(self.hooks, clock)
-        self._pressure = Backpressure(settings, self._parts)
+        self._recovery = BatchRecovery(
+            settings,
+            self._ledger,
+            take=self._intake.take,
+            clients=self.clients,
+            unlocated_backoff_s=unlocated_backoff_s,
+            **({} if scan is None else {"scan": scan}),
+        )
+        self._supervisor = Supervisor(on_fatal=self._ledger.touch)
         self._commit_lock = asyncio.Lock()
         self._consumer: Any = None
         self._delivery: KafkaDelivery | None = None
         self._started = False
+        self._lag_ends: dict[Any, int] = {}
         self._limits = RecordLimits()  # read from the broker at start (service.topics)
-        metrics.watch_traces(self._trace_outcomes)
-        # After the drain: the last commit and closing the clients. aiokafka retries both for
-        # as long as the broker is away, so without a deadline a SIGTERM during a broker
-        # restart waited for the broker (drain 30 s + this 10 s stays inside Kubernetes' 45 s).
+        metrics.watch_traces(self.assembler.outcomes)
+        # After the drain: the last commit and closing the clients, within this deadline
+        # (drain 30 s + this 10 s stays inside Kubernetes' 45 s).
         self._close_timeout_s = close_timeout_s
         self._skip_final_commit = False
         # Called with each answer (and its span ID) once counted: the evaluation events.
         self._on_counted = on_counted
 
-    # -- probes and what tests may read --------------------------------------------------------
-
-    def judge_observer(self, inner: Any) -> GateObserver:
-        return GateObserver(inner, self.gate)
+    # -- what probes and tests read ------------------------------------------------------------
 
     @property
     def ready(self) -> bool:
-        """For ``/readyz``: running, with partitions assigned."""
-        parts = self._parts
-        return self._started and bool(parts.assigned - parts.opening) and self.live
+        """For ``/readyz``: running, with partitions assigned and open."""
+        ledger = self._ledger
+        return self._started and bool(set(ledger.assigned) - set(ledger.opening)) and self.live
 
     @property
     def live(self) -> bool:
@@ -225,9 +172,9 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         return self._answers.jobs
 
     @property
-    def offsets(self) -> OffsetTracker[Any]:
+    def offsets(self) -> Ledger:
         """The records fetched and not yet committed, per partition (read, do not change)."""
-        return self._tracker
+        return self._ledger
 
     @property
     def answers(self) -> AnswerJobs:
@@ -242,35 +189,27 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
     @property
     def paused(self) -> bool:
         """Whether intake paused the partitions because work is full (bounded work)."""
-        return self._pressure.paused
+        return self._intake.paused
 
     @property
     def assigned(self) -> frozenset[Any]:
         """The partitions this replica owns."""
-        return frozenset(self._parts.assigned)
+        return self._ledger.assigned
+
+    def take(self, tp: Any, rec: Any) -> None:
+        """Take one fetched record of ``tp``, as intake does with each record ``getmany``
+        returns (:meth:`Intake.take <citemon.service.intake.Intake.take>`)."""
+        self._intake.take(tp, rec)
+
+    async def take_all(self, batches: Mapping[Any, list[Any]]) -> None:
+        """Take one fetch, as intake does (:meth:`Intake.take_all
+        <citemon.service.intake.Intake.take_all>`)."""
+        await self._intake.take_all(batches)
 
     def tick(self) -> None:
         """Score traces the assembler settled by time and release the records of traces it
         let go (the commit loop does this every ``commit_interval_s``)."""
-        self._decoder.tick()
-
-    def _changed(self) -> None:
-        self._work_changed.set()
-        self._progress.set()
-
-    def _trace_outcomes(self) -> dict[str, int]:
-        """The assembler's outcome counts, read at scrape time (``citemon_traces_total``)."""
-        a = self.assembler
-        return {
-            "completed": a.completed,
-            "settled": a.settled,
-            "dropped_incomplete": a.dropped_incomplete,
-            "evicted": a.evicted,
-            "superseded": a.superseded,
-            "unrecognized": a.unrecognized,
-            "no_passages": a.no_passages,
-            "no_answer": a.no_answer,
-        }
+        self._intake.tick()
 
     # -- supervision ---------------------------------------------------------------------------
 
@@ -299,9 +238,8 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         s = self.settings
         stop = stop or asyncio.Event()
         # Every topic exists and may be used, or exit 1 naming what is missing (service.topics).
-        self._limits = await check_topics(s)
-        disable_codecs()  # test-only hook; a no-op unless CITEMON_TEST_DISABLE_CODECS is set
-        consumer = AIOKafkaConsumer(
+        self._limits = await self.clients.check_topics(s)
+        consumer = self.clients.consumer(
             **s.kafka_options(),
             group_id=s.group,
             client_id=s.client_id,
@@ -314,7 +252,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             session_timeout_ms=s.session_timeout_ms,
             heartbeat_interval_ms=max(100, s.session_timeout_ms // 4),
         )
-        delivery = KafkaDelivery(s, consumer)
+        delivery = KafkaDelivery(s, consumer, self.clients)
         # Set before the consumer starts: the assignment callback opens producers with them.
         self._consumer = consumer
         self._delivery = delivery
@@ -342,19 +280,24 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             self.supervise(asyncio.create_task(self._lag_loop(), name="citemon-lag")),
             self.supervise(
                 asyncio.create_task(
-                    TopicWatch(s, interval_s=s.lag_interval_s).run(), name="citemon-topics"
+                    self.clients.watch_topics(s, interval_s=s.lag_interval_s),
+                    name="citemon-topics",
                 )
             ),
         ]
         if s.rekey_topic is not None:
-            rekey = RekeyStage(s)
+            rekey = RekeyStage(s, self.clients)
             background.append(
                 self.supervise(asyncio.create_task(rekey.run(), name="citemon-rekey"))
             )
         if until_caught_up:
             background.append(asyncio.create_task(self._stop_when_caught_up(stop, ends)))
         try:
-            await self._intake(consumer, stop)
+            await self._intake.run(
+                consumer,
+                self._recovery,
+                lambda: not stop.is_set() and self._supervisor.fatal is None,
+            )
         finally:
             self._started = False
             await self._drain()
@@ -364,7 +307,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             cut_short = not await stop_between_commits(background, self._commit_lock, deadline)
             self._skip_final_commit = cut_short
             await self._close(background, delivery, consumer, deadline)
-            log.info("citemon run stopped: %s; %r", asdict(self.stats), self.sampler)
+            log.info("pipeline stopped: %s; %r", asdict(self.stats), self.sampler)
         if self._supervisor.fatal is not None:
             raise self._supervisor.fatal
         return self.stats
@@ -372,19 +315,22 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
     async def caught_up(self, ends: Mapping[Any, int] | None = None) -> dict[Any, int]:
         """Return once every partition this replica owns is committed up to ``ends`` (by
         default each one's log end, read when this call first sees it) and no answer or shuffle
-        probe is in flight; returns the ends it waited for (:mod:`citemon.service.catch_up`).
-        Every answer up to them is then counted in the metrics. Each call has ends of its own:
-        a later call waits for what was written since the earlier one returned."""
-        catch_up = CatchUp(self._parts, self._tracker)
+        probe is in flight; returns the ends it waited for (:class:`~citemon.service.intake.
+        CatchUp`). Every answer up to them is then counted in the metrics. Each call has ends of
+        its own: a later call waits for what was written since the earlier one returned."""
+        catch_up = CatchUp(self._ledger)
         while True:
             if self._supervisor.fatal is not None:
                 raise self._supervisor.fatal
-            if self._started and self.ready:
-                done = await catch_up.check(self._consumer, ends)
-                if done is not None and not self._answers and not len(self._probes):
-                    return done
-            self._progress.clear()
-            await self._progress.wait()
+            changed = asyncio.ensure_future(self._ledger.changed())
+            try:
+                if self._started and self.ready:
+                    done = await catch_up.check(self._consumer, ends)
+                    if done is not None and not self._answers and not len(self._probes):
+                        return done
+                await changed
+            finally:
+                changed.cancel()
 
     async def _stop_when_caught_up(
         self, stop: asyncio.Event, ends: Mapping[Any, int] | None
@@ -399,8 +345,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         consumer: Any,
         deadline: float,
     ) -> None:
-        """The final commit within ``close_timeout_s``, then close the clients
-        (:func:`~citemon.service.shutdown.close_within`)."""
+        """The final commit within ``close_timeout_s``, then close the clients."""
         clients = [("producer", delivery.stop), ("consumer", consumer.stop)]
         if self._recovery.client is not None:
             clients.append(("batch re-read client", self._recovery.close))
@@ -409,14 +354,14 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             background,
             final_commit=self._final_commit,
             clients=clients,
-            uncommitted=lambda: len(self._tracker),
+            uncommitted=lambda: len(self._ledger),
             timeout_s=self._close_timeout_s,
         )
 
     async def _drain(self) -> None:
-        if self._consumer is not None and self._parts.assigned:
+        if self._consumer is not None and self._ledger.assigned:
             with contextlib.suppress(Exception):
-                self._consumer.pause(*self._parts.assigned)
+                self._consumer.pause(*self._ledger.assigned)
         await self._answers.drain(self.settings.drain_timeout_s)
 
     async def _final_commit(self) -> None:
@@ -428,87 +373,13 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
                 return
             await asyncio.sleep(0.2)
 
-    # -- intake --------------------------------------------------------------------------------
-
-    async def _intake(self, consumer: Any, stop: asyncio.Event) -> None:
-        max_poll = self.settings.max_poll_records
-        while not stop.is_set() and self._supervisor.fatal is None:
-            self._progress.set()
-            free = self._pressure.adjust(consumer, len(self._answers), len(self._tracker))
-            try:
-                batches = await consumer.getmany(
-                    timeout_ms=_POLL_MS, max_records=max(1, min(max_poll, free))
-                )
-            except UNDECODABLE as exc:
-                self._parts.moved += 1
-                self._parts.taking = True
-                try:
-                    await self._recovery.recover(consumer, exc)
-                finally:
-                    self._parts.taking = False
-                continue
-            self._parts.moved += 1
-            await self.take_all(batches)
-
-    async def take_all(self, batches: Mapping[Any, list[Any]]) -> None:
-        """Take one fetch (``getmany``'s result), as intake does, yielding to the loop every
-        ``hooks.decode_slice_s``: a full fetch (``fetch_max_bytes``, 8 MB of small spans) is up
-        to ~0.2 s of decoding, which would stall heartbeats and ``/healthz``. A rebalance
-        during a yield drops the rest of the fetch: it revokes every partition (eager protocol)
-        and the new assignment fetches from the committed offsets, so nothing is lost and
-        nothing is taken twice.
-
-        A partition sought during a yield (:meth:`_open_partitions`) has the rest of its
-        records dropped: the next fetch delivers them again from where it was sought. Only
-        that partition's (the others' positions are past their records), and only seeks
-        after the fetch returned: aiokafka itself drops records fetched before a seek when
-        ``getmany`` drains them, and those it returns after one are from the new position
-        (dropping them too would lose them)."""
-        loop = asyncio.get_running_loop()
-        slice_s = self.hooks.decode_slice_s
-        rebalances = self.stats.rebalances
-        seeks = dict(self._parts.seeks)  # no await since getmany returned
-        until = loop.time() + slice_s
-        self._parts.taking = True
-        try:
-            for tp, records in batches.items():
-                for record in records:
-                    if loop.time() >= until:
-                        await asyncio.sleep(0)
-                        if self.stats.rebalances != rebalances:
-                            return
-                        until = loop.time() + slice_s
-                    if self._parts.seeks.get(tp, 0) != seeks.get(tp, 0):
-                        break
-                    self.take(tp, record)
-        finally:
-            self._parts.taking = False
-
-    def take(self, tp: Any, rec: Any) -> None:
-        """Take one fetched record of ``tp`` (a ``ConsumerRecord``: ``offset``, ``key``,
-        ``value``, ``timestamp``), as intake does with each record ``getmany`` returns.
-        Records of a partition not readable now, or below its floor, are ignored."""
-        if not self._parts.readable(tp):
-            return  # fetched before a revoke: the next owner reads it from the committed offset
-        if rec.offset < self._parts.floor.get(tp, -1):
-            return  # fetched before the seek to the offset committed under the last owner
-        self.stats.records += 1
-        self._parts.taken_to[tp] = rec.offset + 1
-        entry = self._tracker.add(tp, rec.offset, rec.timestamp)
-        try:
-            self._decoder.decode_into(entry, rec)
-        finally:
-            self._tracker.release(entry)
-            self._work_changed.set()
-
     # -- commits -------------------------------------------------------------------------------
 
     async def _commit_loop(self) -> None:
         while True:
             await asyncio.sleep(self.settings.commit_interval_s)
-            self._faults.check("citemon-commit")
-            self._decoder.tick()
-            if self._parts.opening:
+            self._intake.tick()
+            if self._ledger.opening:
                 await self._open_partitions()
             await self.commit()
 
@@ -523,19 +394,18 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         if delivery is None:
             return True
         async with self._commit_lock:
-            ready = [
-                r
-                for r in self._tracker.ready()
-                if r.tp in self._parts.assigned and delivery.is_open(r.tp)
-            ]
+            ledger = self._ledger
+            # Partitions being revoked included: what they finished commits before they go.
+            ready = ledger.ready(tp for tp in ledger.assigned if delivery.is_open(tp))
             if not ready:
                 return True
-            batches = commit_outputs(ready, self._dedupe, self.settings, self.stats, self._limits)
-            outcomes = await delivery.deliver([(r, messages) for r, messages, _ in batches])
+            outcomes = await delivery.deliver(
+                [(r, commit_messages(r, self.settings, self._limits)) for r in ready]
+            )
             ok = True
             fenced: set[Any] = set()
             broken: set[Any] = set()
-            for r, _, counted in batches:
+            for r in ready:
                 error = outcomes.get(r.tp)
                 if isinstance(error, ProducerFenced):
                     fenced.add(r.tp)
@@ -554,28 +424,26 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
                     if not isinstance(error, KafkaError | OSError | TimeoutError):
                         log.error("unexpected commit error", exc_info=error)
                     continue
-                self._confirmed(r, counted)
+                self._count(r)
             if fenced:
                 self.lose(fenced, "have a new owner (our transactional producer was fenced)")
                 ok = False
             if broken:
                 self.lose(broken, "lost their transactional producer to a fatal client error")
                 ok = False
-            self._lag.publish()
-            self._work_changed.set()
-            self._progress.set()
+            self._publish_lag()
+            ledger.touch()
             return ok
 
-    def _confirmed(self, r: Ready[Any], counted: Counted) -> None:
-        """``r`` committed: forget its entries and count what it carried (no ``await``)."""
-        self._tracker.confirm([r])
+    def _count(self, r: Ready) -> None:
+        """``r`` committed: confirm it in the ledger and count what it carried (no ``await``)."""
+        self._ledger.confirm(r)
         self.stats.commits += 1
-        for score, key in counted:
-            self._dedupe.add(key)
-            self.metrics.record_answer(score)
+        for answer in r.counted:
+            self.metrics.record_answer(answer.score)
             if self._on_counted is not None:
-                self._on_counted(score, key[1])
-        self.stats.answers_committed += len(counted)
+                self._on_counted(answer.score, answer.span_id)
+        self.stats.answers_committed += len(r.counted)
         for e in r.entries:
             for reason in e.dead_letters:
                 self.metrics.dead_letter(reason)
@@ -593,23 +461,21 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         gone = set(revoked)
         if not gone:
             return
-        self._parts.revoking |= gone
-        self._held.drop(gone)
+        self._ledger.start_revoking(gone)
+        self._intake.drop(gone)
         deadline = self._clock() + self.settings.revoke_timeout_s
         while self._answers.in_partitions(gone) and self._clock() < deadline:
-            self._work_changed.clear()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    self._work_changed.wait(), max(0.01, deadline - self._clock())
-                )
+                await asyncio.wait_for(self._ledger.changed(), max(0.01, deadline - self._clock()))
         await self.commit()
         self._forget(gone)
         if self._delivery is not None:
             async with self._commit_lock:
                 await self._delivery.close(gone)
-        self._parts.remove(gone)
+        self._ledger.remove(gone)
         for tp in gone:
-            self._lag.forget(tp)
+            self._lag_ends.pop(tp, None)
+            self.metrics.forget_partition(tp.topic, tp.partition)
         log.info("partitions revoked: %s", sorted(tp.partition for tp in gone))
 
     def _forget(self, tps: set[Any]) -> None:
@@ -622,8 +488,8 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         ID would let late parts of traces answered elsewhere (or by a self-contained
         ``rag.answer`` span, under another span ID) be scored a second time."""
         dropped = self._answers.cancel(tps)
-        for entry in self._tracker.revoke(tps):
-            dropped.update(score.trace_id for score, _ in entry.scores if score.trace_id)
+        for entry in self._ledger.drop(tps):
+            dropped.update(a.score.trace_id for a in entry.answers if a.score.trace_id)
         self.assembler.forget_answered(dropped)
 
     def lose(self, tps: set[Any], why: str) -> None:
@@ -638,8 +504,8 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             why,
         )
         self.stats.partitions_lost += len(tps)
-        self._parts.revoking |= tps
-        self._held.drop(tps)
+        self._ledger.start_revoking(tps)
+        self._intake.drop(tps)
         self._forget(tps)
         if self._consumer is not None:
             request_rejoin(self._consumer)
@@ -648,30 +514,63 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         """After a rebalance (aiokafka's listener callback): take ``assigned``, opening their
         transactional producers first when there is a results topic."""
         assigned = list(assigned)
-        fresh = set(assigned)
         transactional = self._delivery is not None and self._delivery.transactional
-        self._parts.assign(fresh, opening=transactional)
-        self._tracker.assign(assigned)
-        if self._pressure.paused and self._consumer is not None and assigned:
-            self._consumer.pause(*assigned)
+        self._ledger.assign(assigned, opening=transactional)
+        if self._consumer is not None:
+            self._intake.pause_new(self._consumer, assigned)
         log.info("partitions assigned: %s", sorted(tp.partition for tp in assigned))
-        if self._parts.opening:
+        if self._ledger.opening:
             await self._open_partitions()
 
     async def _open_partitions(self) -> None:
-        """Open the producers of newly assigned partitions, then seek each to its committed
-        offset (:func:`~citemon.service.opening.open_partitions`)."""
-        if self._delivery is None or self._consumer is None:
+        """Open the producers of the partitions still opening, then read their committed
+        offsets and seek there; one that fails (the broker is away) stays opening, retried on
+        the next commit tick.
+
+        The order closes the race with a frozen previous owner: ``init_transactions`` fences it
+        and waits for its last transaction to complete or abort, so the committed offset read
+        *afterwards* includes everything it managed to commit (aiokafka fetched a committed
+        offset already, concurrently with the assignment callback, which may predate that
+        commit). Intake ignores the partition's records until then, and records below the
+        committed offset fetched before the seek."""
+        delivery, consumer = self._delivery, self._consumer
+        if delivery is None or consumer is None:
             return
         async with self._commit_lock:
-            await open_partitions(self._delivery, self._consumer, self._parts, self._tracker)
-            self._work_changed.set()
+            tps = self._ledger.opening
+            outcomes = await asyncio.gather(
+                *(delivery.open(tp) for tp in tps), return_exceptions=True
+            )
+            for tp, out in zip(tps, outcomes, strict=True):
+                if tp not in self._ledger.opening:
+                    continue  # revoked meanwhile
+                if isinstance(out, BaseException):
+                    log.warning(
+                        "opening the producer of partition %d failed, will retry: %s",
+                        tp.partition,
+                        type(out).__name__,
+                    )
+                    continue
+                try:
+                    committed = await consumer.committed(tp)
+                    if committed is None:
+                        await consumer.seek_to_beginning(tp)
+                    else:
+                        consumer.seek(tp, committed)
+                    self._ledger.sought(tp)
+                except (KafkaError, OSError, TimeoutError) as exc:
+                    log.warning(
+                        "reading the committed offset of partition %d failed, will retry: %s",
+                        tp.partition,
+                        type(exc).__name__,
+                    )
+                    continue
+                self._ledger.opened(tp, committed)
 
     # -- lag -----------------------------------------------------------------------------------
 
     async def _lag_loop(self) -> None:
         while True:
-            self._faults.check("citemon-lag")
             try:
                 await self.update_lag()
             except (KafkaError, OSError, TimeoutError) as exc:
@@ -679,5 +578,30 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             await asyncio.sleep(self.settings.lag_interval_s)
 
     async def update_lag(self) -> dict[Any, int]:
-        """Set ``citemon_consumer_lag`` for every assigned partition: log end − committed."""
-        return await self._lag.update(self._consumer)
+        """Set ``citemon_consumer_lag`` for every assigned partition: log end − committed.
+
+        Reads the log ends (and, where this process has committed nothing yet, the group's
+        committed offset or the log start); every commit republishes the gauge against the ends
+        last read, so it drops as soon as work commits."""
+        consumer, ledger = self._consumer, self._ledger
+        tps = ledger.partitions
+        if consumer is None or not tps:
+            return {}
+        ends = await consumer.end_offsets(tps)
+        missing = [tp for tp in tps if ledger.committed(tp) is None]
+        if missing:
+            starts = await consumer.beginning_offsets(missing)
+            for tp in missing:
+                committed = await consumer.committed(tp)
+                ledger.set_committed(tp, starts[tp] if committed is None else committed)
+        self._lag_ends = {tp: ends[tp] for tp in tps}
+        return self._publish_lag()
+
+    def _publish_lag(self) -> dict[Any, int]:
+        lags: dict[Any, int] = {}
+        for tp, end in self._lag_ends.items():
+            committed = self._ledger.committed(tp)
+            if tp in self._ledger.assigned and committed is not None:
+                lags[tp] = max(0, end - committed)
+                self.metrics.consumer_lag(tp.topic, tp.partition, lags[tp])
+        return lags

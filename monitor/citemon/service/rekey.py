@@ -12,7 +12,7 @@ trace ID, **in one transaction with the input offsets** (consume-transform-produ
 exactly once for a ``read_committed`` reader, whatever crashes or rebalances, so counts stay
 exact whatever the upstream keys.
 
-Fencing is the pipeline's (:class:`~citemon.service.delivery.KafkaDelivery`): one
+Fencing is the pipeline's (:class:`~citemon.service.outputs.KafkaDelivery`): one
 transactional producer per input partition, ``citemon-<group>.rekey-<topic>-<partition>``,
 opened at assignment before the committed offset is read, so a replaced owner is fenced. A
 record that is no trace request is forwarded as it is (scoring dead-letters it, as before).
@@ -30,9 +30,10 @@ from aiokafka.errors import KafkaError, ProducerFenced
 
 from citemon.core.errors import DecodeError
 from citemon.otlp.split import split_by_trace
-from citemon.service.delivery import KafkaDelivery
-from citemon.service.entries import OutMessage, Ready
+from citemon.service.clients import KafkaClients
 from citemon.service.kafka_internals import request_rejoin
+from citemon.service.ledger import OutMessage, Ready
+from citemon.service.outputs import KafkaDelivery
 from citemon.service.settings import Settings
 
 __all__ = ["RekeyStage", "rekey_messages"]
@@ -65,13 +66,14 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
     """Consumes ``settings.topic`` and re-produces it keyed by trace ID to
     ``settings.rekey_topic``; :meth:`run` until cancelled (supervised by the pipeline)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, clients: KafkaClients | None = None) -> None:
         if settings.rekey_topic is None:
             raise ValueError("RekeyStage needs settings.rekey_topic")
         self.target: str = settings.rekey_topic
         self.group = f"{settings.group}.rekey"
         # The stage's own group: its transactional IDs and committed offsets are its own.
         self._settings = settings.model_copy(update={"group": self.group})
+        self._clients = clients or KafkaClients()
         self._consumer: Any = None
         self._delivery: KafkaDelivery | None = None
         self._lock = asyncio.Lock()
@@ -99,7 +101,7 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
             session_timeout_ms=s.session_timeout_ms,
             heartbeat_interval_ms=max(100, s.session_timeout_ms // 4),
         )
-        delivery = KafkaDelivery(s, consumer)
+        delivery = KafkaDelivery(s, consumer, self._clients)
         delivery.transactional = True  # always: the re-keyed records go with the offsets
         self._consumer, self._delivery = consumer, delivery
         try:

@@ -1,7 +1,7 @@
 """Reading the results topic back (``citemon inspect``): ``read_committed``, from a position.
 
 The monitor writes each scored answer to the results topic inside the Kafka transaction that
-commits its input offsets (:mod:`citemon.service.delivery`), so only a ``read_committed`` reader
+commits its input offsets (:mod:`citemon.service.outputs`), so only a ``read_committed`` reader
 sees each answer exactly once: an aborted transaction's records (a monitor killed mid-commit) are
 skipped, and the end of a partition is its *last stable offset*, not the high watermark.
 
@@ -28,7 +28,7 @@ __all__ = ["DEFAULT_RESULTS_TOPIC", "ResultsReader", "Start"]
 log = logging.getLogger(__name__)
 
 DEFAULT_RESULTS_TOPIC: Final = "citemon.scores"
-"""DESIGN.md's results topic, read when neither --results-topic nor CITEMON_RESULTS_TOPIC is set."""
+"""The results topic read when neither --results-topic nor CITEMON_RESULTS_TOPIC is set."""
 
 POLL_TIMEOUT_MS: Final = 250
 """How long one fetch waits for records; bounds how late ``stop`` is noticed (plus a fetch)."""

@@ -1,18 +1,12 @@
-"""The settings of ``citemon run``: one model, read from ``CITEMON_*`` env vars and CLI flags.
+"""The settings of ``citemon run``: one model, its flags, and its judge and scoring parts.
 
 Precedence, highest first: a CLI flag, the ``CITEMON_<FIELD>`` environment variable, the default
-(the mechanism: :mod:`citemon.core.settings`). Every limit carries its unit in its name. Secrets
-are :class:`~pydantic.SecretStr`: their ``repr``/``str`` is ``'**********'``,
+(the mechanism: :mod:`citemon.core.settings`). Every limit carries its unit in its name. The
+judge (``settings.judge``: ``--judge*``, ``CITEMON_JUDGE_*``) and how claims are checked
+(``settings.scoring``: ``--policy``, ``--marker-pattern``…) are parts, shared with ``citemon
+score``. Secrets are :class:`~pydantic.SecretStr`: their ``repr``/``str`` is ``'**********'``,
 :meth:`Settings.describe` (what the service logs at start-up) leaves them out, and the plaintext
 is only ever handed to the Kafka client in :meth:`Settings.kafka_options`.
-
-The judge's flags and env vars (``--judge``, ``CITEMON_JUDGE_*``) are shared with ``citemon
-score`` and live in :mod:`citemon.judges.settings`; the scoring flags (``--policy``,
-``--marker-pattern``, ``--overlap-tokens``…) are shared too, from :mod:`citemon.commands._options`.
-
-Why one module (about 440 lines): it is one model, its flag table (renamed flags and their
-deprecated aliases included) and the checks that span fields (SASL and TLS, the derived
-transactional-ID prefix); apart, a flag and the check of its field would live in two places.
 """
 
 from __future__ import annotations
@@ -27,6 +21,9 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from citemon.core.errors import ConfigError
 from citemon.core.settings import ENV_PREFIX, Flag, FlagSettings, parse_duration_s
 from citemon.engine.excerpts import MAX_EXCERPT_CHARS
+from citemon.engine.settings import ScoringSettings
+from citemon.judges.settings import JudgeSettings
+from citemon.passages.settings import PassageStoreSettings
 from citemon.review.sample import DEFAULT_REVIEW_PASSAGE_CHARS, DEFAULT_REVIEW_TOPIC
 
 __all__ = [
@@ -46,145 +43,156 @@ SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 
 
-# (flag, field, type, help): the rows of SERVICE_FLAGS (renamed flags: _ALIASES).
-_ROWS: Final[tuple[tuple[str, str, Any, str], ...]] = (
-    ("--bootstrap-servers", "bootstrap_servers", str, "Kafka brokers (default 127.0.0.1:9092)"),
-    ("--topic", "topic", str, "topic of OTLP span batches (default otlp_spans)"),
-    ("--group", "group", str, "consumer group (default citemon)"),
-    ("--dlq-topic", "dlq_topic", str, "dead-letter topic (default otlp_spans.dlq)"),
-    ("--results-topic", "results_topic", str, "per-answer JSON results, exactly once (off)"),
-    (
+# Renamed settings keep their old flag and variable as deprecated aliases: the shuffle probe was
+# called the "canary" until 0.x. Its Prometheus metrics keep that name
+# (citemon_judge_canary_sensitivity, citemon_judge_canary_answers_total): the dashboards and
+# alert rules read them, so renaming them would break every deployed panel.
+SERVICE_FLAGS: Final = (
+    Flag("--bootstrap-servers", "bootstrap_servers", "Kafka brokers (default 127.0.0.1:9092)"),
+    Flag("--topic", "topic", "topic of OTLP span batches (default otlp_spans)"),
+    Flag("--group", "group", "consumer group (default citemon)"),
+    Flag("--dlq-topic", "dlq_topic", "dead-letter topic (default otlp_spans.dlq)"),
+    Flag("--results-topic", "results_topic", "per-answer JSON results, exactly once (off)"),
+    Flag(
         "--results-excerpt-chars",
         "results_excerpt_chars",
-        int,
         "characters of each cited/supporting passage in a result's excerpts; 0 = none (240)",
+        int,
     ),
-    (
+    Flag(
         "--review-rate",
         "review_rate",
+        "share of scored answers sampled for human review to --review-topic, exactly "
+        "once, e.g. 0.01 (default 0 = off)",
         float,
-        "share of scored answers sampled for human review to --review-topic, exactly once, "
-        "e.g. 0.01 (default 0 = off)",
     ),
-    ("--review-topic", "review_topic", str, "topic of review records (default citemon.review)"),
-    (
+    Flag("--review-topic", "review_topic", "topic of review records (default citemon.review)"),
+    Flag(
         "--review-passage-chars",
         "review_passage_chars",
-        int,
         "characters of each cited/supporting passage in a review record, 1..4000 (4000)",
+        int,
     ),
-    (
+    Flag(
         "--rekey-topic",
         "rekey_topic",
-        str,
         "re-key the input by trace ID to this topic (exactly once) and score from it, for "
         "input not keyed by trace ID (off)",
     ),
-    (
+    Flag(
         "--create-topics",
         "create_topics",
-        bool,
         "create the topics run uses that do not exist, instead of exiting 1 (off)",
+        bool,
     ),
-    (
+    Flag(
         "--topic-partitions",
         "topic_partitions",
-        int,
         "partitions of topics --create-topics creates; -1 = the broker's default (-1)",
+        int,
     ),
-    (
+    Flag(
         "--topic-replication-factor",
         "topic_replication_factor",
-        int,
         "replication factor of topics --create-topics creates; -1 = the broker's default (-1)",
+        int,
     ),
-    (
+    Flag(
         "--transactional-id",
         "transactional_id",
-        str,
-        "deprecated: the results producers' ID prefix is citemon-<group>, derived from the "
-        "group so every replica shares it; any other value is refused",
+        "deprecated: the results producers' ID prefix is citemon-<group>, derived from "
+        "the group so every replica shares it; any other value is refused",
     ),
-    ("--security-protocol", "security_protocol", str, "PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"),
-    ("--sasl-mechanism", "sasl_mechanism", str, "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
-    ("--kafka-username", "kafka_username", str, "SASL user (password: CITEMON_KAFKA_PASSWORD)"),
-    ("--kafka-password-file", "kafka_password_file", Path, "file holding the SASL password"),
-    ("--ssl-cafile", "ssl_cafile", Path, "CA bundle to verify the brokers"),
-    ("--ssl-certfile", "ssl_certfile", Path, "client certificate (mutual TLS)"),
-    ("--ssl-keyfile", "ssl_keyfile", Path, "client key (mutual TLS)"),
-    ("--sample-rate", "sample_rate", float, "fraction of traces scored, by trace ID (default 1)"),
-    (
+    Flag("--security-protocol", "security_protocol", "PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"),
+    Flag("--sasl-mechanism", "sasl_mechanism", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
+    Flag("--kafka-username", "kafka_username", "SASL user (password: CITEMON_KAFKA_PASSWORD)"),
+    Flag("--kafka-password-file", "kafka_password_file", "file holding the SASL password", Path),
+    Flag("--ssl-cafile", "ssl_cafile", "CA bundle to verify the brokers", Path),
+    Flag("--ssl-certfile", "ssl_certfile", "client certificate (mutual TLS)", Path),
+    Flag("--ssl-keyfile", "ssl_keyfile", "client key (mutual TLS)", Path),
+    Flag(
+        "--sample-rate",
+        "sample_rate",
+        "fraction of traces scored, by trace ID (default 1)",
+        float,
+    ),
+    Flag(
         "--budget-per-minute",
         "budget_per_minute",
-        float,
         "answers scored per (service, version) per minute; 0 = unlimited (default 600)",
+        float,
     ),
-    (
+    Flag(
         "--max-inflight-answers",
         "max_inflight_answers",
-        int,
         "answers being scored at once; partitions pause when full (default 64)",
+        int,
     ),
-    (
+    Flag(
         "--cpu-workers",
         "cpu_workers",
-        int,
         "threads for CPU-bound scoring, off the event loop (default 2)",
+        int,
     ),
-    (
+    Flag(
         "--max-answer-attempts",
         "max_answer_attempts",
-        int,
         "scoring attempts per answer before judge failures are recorded unjudged (default 5)",
+        int,
     ),
-    ("--metrics-port", "metrics_port", int, "port of /metrics, /healthz, /readyz (default 9464)"),
-    ("--metrics-host", "metrics_host", str, "address to serve metrics on (default 0.0.0.0)"),
-    ("--drain-timeout", "drain_timeout_s", float, "seconds to finish work on SIGTERM (default 30)"),
-    ("--commit-interval", "commit_interval_s", float, "seconds between commits (default 0.5)"),
-    ("--window", "window", str, "window of the ratio gauges, e.g. 15m (default 15m)"),
-    (
+    Flag(
+        "--metrics-port",
+        "metrics_port",
+        "port of /metrics, /healthz, /readyz (default 9464)",
+        int,
+    ),
+    Flag("--metrics-host", "metrics_host", "address to serve metrics on (default 0.0.0.0)"),
+    Flag(
+        "--drain-timeout",
+        "drain_timeout_s",
+        "seconds to finish work on SIGTERM (default 30)",
+        float,
+    ),
+    Flag("--commit-interval", "commit_interval_s", "seconds between commits (default 0.5)", float),
+    Flag("--window", "window", "window of the ratio gauges, e.g. 15m (default 15m)"),
+    Flag(
         "--calibration",
         "calibration",
-        Path,
         "judge calibration file (citemon calibrate --output): export corrected accuracy",
+        Path,
     ),
-    (
+    Flag(
         "--probe-rate",
         "probe_rate",
-        float,
         "share of scored answers re-checked with shuffled citations (the shuffle probe), "
         "e.g. 0.02 (default 0 = off)",
+        float,
+        aliases=("--canary-rate",),
+        env_aliases=("CITEMON_CANARY_RATE",),
     ),
-    (
+    Flag(
         "--probe-window",
         "probe_window",
-        str,
         "window of the shuffle probe's sensitivity gauge (default 1h)",
+        aliases=("--canary-window",),
+        env_aliases=("CITEMON_CANARY_WINDOW",),
     ),
-    (
+    Flag(
         "--evaluation-events",
         "evaluation_events",
-        bool,
         "send gen_ai.evaluation.result events per scored answer over OTLP "
         "(OTEL_EXPORTER_OTLP_* variables; needs citemon[events]) (off)",
+        bool,
     ),
-    (
+    Flag(
         "--evaluation-events-max-queue",
         "evaluation_events_max_queue",
-        int,
         "evaluation events waiting for export at most; more are dropped and counted (2048)",
+        int,
     ),
 )
+"""The ``citemon run`` flags: each sets the :class:`Settings` field of its name."""
 
-
-# field → (old flags, old variables): still accepted, each use logs a deprecation warning.
-# The shuffle probe was called the "canary" until 0.x; its Prometheus metrics keep that name
-# (citemon_judge_canary_sensitivity, citemon_judge_canary_answers_total): the dashboards and
-# alert rules read them, so renaming them would break every deployed panel.
-_ALIASES: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
-    "probe_rate": (("--canary-rate",), ("CITEMON_CANARY_RATE",)),
-    "probe_window": (("--canary-window",), ("CITEMON_CANARY_WINDOW",)),
-}
 
 KAFKA_CONNECTION_FIELDS: Final = (
     "bootstrap_servers",
@@ -199,20 +207,6 @@ KAFKA_CONNECTION_FIELDS: Final = (
 """The fields whose flags reach the brokers: what a command that reads a topic offers (with the
 topic's own field) through ``add_settings_arguments(parser, only=...)``."""
 
-SERVICE_FLAGS: Final = tuple(
-    Flag(
-        flag,
-        field,
-        text,
-        kind,
-        metavar=flag[2:].upper().replace("-", "_"),
-        aliases=_ALIASES.get(field, ((), ()))[0],
-        env_aliases=_ALIASES.get(field, ((), ()))[1],
-    )
-    for flag, field, kind, text in _ROWS
-)
-"""The ``citemon run`` flags: each sets the :class:`Settings` field of its name."""
-
 
 class Settings(FlagSettings):
     """Everything ``citemon run`` needs besides the judge. Field ``x`` ⇔ env ``CITEMON_X``;
@@ -220,6 +214,7 @@ class Settings(FlagSettings):
 
     FLAGS: ClassVar[tuple[Flag, ...]] = SERVICE_FLAGS
     DEST_PREFIX: ClassVar[str | None] = "settings_"
+    TITLE: ClassVar[str] = "kafka, sampling and delivery"
 
     # -- Kafka -------------------------------------------------------------------------------
     bootstrap_servers: str = "127.0.0.1:9092"
@@ -326,6 +321,14 @@ class Settings(FlagSettings):
     evaluation_events_max_queue: int = Field(default=2048, ge=1)
     """Events waiting for export at most; more are dropped, and counted, rather than queued."""
 
+    # -- the parts ---------------------------------------------------------------------------
+    scoring: ScoringSettings = Field(default_factory=ScoringSettings)
+    """How claims are checked (its own flags and ``CITEMON_*`` variables)."""
+    judge: JudgeSettings = Field(default_factory=JudgeSettings)
+    """The judge (``--judge*``, ``CITEMON_JUDGE*``)."""
+    passages: PassageStoreSettings = Field(default_factory=PassageStoreSettings)
+    """The passage store answers' cited IDs are looked up in (``--passage-store*``)."""
+
     @field_validator("window", "probe_window", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> Any:
@@ -416,8 +419,10 @@ class Settings(FlagSettings):
 
     def describe(self) -> dict[str, Any]:
         """The settings as logged at start-up: every field but the secrets' values."""
-        out = self.model_dump(mode="json", exclude={"kafka_password"})
+        out = self.model_dump(mode="json", exclude={"kafka_password", "judge"})
         out["kafka_password"] = "set" if self.kafka_password is not None else None
+        out["judge"] = self.judge.model_dump(mode="json", exclude={"api_key"})
+        out["judge"]["api_key"] = "set" if self.judge.api_key is not None else None
         return out
 
 
@@ -459,8 +464,9 @@ def add_settings_arguments(
     only: Collection[str] | None = None,
     title: str = "kafka, sampling and delivery",
 ) -> None:
-    """The ``citemon run`` flags (or those of the fields in ``only``); each overrides its
-    ``CITEMON_*`` env var."""
+    """The ``citemon run`` flags of the service (or those of the fields in ``only``); each
+    overrides its ``CITEMON_*`` env var. The parts' flags: ``Settings.add_arguments(parser,
+    parts=True)``."""
     Settings.add_arguments(parser, title=title, only=only)
 
 

@@ -1,0 +1,54 @@
+"""The Kafka clients of one monitor, made by one object that the builder takes.
+
+Production uses :class:`KafkaClients` as it is; a test hands in a subclass whose clients wrap
+aiokafka's (a consumer that fails on cue, say), the way arq takes its Redis pool: the runtime
+code has no test hooks of its own. The start-up check of the topics and the watch on them
+(:mod:`citemon.service.topics`) go through it too, so a test without a broker replaces them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from citemon.service.kafka_internals import new_client
+
+if TYPE_CHECKING:
+    from citemon.service.fitting import RecordLimits
+    from citemon.service.settings import Settings
+
+__all__ = ["KafkaClients"]
+
+
+class KafkaClients:
+    """Makes the consumer, the producers and the low-level client the monitor uses."""
+
+    def consumer(self, **options: Any) -> Any:
+        """The group consumer (an ``AIOKafkaConsumer``), not started."""
+        from aiokafka import AIOKafkaConsumer
+
+        return AIOKafkaConsumer(**options)
+
+    def producer(self, **options: Any) -> Any:
+        """A producer (an ``AIOKafkaProducer``), not started: the dead-letter one, or an input
+        partition's transactional one."""
+        from aiokafka import AIOKafkaProducer
+
+        return AIOKafkaProducer(**options)
+
+    async def client(self, options: dict[str, Any], client_id: str) -> Any:
+        """A bootstrapped ``AIOKafkaClient`` (the bad-batch re-read's)."""
+        return await new_client(options, client_id)
+
+    async def check_topics(self, settings: Settings) -> RecordLimits:
+        """Every topic ``run`` uses exists and may be used (or is created), before consuming;
+        their record limits (:func:`citemon.service.topics.check_topics`)."""
+        from citemon.service.topics import check_topics
+
+        return await check_topics(settings)
+
+    async def watch_topics(self, settings: Settings, *, interval_s: float) -> None:
+        """Until cancelled, or until a topic ``run`` uses is gone
+        (:class:`citemon.service.topics.TopicWatch`)."""
+        from citemon.service.topics import TopicWatch
+
+        await TopicWatch(settings, interval_s=interval_s).run()

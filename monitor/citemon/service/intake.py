@@ -1,0 +1,329 @@
+"""Intake: fetch within the work bounds, take each record into the ledger, decode it into answers.
+
+A fetch asks for no more records than there are free slots: at most ``max_inflight_answers``
+answers are scored and at most ``max_uncommitted_records`` records are fetched but not
+committed. With no free slot every assigned partition is paused (the client stops prefetching
+too) and resumed once work falls below :data:`RESUME_FRACTION` of both caps, while ``getmany``
+keeps being called so the consumer stays in its group: memory stays flat.
+
+A record decodes to self-contained answer spans (admitted at once), trace parts (handed to the
+:class:`~citemon.otlp.assembly.TraceAssembler`), spans that are no answers (skipped, counted) and
+spans or payloads that do not decode (dead-lettered with the record's commit, counted). A record
+with a part of a trace stays held until its trace is assembled, and the assembled answer is
+scored *with* the records of its parts: they finish only when it does. A trace the assembler
+lets go unscored (dropped incomplete, evicted, superseded, a late part of a trace already
+answered) releases its records, which then commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
+
+from aiokafka.errors import IllegalStateError, KafkaError
+
+from citemon.core.errors import DecodeError
+from citemon.core.records import AnswerRecord
+from citemon.metrics import Metrics
+from citemon.otlp.assembly import TraceAssembler
+from citemon.otlp.decoding import decode_otlp
+from citemon.service.answers import AnswerJobs
+from citemon.service.keys import KeyCheck
+from citemon.service.ledger import Entry, Ledger
+from citemon.service.outputs import dead_letter
+from citemon.service.recovery import UNDECODABLE, BatchRecovery
+from citemon.service.settings import Settings
+
+__all__ = ["RESUME_FRACTION", "CatchUp", "Intake"]
+
+log = logging.getLogger(__name__)
+
+RESUME_FRACTION: Final = 0.75
+"""Resume partitions when work falls below this share of a cap."""
+_POLL_MS: Final = 200
+
+
+class Intake:
+    """The consumer's side of the monitor: fetch, take, decode, admit; tick the assembler."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        ledger: Ledger,
+        answers: AnswerJobs,
+        metrics: Metrics,
+        *,
+        assembler: TraceAssembler,
+        clock: Callable[[], float],
+        decode_slice_s: float = 0.02,
+    ) -> None:
+        self._settings = settings
+        self._ledger = ledger
+        self._stats = ledger.stats
+        self._answers = answers
+        self._metrics = metrics
+        self._assembler = assembler
+        self._clock = clock
+        self._decode_slice_s = decode_slice_s
+        self._keys = KeyCheck(metrics, topic=settings.rekey_topic or settings.topic)
+        # Per trace ID: when its first part was held, and the records holding its parts.
+        self._held: OrderedDict[str, tuple[float, list[Entry]]] = OrderedDict()
+        self._paused = False
+
+    @property
+    def paused(self) -> bool:
+        """Whether the partitions are paused because work is full."""
+        return self._paused
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    async def run(self, consumer: Any, recovery: BatchRecovery, go_on: Callable[[], bool]) -> None:
+        """Fetch and take while ``go_on()``; an undecodable fetch goes to ``recovery``."""
+        max_poll = self._settings.max_poll_records
+        while go_on():
+            self._ledger.touch()
+            free = self._adjust(consumer)
+            try:
+                batches = await consumer.getmany(
+                    timeout_ms=_POLL_MS, max_records=max(1, min(max_poll, free))
+                )
+            except UNDECODABLE as exc:
+                self._ledger.fetched()
+                with self._ledger.taking_fetch():
+                    await recovery.recover(consumer, exc)
+                continue
+            self._ledger.fetched()
+            await self.take_all(batches)
+
+    def pause_new(self, consumer: Any, tps: list[Any]) -> None:
+        """Partitions assigned while work is full pause at once."""
+        if self._paused and tps:
+            consumer.pause(*tps)
+
+    def _adjust(self, consumer: Any) -> int:
+        """Pause or resume for the work in flight; returns the free slots (at most that many
+        records may be fetched)."""
+        s = self._settings
+        answers, uncommitted = len(self._answers), len(self._ledger)
+        free = min(s.max_inflight_answers - answers, s.max_uncommitted_records - uncommitted)
+        below_low_water = (
+            answers < s.max_inflight_answers * RESUME_FRACTION
+            and uncommitted < s.max_uncommitted_records * RESUME_FRACTION
+        )
+        if free <= 0:
+            self._set_paused(consumer, True, answers)
+        elif self._paused and below_low_water:
+            self._set_paused(consumer, False, answers)
+        elif self._paused:
+            self._set_paused(consumer, True, answers)
+        return free
+
+    def _set_paused(self, consumer: Any, paused: bool, answers: int) -> None:
+        assigned = set(self._ledger.assigned)
+        if paused == self._paused:
+            if paused:  # partitions assigned since we paused must pause too
+                fresh = assigned - set(consumer.paused())
+                if fresh:
+                    consumer.pause(*fresh)
+            return
+        self._paused = paused
+        if paused:
+            consumer.pause(*assigned)
+            log.info("work is full (%d answers in flight): partitions paused", answers)
+        else:
+            consumer.resume(*consumer.paused())
+            log.info("partitions resumed")
+
+    async def take_all(self, batches: Mapping[Any, list[Any]]) -> None:
+        """Take one fetch (``getmany``'s result), yielding to the loop every
+        ``decode_slice_s``: a full fetch (``fetch_max_bytes``, 8 MB of small spans) is up to
+        ~0.2 s of decoding, which would stall heartbeats and ``/healthz``. A rebalance during a
+        yield drops the rest of the fetch: it revokes every partition (eager protocol) and the
+        new assignment fetches from the committed offsets, so nothing is lost and nothing is
+        taken twice.
+
+        A partition sought during a yield (opening it) has the rest of its records dropped: the
+        next fetch delivers them again from where it was sought. Only that partition's (the
+        others' positions are past their records), and only seeks after the fetch returned:
+        aiokafka itself drops records fetched before a seek when ``getmany`` drains them, and
+        those it returns after one are from the new position (dropping them too would lose
+        them)."""
+        loop = asyncio.get_running_loop()
+        slice_s = self._decode_slice_s
+        rebalances = self._stats.rebalances
+        seeks = {tp: self._ledger.seeks(tp) for tp in batches}  # no await since getmany
+        until = loop.time() + slice_s
+        with self._ledger.taking_fetch():
+            for tp, records in batches.items():
+                for record in records:
+                    if loop.time() >= until:
+                        await asyncio.sleep(0)
+                        if self._stats.rebalances != rebalances:
+                            return
+                        until = loop.time() + slice_s
+                    if self._ledger.seeks(tp) != seeks[tp]:
+                        break
+                    self.take(tp, record)
+
+    # -- one record ----------------------------------------------------------------------------
+
+    def take(self, tp: Any, rec: Any) -> None:
+        """Take one fetched record of ``tp`` (a ``ConsumerRecord``: ``offset``, ``key``,
+        ``value``, ``timestamp``). Records the ledger does not take (a partition not readable
+        now, an offset below its floor) are ignored."""
+        entry = self._ledger.take(tp, rec.offset, rec.timestamp)
+        if entry is None:
+            return
+        try:
+            self._decode(entry, rec)
+        finally:
+            self._ledger.release(entry)
+
+    def _decode(self, entry: Entry, rec: Any) -> None:
+        dlq = self._settings.dlq_topic
+        source = (entry.tp.topic, entry.tp.partition, entry.offset)
+        try:
+            batch = decode_otlp(rec.value or b"")
+        except DecodeError as exc:
+            if exc.reason == "no_answer_spans":
+                self._metrics.span("skipped")
+                self._stats.skipped += 1
+            else:
+                self._metrics.span("invalid")
+                message = dead_letter(dlq, source, rec.key, rec.value or b"", exc.reason, str(exc))
+                self._ledger.dead_letter(entry, message, exc.reason)
+            return
+        self._keys.check(rec.key, batch)  # spans not keyed by their trace ID, counted
+        if batch.errors:
+            self._metrics.span("invalid", len(batch.errors))
+            first = batch.errors[0]
+            message = dead_letter(
+                dlq,
+                source,
+                rec.key,
+                rec.value,
+                first.reason,
+                f"{len(batch.errors)} of {batch.span_count} spans failed; first: {first}",
+                partial=True,
+            )
+            self._ledger.dead_letter(entry, message, first.reason)
+        if batch.skipped:
+            self._metrics.span("skipped", batch.skipped)
+            self._stats.skipped += batch.skipped
+        for record in batch.records:
+            self._answers.admit(record, [entry], entry.timestamp_ms)
+        if batch.spans:
+            self._hold(
+                (
+                    span.trace_id
+                    for span in batch.spans
+                    if not span.answered and not (span.documents is None and span.answer is None)
+                ),
+                entry,
+            )
+            for record in self._assembler.add(batch.spans):
+                self._admit_assembled(record, entry.timestamp_ms)
+
+    # -- traces in parts -----------------------------------------------------------------------
+
+    def _hold(self, trace_ids: Iterable[str], entry: Entry) -> None:
+        """``entry`` carries a part of each of ``trace_ids``: it waits for each of them."""
+        now = self._clock()
+        for tid in trace_ids:
+            _, held = self._held.setdefault(tid, (now, []))
+            held.append(entry)
+            self._ledger.hold(entry)
+
+    def _admit_assembled(self, record: AnswerRecord, timestamp_ms: int) -> None:
+        """Score an assembled trace with the Kafka records of its parts, which hold it.
+
+        A trace with no record behind it (its partition was revoked or lost) is not scored:
+        nothing could commit it, and counting it here would count it a second time where its
+        partition's new owner reads it again. Revoking discards such traces from the assembler
+        (:meth:`drop`), so this is a guard, not a path."""
+        _, held = self._held.pop(record.trace_id or "", (0.0, []))
+        if not held:
+            log.warning(
+                "trace %s assembled with no Kafka record behind it: not scored", record.trace_id
+            )
+            return
+        try:
+            self._answers.admit(record, held, timestamp_ms)
+        finally:
+            self._ledger.release_all(held)
+
+    def tick(self) -> None:
+        """Score traces the assembler settled by time and release the records of traces it
+        let go (the commit loop does this every ``commit_interval_s``)."""
+        self._assembler.expire()
+        for record in self._assembler.take_ready():
+            self._admit_assembled(record, -1)
+        for tid in [t for t in self._held if t not in self._assembler]:
+            _, held = self._held.pop(tid)
+            self._ledger.release_all(held)
+        self._ledger.touch()
+
+    def drop(self, tps: set[Any]) -> None:
+        """Discard the traces held with a part in ``tps`` (being revoked or lost): they are never
+        scored here, and their records there stay unfinished, so no offset commits past them
+        and the partition's next owner assembles them again. (Spans of one trace share a
+        partition when the exporter keys them by trace ID, as ``deploy/otel-collector.yaml``
+        does; parts of a discarded trace elsewhere are released.)"""
+        doomed = [tid for tid, (_, held) in self._held.items() if any(e.tp in tps for e in held)]
+        self._assembler.discard(doomed)
+        for tid in doomed:
+            _, held = self._held.pop(tid)
+            self._ledger.release_all(e for e in held if e.tp not in tps)
+
+
+class CatchUp:
+    """Whether intake has caught up: every owned partition read and committed to a target end.
+
+    For each partition this replica owns, the target is the given end or, by default, its log
+    end when first seen here (with ``read_committed``, the last stable offset). A partition has
+    caught up when intake's position is at or past the target and nothing taken from it is
+    uncommitted. The position, not the committed offset, is compared: a transaction marker at
+    the end of the log has no record to commit, so the committed offset may stop one short of
+    the end while the position passes it.
+
+    The positions are read with ``await``; they move only when ``getmany`` returns (or raises)
+    or a partition is sought, each counted in :attr:`Ledger.moved`. If that count stood still
+    while they were read and no fetch is being taken, the ledger holds every record below them,
+    so "nothing uncommitted" is exact.
+    """
+
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+        self.targets: dict[Any, int] = {}
+
+    async def check(self, consumer: Any, ends: Mapping[Any, int] | None) -> dict[Any, int] | None:
+        """The targets of the owned partitions once all are reached; None before."""
+        ledger = self._ledger
+        if consumer is None or not ledger.settled:
+            return None
+        if ends is not None:
+            self.targets.update({tp: e for tp, e in ends.items() if tp not in self.targets})
+        owned = list(ledger.assigned)
+        unknown = [tp for tp in owned if tp not in self.targets]
+        if unknown:
+            with contextlib.suppress(KafkaError, OSError, TimeoutError):
+                self.targets.update(await consumer.end_offsets(unknown))
+        moved = ledger.moved
+        owned = list(ledger.assigned)
+        positions: dict[Any, int] = {}
+        for tp in owned:
+            if tp not in self.targets:
+                return None
+            try:
+                positions[tp] = await consumer.position(tp)
+            except IllegalStateError:
+                return None  # revoked meanwhile
+        if ledger.moved != moved or ledger.taking or set(owned) != ledger.assigned:
+            return None
+        if all(positions[tp] >= self.targets[tp] and ledger.uncommitted(tp) == 0 for tp in owned):
+            return {tp: self.targets[tp] for tp in owned}
+        return None

@@ -1,0 +1,246 @@
+"""Starting and stopping: a quiet start, supervised background tasks, a shutdown with a deadline.
+
+* **A quiet start.** On a healthy start the group coordinator is often not ready yet (a new
+  group, a broker just started, ``__consumer_offsets`` being created): aiokafka then logs
+  ``ERROR … GroupCoordinatorNotAvailableError`` and ``WARNING … Marking the coordinator dead``,
+  retries and joins a moment later. :class:`StartupNoise` lowers exactly those messages to DEBUG
+  until the monitor first holds partitions (never longer than ``grace_s``); after that a
+  coordinator lost mid-run is still an ERROR. Matched on aiokafka's logger name, text and error
+  class (aiokafka 0.11-0.14); ``tests/integration/test_monitor_demo.py`` fails if an upgrade
+  changes them.
+* **Nothing fails silently.** The commit loop, the lag loop and the metrics server each keep a
+  guarantee; if one died silently the process would look healthy while intake paused forever
+  behind an uncommitted backlog. :class:`Supervisor` turns such an ending (an exception, a
+  cancellation, a plain return) into a :class:`~citemon.core.errors.MonitorFailed` that ``run``
+  raises, after ``/healthz`` turned 503 and intake drained.
+* **A deadline on shutdown.** After the drain come the last commit and closing the clients.
+  aiokafka retries both for as long as the broker is away, so without a deadline a SIGTERM
+  during a broker restart waited for the broker; past it the process exits uncommitted, as after
+  a ``kill -9`` (the next owner scores the uncommitted answers, and its transactional ID fences
+  ours, aborting the transaction left open). A commit is never cut in half
+  (:func:`stop_between_commits`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Final
+
+from aiokafka.errors import (
+    GroupCoordinatorNotAvailableError,
+    GroupLoadInProgressError,
+    NotCoordinatorForGroupError,
+)
+
+from citemon.core.errors import MonitorFailed, TopicsUnusable
+
+__all__ = [
+    "CLOSE_GRACE_S",
+    "COORDINATOR_LOGGER",
+    "StartupNoise",
+    "Supervisor",
+    "close_within",
+    "quiet_startup",
+    "stop_between_commits",
+]
+
+log = logging.getLogger(__name__)
+
+
+# -- a quiet start ---------------------------------------------------------------------------
+
+COORDINATOR_LOGGER: Final = "aiokafka.consumer.group_coordinator"
+"""The logger of aiokafka's consumer-group coordinator, which logs the start-up noise."""
+
+#: Retriable errors of a coordinator that is not there *yet* (Kafka error codes 15, 14, 16).
+TRANSIENT_ERRORS: Final = (
+    GroupCoordinatorNotAvailableError,
+    GroupLoadInProgressError,
+    NotCoordinatorForGroupError,
+)
+LOOKUP_FAILED: Final = "Group Coordinator Request failed: %s"
+COORDINATOR_DEAD: Final = "Marking the coordinator dead (node %s)for group %s."
+DEFAULT_GRACE_S: Final = 60.0
+"""Past this, a coordinator still missing is a real problem: its messages keep their level."""
+
+
+class StartupNoise(logging.Filter):
+    """Lowers aiokafka's transient coordinator messages to DEBUG until ``joined()`` first
+    returns true or ``grace_s`` has passed; drops them unless DEBUG is enabled for their logger
+    (a filter runs after the logger's level check, so a lowered record must be judged again)."""
+
+    def __init__(
+        self,
+        joined: Callable[[], bool],
+        *,
+        grace_s: float = DEFAULT_GRACE_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__()
+        self._joined = joined
+        self._clock = clock
+        self._until = clock() + grace_s
+        self._over = False
+
+    def starting(self) -> bool:
+        """True while the monitor is starting (sticky: once over, over for good)."""
+        if not self._over and (self._joined() or self._clock() >= self._until):
+            self._over = True
+        return not self._over
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not is_transient(record) or not self.starting():
+            return True
+        record.levelno = logging.DEBUG
+        record.levelname = logging.getLevelName(logging.DEBUG)
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
+def is_transient(record: logging.LogRecord) -> bool:
+    """One of aiokafka's messages about a group coordinator that is not available yet."""
+    if record.name != COORDINATOR_LOGGER:
+        return False
+    if record.msg == COORDINATOR_DEAD:
+        return True
+    if record.msg == LOOKUP_FAILED and isinstance(record.args, tuple) and record.args:
+        return isinstance(record.args[0], TRANSIENT_ERRORS)
+    return False
+
+
+@contextmanager
+def quiet_startup(
+    joined: Callable[[], bool], *, grace_s: float = DEFAULT_GRACE_S
+) -> Iterator[None]:
+    """:class:`StartupNoise` on aiokafka's coordinator logger for the duration of the block."""
+    noise = StartupNoise(joined, grace_s=grace_s)
+    logger = logging.getLogger(COORDINATOR_LOGGER)
+    logger.addFilter(noise)
+    try:
+        yield
+    finally:
+        logger.removeFilter(noise)
+
+
+# -- supervision ----------------------------------------------------------------------------
+
+
+class Supervisor:
+    """Watches tasks; ``fatal`` holds the first early ending, ``on_fatal`` is told of it."""
+
+    def __init__(self, on_fatal: Callable[[], None]) -> None:
+        self._on_fatal = on_fatal
+        self.fatal: BaseException | None = None
+        self.closing = False
+
+    def supervise(self, task: asyncio.Task[Any]) -> asyncio.Task[Any]:
+        """Watch a task that must run until shutdown; its ending before then is fatal."""
+        task.add_done_callback(self._done)
+        return task
+
+    def stop(self) -> None:
+        """Shutdown has begun: supervised tasks may end now."""
+        self.closing = True
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        if self.closing:
+            return
+        name = task.get_name()
+        if task.cancelled():
+            cause: BaseException | None = None
+            what = "was cancelled"
+        else:
+            cause = task.exception()
+            what = f"died: {cause!r}" if cause is not None else "returned"
+        if isinstance(cause, TopicsUnusable):  # said in full, no traceback: exit 1 with it
+            log.error("%s: /healthz is now unhealthy and the monitor stops", cause)
+            if self.fatal is None:
+                self.fatal = cause
+            self._on_fatal()
+            return
+        error = MonitorFailed(f"background task {name} {what}; the monitor stops")
+        error.__cause__ = cause
+        log.error(
+            "background task %s %s: /healthz is now unhealthy, intake stops and the process "
+            "exits non-zero",
+            name,
+            what,
+            exc_info=cause,
+        )
+        if self.fatal is None:
+            self.fatal = error
+        self._on_fatal()
+
+
+# -- shutdown -------------------------------------------------------------------------------
+
+
+CLOSE_GRACE_S: Final = 1.0
+"""Per client, once the close deadline has passed."""
+
+
+async def stop_between_commits(
+    background: Sequence[asyncio.Task[Any]], commit_lock: asyncio.Lock, deadline: float
+) -> bool:
+    """Cancel the commit and lag loops, but never in the middle of a commit; False when a
+    commit held the lock past ``deadline`` and was cut short (skip the final commit then).
+
+    A transaction cancelled while its commit is on the wire may still commit at the broker
+    while its entries stay unconfirmed here: the final commit would then publish the same
+    results again. So wait for the commit lock; if a commit holds it past ``deadline`` (the
+    close deadline: the broker is away), cancel anyway, and the caller exits as after a kill:
+    the partition's next owner finds that transaction complete or aborted before it reads the
+    offset. The counters may then undercount, never overcount: answers are counted only once
+    their commit is confirmed, and a transaction that completed unconfirmed is neither counted
+    here nor read again by the next owner."""
+    try:
+        async with asyncio.timeout_at(deadline):
+            await commit_lock.acquire()
+    except TimeoutError:
+        for task in background:
+            task.cancel()
+        return False
+    try:
+        for task in background:
+            task.cancel()
+    finally:
+        commit_lock.release()
+    return True
+
+
+async def close_within(
+    deadline: float,
+    background: Sequence[asyncio.Task[Any]],
+    *,
+    final_commit: Callable[[], Awaitable[None]],
+    clients: Sequence[tuple[str, Callable[[], Awaitable[Any]]]],
+    uncommitted: Callable[[], int],
+    timeout_s: float,
+) -> None:
+    """The final commit before ``deadline``, then close each client; past the deadline
+    nothing more is committed and each client gets :data:`CLOSE_GRACE_S` before it is
+    abandoned."""
+    loop = asyncio.get_running_loop()
+    try:
+        async with asyncio.timeout_at(deadline):
+            await asyncio.gather(*background, return_exceptions=True)
+            try:
+                await final_commit()
+            except Exception:  # the bug that killed the commit loop may strike here too
+                log.exception("the final commit failed; the next owner scores the rest")
+    except TimeoutError:
+        log.error(
+            "Kafka did not answer within %.0f s of shutdown: stopping without the final "
+            "commit (%d fetched records uncommitted; the next owner scores them)",
+            timeout_s,
+            uncommitted(),
+        )
+    for name, stop in clients:
+        try:
+            async with asyncio.timeout_at(max(deadline, loop.time() + CLOSE_GRACE_S)):
+                await stop()
+        except TimeoutError:
+            log.warning("closing the Kafka %s timed out; abandoning it", name)

@@ -1,0 +1,223 @@
+"""Building the monitor from its settings: :func:`build_monitor`, the one place that wires it.
+
+Everything ``citemon run`` (and ``citemon demo``) runs is made here from one
+:class:`~citemon.service.settings.Settings`: the metrics and their server, the judge gate (once),
+the judge behind a :class:`~citemon.service.gate.GateObserver` of that gate, the scorer, the
+evaluation events and the pipeline. The Kafka clients are handed in
+(:class:`~citemon.service.clients.KafkaClients`), as arq takes its Redis pool: a test passes
+clients that fail on cue, and the runtime code carries no test hooks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry
+
+from citemon.core.calibration import Calibration
+from citemon.core.errors import ConfigError
+from citemon.engine.scoring import Scorer
+from citemon.judges import Judge, load_judge
+from citemon.metrics import Metrics, MetricsServer
+from citemon.passages.open import open_store_from
+from citemon.service.client_noise import quiet_repeats
+from citemon.service.clients import KafkaClients
+from citemon.service.gate import GateObserver, JudgeGate
+from citemon.service.lifecycle import quiet_startup
+from citemon.service.pipeline import Pipeline, PipelineStats
+from citemon.service.settings import Settings
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from opentelemetry.sdk._logs.export import LogRecordExporter
+
+    from citemon.passages.managed import ManagedStore
+    from citemon.service.evaluation_events import EvaluationEvents
+
+__all__ = ["Monitor", "build_monitor"]
+
+log = logging.getLogger(__name__)
+
+
+class Monitor:
+    """A built monitor: its pipeline, its metrics server and what they share.
+    ``await monitor.serve(stop)`` runs it until ``stop`` is set, then closes what it made."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        pipeline: Pipeline,
+        server: MetricsServer,
+        registry: CollectorRegistry,
+        judge: Judge,
+        executor: ThreadPoolExecutor,
+        events: EvaluationEvents | None,
+        store: ManagedStore | None = None,
+    ) -> None:
+        self.settings = settings
+        self.pipeline = pipeline
+        self.server = server
+        self.registry = registry
+        self.judge = judge
+        self._executor = executor
+        self._events = events
+        self._store = store
+
+    async def serve(
+        self,
+        stop: asyncio.Event,
+        *,
+        on_ready: Callable[[Pipeline, MetricsServer], Any] | None = None,
+    ) -> PipelineStats:
+        """Run the pipeline and the metrics server until ``stop`` is set (or a fatal error);
+        ``on_ready(pipeline, server)`` is called once both are up (tests read ports)."""
+        s, pipeline, server = self.settings, self.pipeline, self.server
+        log.info("settings: %s", s.describe())
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                try:
+                    await stack.enter_async_context(server)
+                except OSError as exc:  # port taken, address not local: say so, no traceback
+                    raise ConfigError(
+                        f"cannot serve metrics on {s.metrics_host}:{s.metrics_port}: "
+                        f"{exc.strerror or exc} (--metrics-port / --metrics-host)"
+                    ) from None
+                # What is alive now (modules, the judge, the clients) lives as long as the
+                # process: keep it out of the collector's full passes, which hold the GIL, and so
+                # the event loop, for as long as they scan (0.4 s stalls while a 2 MB answer was
+                # scored off the loop without this; bench/loop_stall.py).
+                gc.collect()
+                gc.freeze()
+                pipeline.supervise(server.task)
+                stack.callback(pipeline.stop_supervising)  # before the server closes
+                # aiokafka's "coordinator not available (yet)" while the group forms: debug.
+                stack.enter_context(quiet_startup(lambda: pipeline.ready))
+                # aiokafka's same error again and again: once, then counted (client_noise).
+                stack.enter_context(quiet_repeats(pipeline.metrics.client_error_repeated))
+                if on_ready is not None:
+                    on_ready(pipeline, server)
+                return await pipeline.run(stop)
+        finally:
+            await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the evaluation events, the scoring threads and the judge."""
+        if self._events is not None:
+            await self._events.aclose()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        aclose = getattr(self.judge, "aclose", None)
+        if aclose is not None:
+            await aclose()
+        if self._store is not None:
+            await self._store.aclose()
+
+
+def build_monitor(
+    settings: Settings,
+    *,
+    clients: KafkaClients | None = None,
+    registry: CollectorRegistry | None = None,
+) -> Monitor:
+    """The monitor ``settings`` describe, with ``clients`` making its Kafka clients.
+
+    Raises :class:`ConfigError` before anything starts for what cannot work: an unreadable
+    calibration file, ``--evaluation-events`` without its exporter, a judge that cannot load.
+    """
+    registry = registry or CollectorRegistry()
+    calibration = _calibration(settings)
+    metrics = Metrics(
+        registry,
+        window_s=settings.window,
+        max_versions=settings.max_versions,
+        calibration=calibration,
+        probe_window_s=settings.probe_window,
+    )
+    # --evaluation-events: a missing exporter stops us here (exit 2), before anything started.
+    exporter = _event_exporter(settings)
+    gate = JudgeGate(
+        backoff_s=settings.answer_retry_backoff_s,
+        backoff_max_s=settings.answer_retry_backoff_max_s,
+    )
+    spec = settings.judge.judge
+    judge_settings = settings.judge.calibrated(
+        calibration.threshold_for(spec) if calibration else None
+    )
+    judge = load_judge(spec, judge_settings, observer=GateObserver(metrics.judge, gate))
+    if spec in ("http", "classifier"):
+        metrics.judge.set_limit(judge_settings.concurrency)
+    # CPU-bound scoring (pysbd, the offline judges) runs here, off the event loop, so that
+    # heartbeats, /healthz and /metrics answer while a 1 MB answer is split and judged.
+    executor = ThreadPoolExecutor(settings.cpu_workers, thread_name_prefix="citemon-cpu")
+    # --passage-store: answers wait out a store outage (up to --passage-store-hold) in the
+    # scoring slots, so intake stops as for a judge outage; /readyz is 503 meanwhile.
+    store = open_store_from(settings.passages, observer=metrics.passages, hold=True)
+    scorer = Scorer(judge, settings.scoring.options(), executor=executor, passages=store)
+    events = None
+    if exporter is not None:
+        from citemon.service.evaluation_events import EvaluationEvents as Events
+
+        events = Events(
+            metrics.evaluation_events,
+            exporter=exporter,
+            max_queue=settings.evaluation_events_max_queue,
+        )
+    pipeline = Pipeline(
+        settings,
+        scorer,
+        metrics,
+        clients=clients,
+        gate=gate,
+        on_counted=events.answer_counted if events is not None else None,
+    )
+    server = MetricsServer(
+        registry,
+        host=settings.metrics_host,
+        port=settings.metrics_port,
+        ready=lambda: pipeline.ready and (store is None or store.up),
+        live=lambda: pipeline.live,
+    )
+    return Monitor(
+        settings,
+        pipeline=pipeline,
+        server=server,
+        registry=registry,
+        judge=judge,
+        executor=executor,
+        events=events,
+        store=store,
+    )
+
+
+def _event_exporter(settings: Settings) -> LogRecordExporter | None:
+    """``--evaluation-events``' OTLP log exporter (from the ``OTEL_EXPORTER_OTLP_*`` variables);
+    a ConfigError naming the ``citemon[events]`` extra when it is not installed."""
+    if not settings.evaluation_events:
+        return None
+    from citemon.service.evaluation_events import otlp_log_exporter  # only when asked
+
+    return otlp_log_exporter()
+
+
+def _calibration(settings: Settings) -> Calibration | None:
+    """The calibration file, read before anything starts (an unreadable one is a ConfigError,
+    exit 2); a file measured on another judge is used but said loudly."""
+    if settings.calibration is None:
+        return None
+    calibration = Calibration.load(settings.calibration)
+    judge = settings.judge.judge
+    if calibration.judge != judge:
+        log.warning(
+            "calibration file %s measured judge %r, but this monitor runs %r: "
+            "the corrected accuracy assumes the calibrated judge's error",
+            settings.calibration,
+            calibration.judge,
+            judge,
+        )
+    return calibration

@@ -1,0 +1,344 @@
+"""What the monitor produces with a commit, and delivering it together with the offsets.
+
+The messages: a dead letter keeps the original key and value and says why in headers
+(:data:`ERROR_HEADER`, :data:`ERROR_MESSAGE_HEADER`, :data:`SOURCE_HEADER`); a result is the
+:class:`~citemon.core.records.AnswerScore` as compact JSON keyed by trace ID, with the span ID
+and, when asked, the recut passage excerpts; a review record goes to the review topic for the
+answers the review sample picks. Each waits on its record's ledger entry and goes out *with* its
+commit (:class:`KafkaDelivery`), so it is published exactly when the answer is counted.
+
+Delivery, two modes:
+
+* with a results topic or a review sample, one Kafka transaction per input partition carrying
+  its results, review records, dead letters and consumed offset
+  (``send_offsets_to_transaction``), by a producer whose transactional ID belongs to the
+  partition: a ``read_committed`` reader sees each answer's records exactly once, however the
+  monitor crashes, rebalances or freezes;
+* without either, dead letters are acknowledged (``acks=all``) first, then the offsets
+  committed through the consumer: at least once for dead letters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from citemon.core.records import AnswerScore
+from citemon.engine.excerpts import recut
+from citemon.review.sample import review_record, review_selected
+from citemon.service.clients import KafkaClients
+from citemon.service.fitting import RecordLimits, fit_dead_letter, fit_result
+from citemon.service.kafka_internals import producer_is_fatal
+from citemon.service.ledger import OutMessage, Ready
+from citemon.service.settings import Settings
+
+__all__ = [
+    "ERROR_HEADER",
+    "ERROR_MESSAGE_HEADER",
+    "MAX_RECORD_BYTES",
+    "MAX_REVIEW_RECORD_BYTES",
+    "SOURCE_HEADER",
+    "KafkaDelivery",
+    "commit_messages",
+    "dead_letter",
+    "error_headers",
+    "result_message",
+    "review_message",
+]
+
+log = logging.getLogger(__name__)
+
+ERROR_HEADER: Final = "citemon.error"
+"""DLQ header holding the reason code (a ``DecodeError.reason``, or ``score_error``)."""
+ERROR_MESSAGE_HEADER: Final = "citemon.error.message"
+SOURCE_HEADER: Final = "citemon.source"
+"""``topic/partition/offset`` of the dead-lettered record."""
+_MAX_ERROR_MESSAGE_BYTES: Final = 512
+
+MAX_RECORD_BYTES: Final = 900_000
+"""Under Kafka's default 1 MB ``message.max.bytes`` (and the producer's ``max_request_size``):
+a larger record would fail its partition's transaction on every retry, for ever."""
+MAX_REVIEW_RECORD_BYTES: Final = MAX_RECORD_BYTES
+"""A larger review record is not written (a warning says so)."""
+
+_OPEN_TIMEOUT_S: Final = 30.0
+"""A partition's producer not started by then (the broker is away) is retried later."""
+_CLOSE_TIMEOUT_S: Final = 5.0
+
+
+# -- messages --------------------------------------------------------------------------------
+
+
+def error_headers(reason: str, message: str) -> list[tuple[str, bytes]]:
+    """A dead letter's reason and (cut) error message."""
+    return [
+        (ERROR_HEADER, reason.encode()),
+        (ERROR_MESSAGE_HEADER, message.encode()[:_MAX_ERROR_MESSAGE_BYTES]),
+    ]
+
+
+def dead_letter(
+    dlq_topic: str,
+    source: tuple[str, int, int],
+    key: bytes | None,
+    value: bytes,
+    reason: str,
+    message: str,
+    *,
+    partial: bool = False,
+) -> OutMessage:
+    """The dead letter of a record (or part of it) at ``source`` (topic, partition, offset)."""
+    topic, partition, offset = source
+    headers = error_headers(reason, message)
+    headers.append((SOURCE_HEADER, f"{topic}/{partition}/{offset}".encode()))
+    if partial:
+        headers.append(("citemon.partial", b"true"))
+    return OutMessage(dlq_topic, key, value, tuple(headers))
+
+
+def result_message(
+    settings: Settings,
+    score: AnswerScore,
+    span_id: str | None,
+    limits: RecordLimits | None = None,
+) -> OutMessage | None:
+    """The results-topic record of a scored answer (None without a results topic), cut to
+    fit the topic's limit (:func:`~citemon.service.fitting.fit_result`)."""
+    topic = settings.results_topic
+    if topic is None:
+        return None
+    body = score.model_dump(mode="json")
+    body["span_id"] = span_id
+    if settings.results_excerpt_chars:
+        body["excerpts"] = recut(score.evidence, settings.results_excerpt_chars)
+    key = (score.trace_id or "").encode() or None
+    value, cut = fit_result(body, (limits or RecordLimits()).value_budget(topic, key))
+    return OutMessage(topic, key, value, cut=tuple(("results", reason) for reason in cut))
+
+
+def review_message(
+    score: AnswerScore,
+    span_id: str | None,
+    settings: Settings,
+    limits: RecordLimits | None = None,
+) -> OutMessage | None:
+    """The review record of ``score`` for ``settings.review_topic``, or ``None`` when the
+    review sample does not pick it (or it has no trace ID to pick it by), or when its record
+    would not fit the topic's limit (not written, with a warning; the caller counts it:
+    ``review_selected`` tells the two apart)."""
+    if not review_selected(score.trace_id, settings.review_rate):
+        return None
+    record = review_record(
+        score,
+        span_id=span_id,
+        scored_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
+        passage_chars=settings.review_passage_chars,
+    )
+    value = record.to_json().encode()
+    key = record.trace_id.encode()
+    limit = min(
+        MAX_REVIEW_RECORD_BYTES,
+        (limits or RecordLimits()).value_budget(settings.review_topic, key),
+    )
+    if len(value) > limit:
+        log.warning(
+            "review record of trace %s is %d bytes, over %d: not written to %s",
+            record.trace_id,
+            len(value),
+            limit,
+            settings.review_topic,
+        )
+        return None
+    return OutMessage(settings.review_topic, key, value)
+
+
+def commit_messages(
+    r: Ready, settings: Settings, limits: RecordLimits | None = None
+) -> list[OutMessage]:
+    """What to produce with ``r``'s commit: its dead letters, then the result and review
+    records of the answers it counts, each fitting its topic's limit
+    (:mod:`citemon.service.fitting`); what was cut to fit is noted in ``r.cuts``, to be
+    counted once the commit succeeded."""
+    limits = limits or RecordLimits()
+    r.cuts = []
+    messages = [fit_dead_letter(m, limits) for e in r.entries for m in e.messages]
+    for answer in r.counted:
+        result = result_message(settings, answer.score, answer.span_id, limits)
+        if result is not None:
+            messages.append(result)
+        review = review_message(answer.score, answer.span_id, settings, limits)
+        if review is not None:
+            messages.append(review)
+        elif review_selected(answer.score.trace_id, settings.review_rate):
+            r.cuts.append(("review", "dropped"))
+    r.cuts.extend(cut for m in messages for cut in m.cut)
+    return messages
+
+
+# -- delivery --------------------------------------------------------------------------------
+
+
+class KafkaDelivery:
+    """Produces each ready partition's messages and commits its offset, atomically if it can.
+
+    ``transactional`` (a results topic or a review sample is set): **one transactional producer
+    per assigned input partition**, ``transactional.id`` = ``<prefix>-<topic>-<partition>``
+    (:meth:`Settings.transactional_id_for`), opened when the partition is assigned
+    (:meth:`open`) and closed when it is revoked (:meth:`close`).
+
+    Why per partition (the pre-KIP-447 scheme Kafka Streams used): aiokafka's
+    ``send_offsets_to_transaction`` sends no group generation, so the broker cannot tell a
+    replica that lost its partitions (frozen past its session timeout, then woken) from their
+    owner. A transactional ID that belongs to a *partition* can: the new owner's
+    ``init_transactions`` (at assignment, before it reads the committed offset) bumps the ID's
+    epoch, which aborts the old owner's open transaction and makes every later request of the
+    old owner fail with ``ProducerFenced``. The broker decides, on the commit itself. A commit
+    the old owner finished *before* that is complete when it returns, so the offset the new
+    owner then reads already includes it and nothing is scored twice.
+
+    Otherwise the consumer commits the offsets, with the group generation and member ID: the
+    coordinator rejects it from a member that was replaced, so counts stay exact there too.
+    """
+
+    def __init__(self, settings: Settings, consumer: Any, clients: KafkaClients) -> None:
+        self._settings = settings
+        self._consumer = consumer
+        self._clients = clients
+        self.transactional = settings.transactional
+        self._producer: Any = None
+        self._producers: dict[Any, Any] = {}
+        self.transactions = 0
+        self.commits = 0
+
+    async def start(self) -> None:
+        """The dead-letter producer of the at-least-once mode (transactional: nothing yet)."""
+        if self.transactional:
+            return
+        self._producer = self._clients.producer(
+            **self._settings.kafka_options(),
+            client_id=f"{self._settings.client_id}-dlq",
+            enable_idempotence=True,
+            acks="all",
+        )
+        await self._producer.start()
+
+    def is_open(self, tp: Any) -> bool:
+        """Whether ``tp`` can be delivered (always, without transactions)."""
+        return not self.transactional or tp in self._producers
+
+    def broken(self, tp: Any) -> bool:
+        """Whether ``tp``'s producer is in aiokafka's fatal state (fenced, or its sender died,
+        e.g. a connection closed mid-request while the broker stopped): it can never commit
+        again, and only the group may hand out a fresh one (re-initialising it here could fence
+        the partition's real owner)."""
+        producer = self._producers.get(tp)
+        return producer is not None and producer_is_fatal(producer)
+
+    async def open(self, tp: Any) -> None:
+        """Start ``tp``'s transactional producer: ``init_transactions`` fences any earlier
+        owner of the partition and completes or aborts its last transaction."""
+        if not self.transactional or tp in self._producers:
+            return
+        s = self._settings
+        producer = self._clients.producer(
+            **s.kafka_options(),
+            client_id=f"{s.client_id}-results-{tp.partition}",
+            transactional_id=s.transactional_id_for(tp.topic, tp.partition),
+            transaction_timeout_ms=s.transaction_timeout_ms,
+            enable_idempotence=True,
+            acks="all",
+        )
+        try:
+            async with asyncio.timeout(_OPEN_TIMEOUT_S):
+                await producer.start()
+        except BaseException:
+            await _stop_quietly(producer)
+            raise
+        self._producers[tp] = producer
+
+    async def close(self, tps: Iterable[Any]) -> None:
+        """Close the producers of revoked partitions."""
+        closing = [self._producers.pop(tp) for tp in list(tps) if tp in self._producers]
+        await asyncio.gather(*(_stop_quietly(p) for p in closing))
+
+    async def stop(self) -> None:
+        await self.close(list(self._producers))
+        if self._producer is not None:
+            producer, self._producer = self._producer, None
+            await _stop_quietly(producer)
+
+    async def deliver(
+        self, batches: list[tuple[Ready, list[OutMessage]]]
+    ) -> dict[Any, BaseException | None]:
+        """Produce each partition's messages and commit its offset; per partition, ``None``
+        when it committed or the error (nothing of it is then committed, and with
+        transactions nothing of it is visible)."""
+        from aiokafka.structs import OffsetAndMetadata
+
+        if not batches:
+            return {}
+        if self.transactional:
+            outcomes = await asyncio.gather(
+                *(self._transaction(r, messages) for r, messages in batches),
+                return_exceptions=True,
+            )
+            return {
+                r.tp: (out if isinstance(out, BaseException) else None)
+                for (r, _), out in zip(batches, outcomes, strict=True)
+            }
+        messages = [m for _, ms in batches for m in ms]
+        offsets = {r.tp: OffsetAndMetadata(r.offset, "") for r, _ in batches}
+        try:
+            if messages:
+                futures = [
+                    await self._producer.send(
+                        m.topic, value=m.value, key=m.key, headers=list(m.headers)
+                    )
+                    for m in messages
+                ]
+                for fut in futures:
+                    await fut
+            await self._consumer.commit(offsets)
+        except Exception as exc:  # reported per partition like the transactional path
+            return {r.tp: exc for r, _ in batches}
+        self.commits += 1
+        return {r.tp: None for r, _ in batches}
+
+    async def _transaction(self, r: Ready, messages: list[OutMessage]) -> None:
+        from aiokafka.errors import KafkaError
+        from aiokafka.structs import OffsetAndMetadata
+
+        producer = self._producers.get(r.tp)
+        if producer is None:
+            raise KafkaError(f"{r.tp}: no transactional producer (not opened yet)")
+        futures: list[asyncio.Future[Any]] = []
+        try:
+            async with producer.transaction():
+                for m in messages:
+                    futures.append(
+                        await producer.send(
+                            m.topic, value=m.value, key=m.key, headers=list(m.headers)
+                        )
+                    )
+                await producer.send_offsets_to_transaction(
+                    {r.tp: OffsetAndMetadata(r.offset, "")}, self._settings.group
+                )
+        finally:
+            for fut in futures:  # a fenced transaction fails them all: the error is raised above
+                if fut.done() and not fut.cancelled():
+                    fut.exception()
+        self.transactions += 1
+        self.commits += 1
+
+
+async def _stop_quietly(producer: Any) -> None:
+    """Close a producer within ``_CLOSE_TIMEOUT_S``; past it (the broker is away) abandon it: its
+    open transaction is aborted by the partition's next ``init_transactions``."""
+    try:
+        async with asyncio.timeout(_CLOSE_TIMEOUT_S):
+            await producer.stop()
+    except Exception as exc:  # closing after a fatal error (fenced) may complain; nothing to do
+        log.warning("stopping a producer: %s", type(exc).__name__)
