@@ -416,3 +416,25 @@ async def test_passage_hash_key_reaches_the_scorer(tmp_path: Path) -> None:
     )
     filled, fill = await fill_from_store(record, store, hash_key=scorer.passage_hash_key)
     assert fill.stale == ("p-1",) and filled.passages[0].text == ""
+
+
+async def test_store_text_that_is_not_utf8_is_not_used_and_crashes_nothing(
+    tmp_path: Path,
+) -> None:
+    # A JSON "\ud800" escape (an HTTP service's reply, a JSONL line) decodes to a lone
+    # surrogate: no UTF-8 encodes it, so hashing it (or writing a results record of it) raised
+    # UnicodeEncodeError out of the scorer. Traced text like it is refused (invalid_utf8); the
+    # store's is not used: the claim is unjudged (no_passage_text), counted, not a crash.
+    kb = tmp_path / "kb.jsonl"
+    kb.write_text('{"id": "p-1", "text": "The tower is 330 metres tall. \\ud800"}\n')
+    store = ManagedStore(open_backend(str(kb)))
+    for metadata in ({"content_sha256": "00" * 32}, None):
+        record = AnswerRecord(
+            answer="The tower is 330 metres tall [p-1].",
+            passages=[Passage(id="p-1", text="", metadata=metadata)],
+        )
+        filled, fill = await fill_from_store(record, store)
+        assert filled.passages[0].text == "" and fill.filled == ()
+        score = await Scorer(LexicalJudge(), passages=store).score(record)
+        assert [c.unjudged_cause for c in score.claims] == ["no_passage_text"]
+        score.model_dump_json().encode()
