@@ -204,3 +204,71 @@ def test_compare_reports_the_patterns_a_candidate_changed_beside_the_verdict(
     assert next(line for line in table if line.startswith("multi-hop ceiling")).split() == [
         "multi-hop", "ceiling", "1.000", "1.000",
     ]  # fmt: skip
+
+
+def test_prometheus_selectors_match_versions_with_regex_characters(tmp_path: Path) -> None:
+    """A version is a literal, not a regex: ``1.2.0+build.5`` (semver build metadata) must
+    select its own counters (unescaped, ``+`` repeats the ``0`` and the series is never read,
+    so the gate says "not enough data" for ever), and ``1.2`` must not select ``1x2``. The
+    queries ``compare`` sends are captured on a loopback HTTP server and evaluated by
+    promtool's PromQL engine on those series."""
+    import http.server
+    import threading
+    from urllib.parse import parse_qs, urlsplit
+
+    import yaml
+
+    from citemon.rollout.compare import counts_from_prometheus, patterns_from_prometheus
+    from tests.unit.test_grafana import run_promtool
+
+    sent: list[str] = []
+
+    class Prometheus(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            sent.append(parse_qs(urlsplit(self.path).query)["query"][0])
+            body = b'{"status": "success", "data": {"resultType": "vector", "result": []}}'
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Prometheus)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        counts_from_prometheus(url, ["1.2.0+build.5", "1.2"], service="bot")
+        patterns_from_prometheus(url, ["1.2.0+build.5", "1.2"], service="bot")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert len(sent) == 3
+
+    def series(name: str, version: str, extra: str) -> dict[str, str]:
+        labels = f'service="bot",version="{version}",environment="prod",{extra}'
+        return {"series": f'{name}{{{labels},instance="m-0"}}', "values": "0+1x60"}
+
+    versions = ("1.2.0+build.5", "1.2", "1x2")
+    input_series = [
+        *(series("citemon_claims_total", v, 'verdict="correct"') for v in versions),
+        *(series("citemon_cited_ids_total", v, 'verdict="correct"') for v in versions),
+        *(series("citemon_misattributions_total", v, 'pattern="other"') for v in versions),
+    ]
+    checks = [
+        {
+            "expr": f"count by (version) ({query.replace('[1h]', '[30m]')})",
+            "eval_time": "40m",
+            "exp_samples": [
+                {"labels": f'{{version="{v}"}}', "value": 1} for v in ("1.2.0+build.5", "1.2")
+            ],
+        }
+        for query in sent
+    ]
+    test = {"tests": [{"interval": "1m", "input_series": input_series,
+                       "promql_expr_test": checks}]}  # fmt: skip
+    path = tmp_path / "selector_test.yml"
+    path.write_text(yaml.safe_dump(test, sort_keys=False))
+    assert "SUCCESS" in run_promtool("test", "rules", path)

@@ -387,3 +387,54 @@ def test_calibrate_reads_labelled_answers_whose_passages_came_without_text(
     report = json.loads(capsys.readouterr().out)
     assert (report["pairs"], report["skipped"]) == (2, {})
     assert report["confusion"] == {"tp": 1, "fn": 0, "tn": 1, "fp": 0}
+
+
+def test_a_libpq_keyword_conninfo_with_a_password_is_refused_and_never_echoed() -> None:
+    # What a PostgreSQL user pastes from psql: not a URL, so nothing to redact; the error
+    # that said which URLs to use echoed the password in full.
+    with pytest.raises(ConfigError, match="must not carry a password") as info:
+        open_backend("host=db.internal dbname=kb user=kb password=s3cret")
+    assert "s3cret" not in str(info.value)
+    with pytest.raises(ConfigError, match="must not carry a password") as info:
+        open_backend("kb.internal/x?sslpassword=s3cret&user=kb")
+    assert "s3cret" not in str(info.value)
+
+
+async def test_passage_hash_key_reaches_the_scorer(tmp_path: Path) -> None:
+    # --passage-hash-key names the metadata key of the content hash; the store the flags open
+    # must carry it to the scorer, or a chunk edited since the answer is judged on its new text.
+    kb = tmp_path / "kb.jsonl"
+    kb.write_text('{"id": "p-1", "text": "The tower is 330 metres tall, as edited."}\n')
+    store = open_store(parse("--passage-store", str(kb), "--passage-hash-key", "chunk_sha"))
+    assert store is not None
+    scorer = Scorer(LexicalJudge(), passages=store)
+    assert scorer.passage_hash_key == "chunk_sha"
+    old = hashlib.sha256(b"The tower is 330 metres tall.").hexdigest()
+    record = AnswerRecord(
+        answer="The tower is 330 metres tall [p-1].",
+        passages=[Passage(id="p-1", text="", metadata={"chunk_sha": old})],
+    )
+    filled, fill = await fill_from_store(record, store, hash_key=scorer.passage_hash_key)
+    assert fill.stale == ("p-1",) and filled.passages[0].text == ""
+
+
+async def test_store_text_that_is_not_utf8_is_not_used_and_crashes_nothing(
+    tmp_path: Path,
+) -> None:
+    # A JSON "\ud800" escape (an HTTP service's reply, a JSONL line) decodes to a lone
+    # surrogate: no UTF-8 encodes it, so hashing it (or writing a results record of it) raised
+    # UnicodeEncodeError out of the scorer. Traced text like it is refused (invalid_utf8); the
+    # store's is not used: the claim is unjudged (no_passage_text), counted, not a crash.
+    kb = tmp_path / "kb.jsonl"
+    kb.write_text('{"id": "p-1", "text": "The tower is 330 metres tall. \\ud800"}\n')
+    store = ManagedStore(open_backend(str(kb)))
+    for metadata in ({"content_sha256": "00" * 32}, None):
+        record = AnswerRecord(
+            answer="The tower is 330 metres tall [p-1].",
+            passages=[Passage(id="p-1", text="", metadata=metadata)],
+        )
+        filled, fill = await fill_from_store(record, store)
+        assert filled.passages[0].text == "" and fill.filled == ()
+        score = await Scorer(LexicalJudge(), passages=store).score(record)
+        assert [c.unjudged_cause for c in score.claims] == ["no_passage_text"]
+        score.model_dump_json().encode()

@@ -351,3 +351,26 @@ def test_planted_answers_are_what_they_say() -> None:
             assert len(p.truth) == 3 and all(len(s) == 1 for s in p.truth.values())
     with pytest.raises(ValueError, match="unknown bug"):
         next(buggy_answers("nope", 1))
+
+
+def test_the_docs_chance_table_and_its_example_are_chance_rates() -> None:
+    """docs/why-citations-fail.md quotes chance_rates(k) for k = 3, 5, 10 and reads one mix
+    against it: the page's numbers are the function's."""
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).parents[2] / "docs" / "why-citations-fail.md").read_text()
+    rows = {
+        m.group(1): m.group(2)
+        for m in re.finditer(r"^\| `(\w+)` \|[^\n]*?\|([^|\n]+\|[^|\n]+\|[^|\n]+)\|$", page, re.M)
+    }
+    for pattern in ("first_retrieved", "previous_citation", "other"):
+        cells = [float(c) for c in rows[pattern].split("|")]
+        assert cells == [round(chance_rates(k)[pattern], 2) for k in (3, 5, 10)], pattern
+    pairs = re.findall(r"\(\*n\* = 2: ([\d.]+)\)", rows["off_by_one"])
+    assert [float(p) for p in pairs] == [round(off_by_one_chance(k, 2), 2) for k in (3, 5, 10)]
+    example = re.search(
+        r"a version at (\d+)% `first_retrieved` with five passages is at chance", page
+    )
+    assert example is not None
+    assert int(example.group(1)) / 100 == pytest.approx(chance_rates(5)["first_retrieved"])

@@ -58,6 +58,14 @@ def _hash_of(metadata: Mapping[str, object] | None, key: str) -> str | None:
     return value.lower() if isinstance(value, str) and value else None
 
 
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 async def fill_from_store(
     record: AnswerRecord, store: PassageStore, *, hash_key: str = DEFAULT_HASH_KEY
 ) -> tuple[AnswerRecord, StoreFill]:
@@ -82,8 +90,8 @@ async def fill_from_store(
     stale: set[str] = set()
     for passage in filled.passages:
         text = found.get(passage.id)
-        if not isinstance(text, str) or not text:
-            continue
+        if not isinstance(text, str) or not text or not _is_utf8(text):
+            continue  # lone surrogates (a JSON "\ud800"): refused, as a trace's text would be
         if passage.text and not (len(text) > len(passage.text) and text.startswith(passage.text)):
             continue  # traced whole (or not a cut of this text): the trace's text stands
         expected = _hash_of(passage.metadata, hash_key)

@@ -39,6 +39,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _PLUGIN: Final = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+_PASSWORD: Final = re.compile(r"password\s*=", re.IGNORECASE)
 
 
 def add_passage_store_arguments(parser: argparse.ArgumentParser, *, hold: bool = False) -> None:
@@ -73,7 +74,9 @@ def open_backend(url: str, *, query: str | None = None, concurrency: int = 8) ->
     """The backend ``url`` names (not yet connected: connections open on the first lookup)."""
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
-    if parts.password or "password=" in parts.query.lower():
+    # The query of a URL, or the whole of a libpq keyword string (``host=… password=…``),
+    # which is no URL and so has nothing ``redacted`` could cut from an error.
+    if parts.password or _PASSWORD.search(parts.query if parts.scheme else url):
         raise ConfigError(
             "--passage-store must not carry a password: set CITEMON_PASSAGE_STORE_PASSWORD "
             "(or use libpq's PGPASSWORD or ~/.pgpass)"
@@ -148,4 +151,10 @@ def open_store_from(
     limits = given.limits(hold=hold)
     backend = open_backend(url, query=given.passage_store_query, concurrency=limits.concurrency)
     log.info("passage store: %s (%s)", redacted(url), limits)
-    return ManagedStore(backend, limits, observer=observer, name=f"passage store {redacted(url)}")
+    return ManagedStore(
+        backend,
+        limits,
+        observer=observer,
+        name=f"passage store {redacted(url)}",
+        hash_key=given.passage_hash_key,
+    )

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -344,7 +345,7 @@ def patterns_from_prometheus(
     client: httpx.Client | None = None,
 ) -> PatternCounts:
     """Per-version misattributed claims by pattern over ``window`` (all replicas)."""
-    selector = f'version=~"{"|".join(_quote(v) for v in versions)}"'
+    selector = f'version=~"{"|".join(_quote(_literal(v)) for v in versions)}"'
     if service:
         selector += f',service="{_quote(service)}"'
     query = (
@@ -375,7 +376,7 @@ def counts_from_prometheus(
     client: httpx.Client | None = None,
 ) -> dict[str, Tally]:
     """Per-version counts over ``window`` from the Prometheus HTTP API (counters, all replicas)."""
-    selector = f'version=~"{"|".join(_quote(v) for v in versions)}"'
+    selector = f'version=~"{"|".join(_quote(_literal(v)) for v in versions)}"'
     if service:
         selector += f',service="{_quote(service)}"'
     claims = f"citemon_claims_total{{{selector}}}[{window}]"
@@ -400,6 +401,12 @@ def counts_from_prometheus(
         if own:
             http.close()
     return out
+
+
+def _literal(value: str) -> str:
+    """``value`` as a regular expression matching only itself (RE2: punctuation escaped), so a
+    version such as ``1.2.0+build.5`` selects its own series and ``1.2`` not ``1x2``."""
+    return re.sub(r"([\\.+*?()|\[\]{}^$])", r"\\\1", value)
 
 
 def _quote(value: str) -> str:
