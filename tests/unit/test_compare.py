@@ -218,7 +218,7 @@ def test_prometheus_selectors_match_versions_with_regex_characters(tmp_path: Pat
 
     import yaml
 
-    from citemon.rollout.compare import counts_from_prometheus, patterns_from_prometheus
+    from citemon._rollout.compare import counts_from_prometheus, patterns_from_prometheus
     from tests.unit.test_grafana import run_promtool
 
     sent: list[str] = []
