@@ -46,7 +46,7 @@ import yaml
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from citemon._core.calibration import Calibration, corrected_accuracy
-from citemon._core.records import AnswerRecord
+from citemon._core.records import PATTERNS, AnswerRecord
 from citemon._demo.service import DEMO_SERVICE, FakeRAGService
 from citemon._engine.scoring import Scorer
 from citemon._metrics import CITED_VERDICTS
@@ -118,6 +118,7 @@ class Tally:
     cited_ids: int = 0
     irrelevant: int = 0
     overlap: int = 0
+    patterns: Counter[str] = field(default_factory=Counter)
 
     @property
     def cited(self) -> int:
@@ -143,6 +144,8 @@ async def tally(records: list[AnswerRecord]) -> Tally:
                 out.cited_ids += len(claim.cited_ids)
                 out.irrelevant += len(claim.irrelevant_ids)
                 out.overlap += claim.verdict == "misattributed" and claim.overlap
+            if claim.verdict == "misattributed":
+                out.patterns[claim.pattern or "other"] += 1
     return out
 
 
@@ -397,6 +400,7 @@ async def test_every_target_is_covered_here() -> None:
         (10, "A"), *((11, r) for r in "ABCDEFG"), (14, "A"), (15, "A"), (17, "A"), (18, "A"),
         (20, "A"), (20, "B"), (21, "A"), (22, "A"), (23, "A"), (24, "A"), (25, "A"),
         (26, "A"), (26, "B"), (27, "A"), (27, "B"), (28, "A"), (28, "B"),
+        *((29, r) for r in "ABC"), *((30, r) for r in "ABC"),
     }  # fmt: skip
     every = {(p["id"], t["refId"]) for p, t in targets()}
     assert every == checked | set(NO_DATA), every ^ (checked | set(NO_DATA))
@@ -531,6 +535,53 @@ async def test_failure_panels_per_version(live: Live) -> None:
         > 0.5
         > live.increase["v1"].share("misattributed")
     )
+
+
+async def test_why_citations_fail_and_the_ceiling_per_version(live: Live) -> None:
+    """Panel 29: each version's misattribution-pattern mix (A), the rest of the service's (B) and
+    the service's day (C); panel 30: accuracy (A) against the multi-hop ceiling (B, C); each read
+    at the step whose window holds both versions' bursts, against the claims scored offline."""
+    when = max(live.burst_done.values())
+    tallies = live.increase
+    pooled: Counter[str] = sum((t.patterns for t in tallies.values()), Counter())
+    assert tallies["v2"].patterns["first_retrieved"] == tallies["v2"].verdicts["misattributed"]
+
+    def shares(result: list[dict[str, Any]]) -> dict[tuple[str, str], float]:
+        return {
+            (s["metric"].get("version", "*"), s["metric"]["pattern"]): at(s, when) for s in result
+        }
+
+    mix = shares(await live.range(substitute(target(29, "A")[1]["expr"], grafana_vars())))
+    rest = shares(await live.range(substitute(target(29, "B")[1]["expr"], grafana_vars())))
+    day = {  # the day's share, read at the last step (its window holds every burst)
+        s["metric"]["pattern"]: last(s)
+        for s in await live.range(substitute(target(29, "C")[1]["expr"], grafana_vars()))
+    }
+    for version, t in tallies.items():
+        (other,) = (v for v in tallies if v != version)
+        m, o = sum(t.patterns.values()), sum(tallies[other].patterns.values())
+        for pattern in PATTERNS:
+            want = t.patterns[pattern] / m
+            assert close(mix[(version, pattern)], want, abs_=RATIO_TOLERANCE), (version, pattern)
+            want = tallies[other].patterns[pattern] / o
+            assert close(rest[(version, pattern)], want, abs_=RATIO_TOLERANCE), (version, pattern)
+    for pattern in PATTERNS:
+        want = pooled[pattern] / sum(pooled.values())
+        assert close(day[pattern], want, abs_=RATIO_TOLERANCE), (pattern, day)
+    assert mix[("v2", "first_retrieved")] == max(v for (ver, _), v in mix.items() if ver == "v2")
+
+    accuracy = by_version(await live.range(substitute(target(30, "A")[1]["expr"], grafana_vars())))
+    ceiling = by_version(await live.range(substitute(target(30, "B")[1]["expr"], grafana_vars())))
+    (service_day,) = await live.range(substitute(target(30, "C")[1]["expr"], grafana_vars()))
+    for version, t in tallies.items():
+        want = t.verdicts["correct"] / t.cited
+        assert close(at(accuracy[version], when), want, abs_=RATIO_TOLERANCE), version
+        want = 1 - t.verdicts["multi_hop"] / t.cited
+        assert close(at(ceiling[version], when), want, abs_=RATIO_TOLERANCE), version
+        assert at(accuracy[version], when) <= at(ceiling[version], when) + RATIO_TOLERANCE
+    multi_hop = sum(t.verdicts["multi_hop"] for t in tallies.values())
+    want = 1 - multi_hop / sum(t.cited for t in tallies.values())
+    assert close(at(service_day, when), want, abs_=RATIO_TOLERANCE)
 
 
 async def test_comparison_table_has_one_row_per_version(live: Live) -> None:
@@ -709,7 +760,7 @@ async def test_pipeline_panels(live: Live) -> None:
     _, spans = target(21, "A")
     result = await live.range(substitute(spans["expr"], grafana_vars()))
     outcomes = {s["metric"]["outcome"]: s for s in result}
-    assert set(outcomes) == {"answer", "sampled_out", "skipped", "invalid"}
+    assert set(outcomes) == {"answer", "sampled_out", "skipped", "invalid", "unkeyed"}
     when = live.burst_done["v1"]  # v1's burst (and perhaps v2's probe) in the window
     assert close(at(outcomes["answer"], when), (ANSWERS - 1) / RATE_INTERVAL_S, rel=COUNT_TOLERANCE)
     assert at(outcomes["sampled_out"], when) == at(outcomes["invalid"], when) == 0
@@ -738,7 +789,7 @@ async def test_pipeline_panels(live: Live) -> None:
     _, causes = target(26, "A")
     result = await live.range(substitute(causes["expr"], grafana_vars()))
     assert {s["metric"]["cause"]: last(s) for s in result} == dict.fromkeys(
-        ("judge_failure", "truncated", "search_cut", "no_passage_text"), 0
+        ("judge_failure", "truncated", "search_cut", "no_passage_text", "passage_lookup_failed"), 0
     )
     _, cut = target(26, "B")
     (s,) = await live.range(substitute(cut["expr"], grafana_vars()))
