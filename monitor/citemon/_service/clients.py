@@ -22,6 +22,24 @@ __all__ = ["KafkaClients"]
 class KafkaClients:
     """Makes the consumer, the producers and the low-level client the monitor uses."""
 
+    def group_consumer(self, settings: Settings, *, group_id: str, client_id: str) -> Any:
+        """A consumer of ``group_id`` as the monitor reads its input: committed by hand,
+        ``read_committed``, with the fetch and session bounds of ``settings``; not started."""
+        s = settings
+        return self.consumer(
+            **s.kafka_options(),
+            group_id=group_id,
+            client_id=client_id,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            isolation_level="read_committed",
+            fetch_max_bytes=s.fetch_max_bytes,
+            max_partition_fetch_bytes=s.max_partition_fetch_bytes,
+            max_poll_records=s.max_poll_records,
+            session_timeout_ms=s.session_timeout_ms,
+            heartbeat_interval_ms=max(100, s.session_timeout_ms // 4),
+        )
+
     def consumer(self, **options: Any) -> Any:
         """The group consumer (an ``AIOKafkaConsumer``), not started."""
         from aiokafka import AIOKafkaConsumer

@@ -239,19 +239,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         stop = stop or asyncio.Event()
         # Every topic exists and may be used, or exit 1 naming what is missing (service.topics).
         self._limits = await self.clients.check_topics(s)
-        consumer = self.clients.consumer(
-            **s.kafka_options(),
-            group_id=s.group,
-            client_id=s.client_id,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            isolation_level="read_committed",
-            fetch_max_bytes=s.fetch_max_bytes,
-            max_partition_fetch_bytes=s.max_partition_fetch_bytes,
-            max_poll_records=s.max_poll_records,
-            session_timeout_ms=s.session_timeout_ms,
-            heartbeat_interval_ms=max(100, s.session_timeout_ms // 4),
-        )
+        consumer = self.clients.group_consumer(s, group_id=s.group, client_id=s.client_id)
         delivery = KafkaDelivery(s, consumer, self.clients)
         # Set before the consumer starts: the assignment callback opens producers with them.
         self._consumer = consumer

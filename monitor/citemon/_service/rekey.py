@@ -85,21 +85,9 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
         self.rebalances = 0
 
     async def run(self) -> None:
-        from aiokafka import AIOKafkaConsumer
-
         s = self._settings
-        consumer = AIOKafkaConsumer(
-            **s.kafka_options(),
-            group_id=self.group,
-            client_id=f"{s.client_id}-rekey",
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            isolation_level="read_committed",
-            fetch_max_bytes=s.fetch_max_bytes,
-            max_partition_fetch_bytes=s.max_partition_fetch_bytes,
-            max_poll_records=s.max_poll_records,
-            session_timeout_ms=s.session_timeout_ms,
-            heartbeat_interval_ms=max(100, s.session_timeout_ms // 4),
+        consumer = self._clients.group_consumer(
+            s, group_id=self.group, client_id=f"{s.client_id}-rekey"
         )
         delivery = KafkaDelivery(s, consumer, self._clients)
         delivery.transactional = True  # always: the re-keyed records go with the offsets
