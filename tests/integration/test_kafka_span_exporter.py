@@ -18,7 +18,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -81,6 +81,13 @@ async def _count_spans(bootstrap: str, topic: str, want: int, timeout_s: float =
     finally:
         await consumer.stop()
     return seen
+
+
+async def _until(condition: Callable[[], bool], what: str, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.01)
 
 
 def _exporter_threads() -> list[threading.Thread]:
@@ -161,9 +168,10 @@ async def test_exports_racing_shutdown_never_restart_the_loop(
     workers = [threading.Thread(target=loop) for _ in range(4)]
     for w in workers:
         w.start()
-    await asyncio.sleep(0.3)
+    await _until(lambda: exporter.exported_spans >= 4, "exports to get through")
     await asyncio.to_thread(exporter.shutdown)
-    await asyncio.sleep(0.1)
+    after = len(results)
+    await _until(lambda: len(results) >= after + 4, "exports after the shutdown")
     stop.set()
     for w in workers:
         await asyncio.to_thread(w.join, 15)
@@ -218,7 +226,12 @@ def test_force_flush_and_shutdown_honour_their_timeouts_on_a_frozen_broker(
             target=lambda: results.append((exporter.export(spans[1:]), time.monotonic()))
         )
         worker.start()
-        time.sleep(0.3)  # the batch is in aiokafka's buffer, waiting on the frozen broker
+        # The export is on the loop, waiting on the frozen broker: force_flush must wait for it.
+        until = started + 10.0
+        while exporter.exports_in_flight == 0:
+            assert time.monotonic() < until, "the export never reached the exporter's loop"
+            time.sleep(0.001)
+        waited_s = time.monotonic() - started
 
         t0 = time.monotonic()
         flushed = exporter.force_flush(flush_ms)
@@ -235,7 +248,8 @@ def test_force_flush_and_shutdown_honour_their_timeouts_on_a_frozen_broker(
         # The export in flight was cancelled by shutdown, not left to its 10 s deadline.
         ((result, done_at),) = results
         assert result is SpanExportResult.FAILURE
-        assert done_at - started < 0.3 + flush_s + shutdown_s + SLACK_S
+        assert done_at - started < waited_s + flush_s + shutdown_s + SLACK_S
+        assert exporter.exports_in_flight == 0
         assert (exporter.exported_spans, exporter.failed_spans) == (1, 5)
 
         t0 = time.monotonic()

@@ -53,7 +53,8 @@ class KafkaSpanExporter(SpanExporter):
 
     Counters (spans): ``exported_spans``, ``failed_spans`` (the broker did not take them within
     the deadline), ``dropped_spans`` (a single span larger than ``max_message_bytes``, or export
-    after shutdown). ``export`` never raises.
+    after shutdown); ``exports_in_flight``, the exports waiting on the broker now. ``export``
+    never raises.
     """
 
     def __init__(
@@ -96,6 +97,7 @@ class KafkaSpanExporter(SpanExporter):
         self._producer: Any = None  # aiokafka.AIOKafkaProducer, created on the loop thread
         self._start_lock: asyncio.Lock | None = None  # one producer start at a time (loop thread)
         self._shutdown = False
+        self._in_flight: set[concurrent.futures.Future[None]] = set()  # exports on the loop
         self.exported_spans = 0
         self.failed_spans = 0
         self.dropped_spans = 0
@@ -223,6 +225,12 @@ class KafkaSpanExporter(SpanExporter):
     ) -> None:
         await asyncio.wait_for(self._send(messages, deadline, tally), deadline - self._clock())
 
+    @property
+    def exports_in_flight(self) -> int:
+        """Exports handed to the loop and not yet acknowledged, failed or cancelled."""
+        with self._lock:
+            return len(self._in_flight)
+
     # -- SpanExporter --------------------------------------------------------------------------
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
@@ -244,11 +252,16 @@ class KafkaSpanExporter(SpanExporter):
                 fut = asyncio.run_coroutine_threadsafe(
                     self._send_until(messages, deadline, tally), loop
                 )
+                with self._lock:
+                    self._in_flight.add(fut)
                 try:
                     fut.result(timeout=self.timeout_s + _GRACE_S)
                 except concurrent.futures.TimeoutError:
                     fut.cancel()
                     raise TimeoutError("export did not finish in time") from None
+                finally:
+                    with self._lock:
+                        self._in_flight.discard(fut)
         except Exception as exc:  # the broker, the encoder, anything: never into the host
             _log.warning("Kafka span export failed: %s: %s", type(exc).__name__, exc)
         delivered = tally[0]
@@ -261,9 +274,23 @@ class KafkaSpanExporter(SpanExporter):
         return SpanExportResult.SUCCESS if delivered == n else SpanExportResult.FAILURE
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """``export`` waits for the broker's acks, so nothing is buffered here; flush aiokafka's
-        buffer anyway (messages of an export that ran out of time)."""
-        return self._run_on_loop(self._flush(), timeout_millis / 1000)
+        """Wait, within ``timeout_millis``, for every export already started to be acknowledged
+        and for aiokafka's buffer to empty; ``True`` only if both happened in time.
+
+        ``export`` itself waits for the broker's acks, so this holds nothing of its own: it waits
+        for exports other threads have in flight, then flushes what an export that ran out of
+        time left in the buffer."""
+        timeout_s = max(0.0, timeout_millis / 1000)
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            started = set(self._in_flight)
+        _, not_done = concurrent.futures.wait(started, timeout=timeout_s)
+        if not_done:
+            _log.warning(
+                "Kafka span exporter flush incomplete: %d exports in flight", len(not_done)
+            )
+            return False
+        return self._run_on_loop(self._flush(), max(0.0, deadline - time.monotonic()))
 
     async def _flush(self) -> None:
         if self._producer is not None:
