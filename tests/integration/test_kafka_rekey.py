@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 import signal
 import time
 from collections import Counter
@@ -283,9 +284,14 @@ async def test_rekey_counts_every_split_trace_once_through_a_rebalance_and_a_kil
     )
     # Every answer written once (read_committed), whichever replica scored it.
     assert sorted(t for t, _ in keys) == traces and max(keys.values()) == 1
+    # B and C each joined the scoring group (rebalances with work in flight); how the rest was
+    # shared between them depends on timing (on a loaded machine one of them may score it all),
+    # so only their sum is asserted.
+    for log in logs[1:]:
+        assert re.search(r"pipeline: partitions assigned: \[\d", log.read_text()), log.name
     # Counted after the commit: the survivors count what they committed, the killed one can
     # only have counted committed answers: never more than the answers over all of them.
-    assert counted_b > 0 and counted_c > 0 and 0 < last_a < n
+    assert counted_b + counted_c > 0 and 0 < last_a < n
     assert last_a + counted_b + counted_c <= n
     # The re-keyed topic holds every span once, keyed by its trace ID, both on one partition.
     rekeyed_records = await read_topic(kafka_bootstrap, rekeyed)
