@@ -36,6 +36,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -347,8 +348,19 @@ async def _drive(live: Live, bootstrap: str, topic: str) -> None:
             live.increase[version] = await tally(burst)
     finally:
         await asyncio.to_thread(service.shutdown)
-    # The last burst's step is complete, and the rules have evaluated on it.
-    await asyncio.sleep(2 * SCRAPE_S)
+    # The last burst's step is complete, and every rule group has evaluated on it.
+    last = max(live.burst_done.values()) + max(STEP_S, SCRAPE_S)
+    await poll(lambda: rules_evaluated_after(live, last), SCORED_TIMEOUT_S, "the rules to evaluate")
+
+
+async def rules_evaluated_after(live: Live, when: float) -> bool:
+    """Whether Prometheus has evaluated every rule group at a time after ``when``."""
+    reply = await live.client.get(f"{live.url}/api/v1/rules")
+    groups = reply.json()["data"]["groups"]
+    assert groups, "Prometheus loaded no rule group"
+    return time.time() > when and all(
+        datetime.fromisoformat(g["lastEvaluation"]).timestamp() > when for g in groups
+    )
 
 
 def _stop(monitor: subprocess.Popen[bytes]) -> int:
