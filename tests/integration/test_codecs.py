@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.record.memory_records import MemoryRecords
+from prometheus_client.parser import text_string_to_metric_families
 
 from citemon._core.records import AnswerRecord
 from citemon._demo.data import QUESTIONS, answer
@@ -37,6 +38,7 @@ from tests.integration.monitor_support import (
     read_topic,
     ready,
     run_monitor,
+    scored_at_exit,
     scrape,
     settings_for,
     start_process,
@@ -215,3 +217,72 @@ async def test_an_undecodable_batch_is_dead_lettered_whole_and_nothing_else_is_l
     ]
     per_version = Counter(r.version for r in good)
     assert sum(per_version.values()) == len(good) == 8 + 3 * (PARTITIONS - 1)
+
+
+async def test_the_rekey_stage_dead_letters_an_undecodable_batch_and_rekeys_the_rest(
+    kafka_bootstrap: str, kafka_topic: TopicFactory, tmp_path: Path
+) -> None:
+    """With ``--rekey-topic``, the stage reads the input before scoring does: the lz4 batch it
+    cannot decode goes to the DLQ raw, in the transaction that commits past it, and is counted;
+    every other answer is re-keyed and scored once, and the monitor stays up."""
+    topic = await kafka_topic(partitions=3)
+    rekeyed = await kafka_topic(partitions=2)
+    dlq = f"{topic}.dlq"
+    rng = random.Random(12)
+    good: list[AnswerRecord] = []
+    plan = [(0, "none", 2), (0, "lz4", 3), (0, "gzip", 2), (1, "zstd", 3), (2, "snappy", 3)]
+    for partition, codec, n in plan:
+        records, messages = answers(f"r{partition}-{codec}", n, rng)
+        await send_batch(kafka_bootstrap, topic, partition, codec, messages)
+        if codec != "lz4":
+            good += records
+    port = free_port()
+    flags = [
+        "--bootstrap-servers", kafka_bootstrap, "--topic", topic, "--group", f"g.{topic}",
+        "--dlq-topic", dlq, "--metrics-port", str(port), "--metrics-host", "127.0.0.1",
+        "--commit-interval", "0.2", "--budget-per-minute", "0", "--judge", "lexical",
+        "--rekey-topic", rekeyed,
+    ]  # fmt: skip
+    log_path = tmp_path / "run.log"
+    proc = start_process(flags, faults=["--disable-codecs", "lz4"], log_path=log_path)
+    try:
+        await wait_for(lambda: ready(port), 30, "the monitor to be ready")
+
+        def counted() -> float:
+            return (scrape(port) or {}).get("citemon_answers_total", 0.0)
+
+        await wait_for(lambda: counted() >= len(good), 60, "the decodable answers")
+        text = (await asyncio.to_thread(httpx.get, f"http://127.0.0.1:{port}/metrics")).text
+        assert 'citemon_dead_letters_total{reason="unsupported_codec"} 1.0' in text
+
+        def input_lags() -> dict[str, float]:
+            families = text_string_to_metric_families(
+                httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+            )
+            return {
+                s.labels["partition"]: s.value
+                for f in families
+                if f.name == "citemon_consumer_lag"
+                for s in f.samples
+                if s.labels["topic"] == topic
+            }
+
+        # The stage's own lag on the input, beside the scoring lag: all three partitions, to 0.
+        await wait_for(
+            lambda: input_lags() == {"0": 0.0, "1": 0.0, "2": 0.0}, 30, "the input lag to be 0"
+        )
+        assert await asyncio.to_thread(_healthz, port) == 200
+        assert proc.poll() is None
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        rc = await asyncio.to_thread(proc.wait, 30)
+    assert rc == 0, log_path.read_text()[-3000:]
+    assert scored_at_exit(log_path.read_text()) == len(good)
+    assert "re-key: skipping undecodable batch" in log_path.read_text()
+    (dead,) = await read_topic(kafka_bootstrap, dlq)
+    headers: dict[str, Any] = dict(dead.headers)
+    assert headers["citemon.error"] == b"unsupported_codec"
+    assert headers["citemon.batch.offsets"] == b"2-4"
+    assert [r.offset for r in MemoryRecords(dead.value).next_batch()] == [2, 3, 4]
+    # Re-keyed once each: the good answers' spans, every one on the partition of its trace.
+    assert len(await read_topic(kafka_bootstrap, rekeyed)) == len(good)

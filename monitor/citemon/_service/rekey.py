@@ -16,6 +16,13 @@ Fencing is the pipeline's (:class:`~citemon._service.outputs.KafkaDelivery`): on
 transactional producer per input partition, ``citemon-<group>.rekey-<topic>-<partition>``,
 opened at assignment before the committed offset is read, so a replaced owner is fenced. A
 record that is no trace request is forwarded as it is (scoring dead-letters it, as before).
+
+A record batch the consumer cannot decode (:mod:`citemon._service.recovery`) cannot be re-keyed
+either: each open partition is re-read from its committed offset, the records before the bad
+batch are forwarded and the batch itself goes to the dead-letter topic, raw, in the same
+transaction as the offset past it, counted as the pipeline counts its own. The stage's lag on
+the input (``citemon_consumer_lag{topic=<input>}``) is published beside the scoring lag on TOPIC,
+so a stage that falls behind shows (and pages) as the pipeline would.
 """
 
 from __future__ import annotations
@@ -29,11 +36,13 @@ from aiokafka import ConsumerRebalanceListener
 from aiokafka.errors import KafkaError, ProducerFenced
 
 from citemon._core.errors import DecodeError
+from citemon._metrics import Metrics
 from citemon._otlp.split import split_by_trace
 from citemon._service.clients import KafkaClients
 from citemon._service.kafka_internals import request_rejoin
 from citemon._service.ledger import OutMessage, Ready
-from citemon._service.outputs import KafkaDelivery
+from citemon._service.outputs import KafkaDelivery, error_headers
+from citemon._service.recovery import UNDECODABLE, BadBatch, Scanner, scan_partition
 from citemon._service.settings import Settings
 
 __all__ = ["RekeyStage", "rekey_messages"]
@@ -66,7 +75,14 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
     """Consumes ``settings.topic`` and re-produces it keyed by trace ID to
     ``settings.rekey_topic``; :meth:`run` until cancelled (supervised by the pipeline)."""
 
-    def __init__(self, settings: Settings, clients: KafkaClients | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        clients: KafkaClients | None = None,
+        *,
+        metrics: Metrics | None = None,
+        scan: Scanner = scan_partition,
+    ) -> None:
         if settings.rekey_topic is None:
             raise ValueError("RekeyStage needs settings.rekey_topic")
         self.target: str = settings.rekey_topic
@@ -80,9 +96,15 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
         self._open: set[Any] = set()
         self._opening: set[Any] = set()
         self._epochs: dict[Any, int] = {}
+        self._metrics = metrics
+        self._committed: dict[Any, int] = {}  # per open partition, the offset committed past
+        self._lag_due = 0.0
+        self._scan = scan
+        self._reread_client: Any = None
         self.records = 0
         self.produced = 0
         self.rebalances = 0
+        self.undecodable_batches = 0
 
     async def run(self) -> None:
         s = self._settings
@@ -99,7 +121,12 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
             while True:
                 if self._opening:
                     await self._open_pending()
-                batches = await consumer.getmany(timeout_ms=_POLL_MS)
+                await self._lag_if_due()
+                try:
+                    batches = await consumer.getmany(timeout_ms=_POLL_MS)
+                except UNDECODABLE as exc:
+                    await self._recover(exc)
+                    continue
                 epochs = dict(self._epochs)
                 for tp, records in batches.items():
                     if records:
@@ -107,27 +134,40 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
         finally:
             await delivery.stop()
             await consumer.stop()
+            if self._reread_client is not None:
+                await self._reread_client.close()
             log.info(
-                "re-key stage stopped: %d records in, %d out, %d rebalances",
+                "re-key stage stopped: %d records in, %d out, %d rebalances, "
+                "%d undecodable batches",
                 self.records,
                 self.produced,
                 self.rebalances,
+                self.undecodable_batches,
             )
 
     async def _forward(self, tp: Any, records: list[Any], epoch: int | None) -> None:
-        delivery = self._delivery
-        assert delivery is not None
         messages = [m for r in records for m in rekey_messages(r, self.target)]
+        ready = Ready(tp, records[-1].offset + 1, [])
+        if await self._commit(ready, messages, epoch, retry_from=records[0].offset):
+            self.records += len(records)
+            self.produced += len(messages)
+
+    async def _commit(
+        self, ready: Ready, messages: list[OutMessage], epoch: int | None, *, retry_from: int
+    ) -> bool:
+        """Produce ``messages`` and commit ``ready``'s offset in one transaction. ``False`` when
+        the partition was revoked or assigned afresh since the fetch (it is then read again from
+        its commit), its producer was fenced, or the commit failed (sought back to
+        ``retry_from`` and retried after a pause)."""
+        delivery, tp = self._delivery, ready.tp
+        assert delivery is not None
         async with self._lock:
             if tp not in self._open or self._epochs.get(tp) != epoch:
-                return  # revoked (or assigned afresh) since the fetch: read again from the commit
-            outcome = (
-                await delivery.deliver([(Ready(tp, records[-1].offset + 1, []), messages)])
-            ).get(tp)
+                return False
+            outcome = (await delivery.deliver([(ready, messages)])).get(tp)
             if outcome is None:
-                self.records += len(records)
-                self.produced += len(messages)
-                return
+                self._committed[tp] = ready.offset
+                return True
             if isinstance(outcome, ProducerFenced) or delivery.broken(tp):
                 log.error(
                     "re-key partition %d: our producer was fenced (a new owner): rejoining",
@@ -136,14 +176,83 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
                 self._open.discard(tp)
                 await delivery.close([tp])
                 request_rejoin(self._consumer)
-                return
+                return False
             log.warning(
                 "re-key commit failed, will retry (partition %d): %s",
                 tp.partition,
                 type(outcome).__name__,
             )
-            self._consumer.seek(tp, records[0].offset)
+            self._consumer.seek(tp, retry_from)
         await asyncio.sleep(_RETRY_S)
+        return False
+
+    async def _recover(self, exc: BaseException) -> None:
+        """After a ``getmany`` that raised on a batch it cannot decode (it says not which
+        partition, and drops what other partitions handed out): re-read every open partition
+        from its committed offset; where a bad batch is found, forward the records before it
+        and dead-letter it with the offset past it."""
+        s, consumer = self._settings, self._consumer
+        log.warning("re-key: a fetched batch does not decode (%s): locating it", exc)
+        found = False
+        try:
+            if self._reread_client is None:
+                self._reread_client = await self._clients.client(
+                    s.kafka_options(), f"{s.client_id}-rekey-reread"
+                )
+            for tp, epoch in sorted(self._epochs.items(), key=lambda e: e[0].partition):
+                if tp not in self._open:
+                    continue
+                start = self._committed[tp]
+                consumer.seek(tp, start)  # what the failed getmany drained and dropped
+                scan = await self._scan(
+                    self._reread_client, tp, start, max_bytes=s.max_partition_fetch_bytes
+                )
+                if scan.bad is not None:
+                    found = True
+                    await self._skip(tp, start, scan.good, scan.bad, epoch)
+        except (KafkaError, OSError, TimeoutError) as err:
+            log.warning("re-key: re-reading after an undecodable batch failed, will retry: %r", err)
+        if not found:
+            await asyncio.sleep(_RETRY_S)
+
+    async def _skip(self, tp: Any, start: int, good: list[Any], bad: BadBatch, epoch: int) -> None:
+        log.error(
+            "re-key: skipping undecodable batch %s/%d offsets %d-%d (%s, %s): dead-lettered",
+            bad.topic,
+            bad.partition,
+            bad.base_offset,
+            bad.last_offset,
+            bad.codec,
+            bad.error,
+        )
+        headers = error_headers(bad.reason, bad.error)
+        letter = bad.dead_letter(self._settings.dlq_topic, headers)
+        messages = [m for r in good for m in rekey_messages(r, self.target)]
+        ready = Ready(tp, bad.next_offset, [])
+        if await self._commit(ready, [*messages, letter], epoch, retry_from=start):
+            self.records += len(good)
+            self.produced += len(messages)
+            self.undecodable_batches += 1
+            if self._metrics is not None:
+                self._metrics.dead_letter(bad.reason)
+            self._consumer.seek(tp, bad.next_offset)
+
+    async def _lag_if_due(self) -> None:
+        """Every ``lag_interval_s``, publish each open partition's lag: log end − committed."""
+        loop_time = asyncio.get_running_loop().time()
+        if self._metrics is None or loop_time < self._lag_due or not self._open:
+            return
+        self._lag_due = loop_time + self._settings.lag_interval_s
+        tps = sorted(self._open, key=lambda t: t.partition)
+        try:
+            ends = await self._consumer.end_offsets(tps)
+        except (KafkaError, OSError, TimeoutError) as exc:
+            log.info("re-key lag update failed: %s", type(exc).__name__)
+            return
+        for tp in tps:
+            if tp in self._open and tp in self._committed:
+                lag = max(0, ends[tp] - self._committed[tp])
+                self._metrics.consumer_lag(tp.topic, tp.partition, lag)
 
     async def on_partitions_revoked(self, revoked: Iterable[Any]) -> None:
         gone = set(revoked)
@@ -151,6 +260,10 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
         async with self._lock:
             self._open -= gone
             self._opening -= gone
+            for tp in gone:
+                self._committed.pop(tp, None)
+                if self._metrics is not None:
+                    self._metrics.forget_partition(tp.topic, tp.partition)
             if self._delivery is not None:
                 await self._delivery.close(gone)
 
@@ -173,9 +286,8 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
                     await delivery.open(tp)
                     committed = await consumer.committed(tp)
                     if committed is None:
-                        await consumer.seek_to_beginning(tp)
-                    else:
-                        consumer.seek(tp, committed)
+                        committed = (await consumer.beginning_offsets([tp]))[tp]
+                    consumer.seek(tp, committed)
                 except (KafkaError, OSError, TimeoutError) as exc:
                     log.warning(
                         "re-key partition %d: opening failed, will retry: %s",
@@ -185,3 +297,4 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
                     continue
                 self._opening.discard(tp)
                 self._open.add(tp)
+                self._committed[tp] = committed
