@@ -272,3 +272,26 @@ def test_prometheus_selectors_match_versions_with_regex_characters(tmp_path: Pat
     path = tmp_path / "selector_test.yml"
     path.write_text(yaml.safe_dump(test, sort_keys=False))
     assert "SUCCESS" in run_promtool("test", "rules", path)
+
+
+@pytest.mark.parametrize("window", ["1h", "30m", "1h30m", "2d", "500ms", "1y2w3d4h5m6s7ms"])
+def test_a_prometheus_duration_is_taken_as_the_window(window: str) -> None:
+    from citemon._rollout.compare import prometheus_duration
+
+    assert prometheus_duration(window) == window
+
+
+@pytest.mark.parametrize(
+    "window", ["", "0", "0s", "1H", "h", "1h ", "30m30h", "1.5h", "1h]) or vector(1) or (x[1h"]
+)
+def test_a_window_that_is_no_prometheus_duration_is_refused_before_any_query(
+    window: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--window`` goes into PromQL as a range: anything but a duration is refused, with the
+    flag named, before Prometheus is asked (the URL here answers nothing)."""
+    code = main(
+        ["compare", "--prometheus", "http://127.0.0.1:9", "--baseline", "v1", "--candidate",
+         "v2", "--window", window]
+    )  # fmt: skip
+    assert code == 2
+    assert f"--window {window!r} is not a Prometheus duration" in capsys.readouterr().err

@@ -58,6 +58,7 @@ __all__ = [
     "load_patterns",
     "patterns_from_prometheus",
     "patterns_from_scores",
+    "prometheus_duration",
 ]
 
 Outcome = Literal["regressed", "no evidence", "improved", "not enough data"]
@@ -336,6 +337,25 @@ def patterns_from_scores(lines: Iterable[str], *, service: str | None = None) ->
     return out
 
 
+_DURATION = re.compile(r"(?:\d+y)?(?:\d+w)?(?:\d+d)?(?:\d+h)?(?:\d+m)?(?:\d+s)?(?:\d+ms)?")
+
+
+def prometheus_duration(text: str) -> str:
+    """``text`` if it is a Prometheus duration (``1h``, ``90m``, ``1h30m``), else InputError:
+    it goes into PromQL as a range, so nothing else may pass."""
+    if not _DURATION.fullmatch(text) or not any(c in "123456789" for c in text):
+        raise InputError(f"--window {text!r} is not a Prometheus duration (e.g. 1h, 30m, 1h30m)")
+    return text
+
+
+def _selector(versions: Iterable[str], service: str | None, window: str) -> str:
+    """``{version=~"…",service="…"}[window]``: versions matched literally, the window checked."""
+    labels = f'version=~"{"|".join(_quote(_literal(v)) for v in versions)}"'
+    if service:
+        labels += f',service="{_quote(service)}"'
+    return f"{{{labels}}}[{prometheus_duration(window)}]"
+
+
 def patterns_from_prometheus(
     url: str,
     versions: Iterable[str],
@@ -345,13 +365,8 @@ def patterns_from_prometheus(
     client: httpx.Client | None = None,
 ) -> PatternCounts:
     """Per-version misattributed claims by pattern over ``window`` (all replicas)."""
-    selector = f'version=~"{"|".join(_quote(_literal(v)) for v in versions)}"'
-    if service:
-        selector += f',service="{_quote(service)}"'
-    query = (
-        "sum by (version, pattern) "
-        f"(increase(citemon_misattributions_total{{{selector}}}[{window}]))"
-    )
+    selector = _selector(versions, service, window)
+    query = f"sum by (version, pattern) (increase(citemon_misattributions_total{selector}))"
     own = client is None
     http = client or httpx.Client(timeout=10.0)
     out: PatternCounts = {}
@@ -376,14 +391,10 @@ def counts_from_prometheus(
     client: httpx.Client | None = None,
 ) -> dict[str, Tally]:
     """Per-version counts over ``window`` from the Prometheus HTTP API (counters, all replicas)."""
-    selector = f'version=~"{"|".join(_quote(_literal(v)) for v in versions)}"'
-    if service:
-        selector += f',service="{_quote(service)}"'
-    claims = f"citemon_claims_total{{{selector}}}[{window}]"
-    ids = f"citemon_cited_ids_total{{{selector}}}[{window}]"
+    selector = _selector(versions, service, window)
     queries = {
-        "claims": f"sum by (version, verdict) (increase({claims}))",
-        "ids": f"sum by (version) (increase({ids}))",
+        "claims": f"sum by (version, verdict) (increase(citemon_claims_total{selector}))",
+        "ids": f"sum by (version) (increase(citemon_cited_ids_total{selector}))",
     }
     own = client is None
     http = client or httpx.Client(timeout=10.0)
