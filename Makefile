@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install llama tools browser label-studio postgres chroma kafka-up kafka-down collector collector-for-tests demo demo-collector test test-slow unit lint docs bench clean
+.PHONY: install llama tools browser label-studio postgres chroma shim-pythons kafka-up kafka-down collector collector-for-tests demo demo-collector test test-slow unit lint docs bench clean
 
 install: $(STAMP)
 
@@ -81,6 +81,12 @@ $(CHROMA_VENV)/.installed:
 	$(CHROMA_VENV)/bin/pip install -q "chromadb==$(CHROMA_VERSION)"
 	@touch $@
 
+# The shim on the other Pythons it supports (3.10, its floor, with the oldest OpenTelemetry API
+# it allows; 3.12 and 3.13), a venv each with only the API and SDK, cached under ~/.cache/citemon;
+# interpreters from pyenv (tests/integration/test_shim_pythons.py).
+shim-pythons:
+	@scripts/shim_pythons.sh $(HOME)/.cache/citemon/shim-pythons
+
 kafka-up:
 	@deploy/kafka.sh up
 
@@ -105,7 +111,7 @@ demo: install kafka-up
 demo-collector: install kafka-up collector
 	$(BIN)/citemon demo --via-collector
 
-test: install llama tools browser label-studio postgres chroma kafka-up collector-for-tests docs
+test: install llama tools browser label-studio postgres chroma shim-pythons kafka-up collector-for-tests docs
 	$(BIN)/ruff check monitor instrumentation tests bench scripts deploy
 	$(BIN)/mypy
 	PYTHON=$(BIN)/python .ci/pytest -q -m "not slow"

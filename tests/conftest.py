@@ -51,6 +51,7 @@ HARNESS_ENV: frozenset[str] = frozenset(
         "CITEMON_TEST_LABEL_STUDIO",
         "CITEMON_TEST_POSTGRES_BIN",
         "CITEMON_TEST_CHROMA",
+        "CITEMON_TEST_SHIM_PYTHONS",
     }
 )
 
