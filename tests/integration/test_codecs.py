@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import random
 import signal
+import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -136,6 +137,22 @@ async def _committed(bootstrap: str, topic: str, partitions: int) -> list[int | 
         await consumer.stop()
 
 
+def _without_lz4(
+    bootstrap: str, topic: str, port: int, log_path: Path, *extra: str
+) -> subprocess.Popen[bytes]:
+    """``citemon run`` on ``topic`` in a process whose aiokafka cannot decode lz4."""
+    flags = [
+        "--bootstrap-servers", bootstrap, "--topic", topic, "--group", f"g.{topic}",
+        "--dlq-topic", f"{topic}.dlq", "--metrics-port", str(port), "--metrics-host", "127.0.0.1",
+        "--commit-interval", "0.2", "--budget-per-minute", "0", "--judge", "lexical", *extra,
+    ]  # fmt: skip
+    return start_process(flags, faults=["--disable-codecs", "lz4"], log_path=log_path)
+
+
+def _answers(port: int) -> float:
+    return (scrape(port) or {}).get("citemon_answers_total", 0.0)
+
+
 async def test_an_undecodable_batch_is_dead_lettered_whole_and_nothing_else_is_lost(
     kafka_bootstrap: str, kafka_topic: TopicFactory, tmp_path: Path
 ) -> None:
@@ -164,20 +181,12 @@ async def test_an_undecodable_batch_is_dead_lettered_whole_and_nothing_else_is_l
         else:
             good += records
     port = free_port()
-    flags = [
-        "--bootstrap-servers", kafka_bootstrap, "--topic", topic, "--group", f"g.{topic}",
-        "--dlq-topic", dlq, "--metrics-port", str(port), "--metrics-host", "127.0.0.1",
-        "--commit-interval", "0.2", "--budget-per-minute", "0", "--judge", "lexical",
-    ]  # fmt: skip
     log_path = tmp_path / "run.log"
-    proc = start_process(flags, faults=["--disable-codecs", "lz4"], log_path=log_path)
+    proc = _without_lz4(kafka_bootstrap, topic, port, log_path)
     try:
         await wait_for(lambda: ready(port), 30, "the monitor to be ready")
 
-        def counted() -> float:
-            return (scrape(port) or {}).get("citemon_answers_total", 0.0)
-
-        await wait_for(lambda: counted() >= len(good), 30, "the decodable answers")
+        await wait_for(lambda: _answers(port) >= len(good), 30, "the decodable answers")
         ends = [4 + 3 + 4] + [3] * (PARTITIONS - 1)
         deadline = asyncio.get_running_loop().time() + 20
         while await _committed(kafka_bootstrap, topic, PARTITIONS) != ends:
@@ -194,8 +203,8 @@ async def test_an_undecodable_batch_is_dead_lettered_whole_and_nothing_else_is_l
         # The stream keeps flowing: a later batch on the same partition is scored.
         _, messages = answers("p0-later", 2, rng)
         await send_batch(kafka_bootstrap, topic, 0, "zstd", messages)
-        await wait_for(lambda: counted() >= len(good) + 2, 30, "the answers sent afterwards")
-        assert counted() == len(good) + 2
+        await wait_for(lambda: _answers(port) >= len(good) + 2, 30, "the answers sent afterwards")
+        assert _answers(port) == len(good) + 2
     finally:
         proc.send_signal(signal.SIGTERM)
         rc = await asyncio.to_thread(proc.wait, 30)
@@ -237,21 +246,11 @@ async def test_the_rekey_stage_dead_letters_an_undecodable_batch_and_rekeys_the_
         if codec != "lz4":
             good += records
     port = free_port()
-    flags = [
-        "--bootstrap-servers", kafka_bootstrap, "--topic", topic, "--group", f"g.{topic}",
-        "--dlq-topic", dlq, "--metrics-port", str(port), "--metrics-host", "127.0.0.1",
-        "--commit-interval", "0.2", "--budget-per-minute", "0", "--judge", "lexical",
-        "--rekey-topic", rekeyed,
-    ]  # fmt: skip
     log_path = tmp_path / "run.log"
-    proc = start_process(flags, faults=["--disable-codecs", "lz4"], log_path=log_path)
+    proc = _without_lz4(kafka_bootstrap, topic, port, log_path, "--rekey-topic", rekeyed)
     try:
         await wait_for(lambda: ready(port), 30, "the monitor to be ready")
-
-        def counted() -> float:
-            return (scrape(port) or {}).get("citemon_answers_total", 0.0)
-
-        await wait_for(lambda: counted() >= len(good), 60, "the decodable answers")
+        await wait_for(lambda: _answers(port) >= len(good), 60, "the decodable answers")
         text = (await asyncio.to_thread(httpx.get, f"http://127.0.0.1:{port}/metrics")).text
         assert 'citemon_dead_letters_total{reason="unsupported_codec"} 1.0' in text
 

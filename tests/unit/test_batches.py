@@ -65,10 +65,12 @@ def test_unpack_stops_at_the_first_undecodable_batch_with_its_exact_offsets(
     assert (b.base_offset, b.next_offset, b.last_offset) == (3, 8, 7)
     assert (b.codec, b.reason, b.timestamp_ms, b.raw) == ("lz4", "unsupported_codec", 1_234, bad)
     assert b.error == "UnsupportedCodecError: Libraries for lz4 compression codec not found"
-    message = b.dead_letter("t.dlq", [("citemon.error", b"unsupported_codec")])
+    assert str(b) == f"t/0 offsets 3-7 (lz4, {b.error})"
+    message = b.dead_letter("t.dlq")
     assert message.topic == "t.dlq" and message.key is None and message.value == bad
     assert dict(message.headers) == {
         "citemon.error": b"unsupported_codec",
+        "citemon.error.message": b.error.encode(),
         "citemon.source": b"t/0/3",
         "citemon.batch.offsets": b"3-7",
         "citemon.batch.codec": b"lz4",

@@ -25,7 +25,7 @@ import gzip
 import logging
 import struct
 import zlib
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -89,10 +89,17 @@ class BadBatch:
     def last_offset(self) -> int:
         return self.next_offset - 1
 
-    def dead_letter(self, dlq_topic: str, headers: Iterable[tuple[str, bytes]]) -> OutMessage:
+    def __str__(self) -> str:
+        return (
+            f"{self.topic}/{self.partition} offsets {self.base_offset}-{self.last_offset} "
+            f"({self.codec}, {self.error})"
+        )
+
+    def dead_letter(self, dlq_topic: str) -> OutMessage:
         """The DLQ record: the batch's raw bytes (a Kafka v2 record batch any client with the
-        codec can read again), ``headers`` (reason, message) plus where it came from."""
+        codec can read again), its reason and error, and where it came from."""
         value = self.raw if len(self.raw) <= MAX_RECORD_BYTES else b""
+        headers = error_headers(self.reason, self.error)
         extra = [
             ("citemon.source", f"{self.topic}/{self.partition}/{self.base_offset}".encode()),
             ("citemon.batch.offsets", f"{self.base_offset}-{self.last_offset}".encode()),
@@ -278,15 +285,7 @@ class BatchRecovery:
         return 1
 
     def _skip(self, tp: Any, bad: BadBatch) -> None:
-        log.error(
-            "skipping undecodable batch %s/%d offsets %d-%d (%s, %s): dead-lettered",
-            bad.topic,
-            bad.partition,
-            bad.base_offset,
-            bad.last_offset,
-            bad.codec,
-            bad.error,
-        )
+        log.error("skipping undecodable batch %s: dead-lettered", bad)
         self._ledger.stats.undecodable_batches += 1
-        message = bad.dead_letter(self._settings.dlq_topic, error_headers(bad.reason, bad.error))
+        message = bad.dead_letter(self._settings.dlq_topic)
         self._ledger.skip_batch(tp, bad.next_offset, message, bad.reason)

@@ -41,7 +41,7 @@ from citemon._otlp.split import split_by_trace
 from citemon._service.clients import KafkaClients
 from citemon._service.kafka_internals import request_rejoin
 from citemon._service.ledger import OutMessage, Ready
-from citemon._service.outputs import KafkaDelivery, error_headers
+from citemon._service.outputs import KafkaDelivery
 from citemon._service.recovery import UNDECODABLE, BadBatch, Scanner, scan_partition
 from citemon._service.settings import Settings
 
@@ -216,17 +216,8 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
             await asyncio.sleep(_RETRY_S)
 
     async def _skip(self, tp: Any, start: int, good: list[Any], bad: BadBatch, epoch: int) -> None:
-        log.error(
-            "re-key: skipping undecodable batch %s/%d offsets %d-%d (%s, %s): dead-lettered",
-            bad.topic,
-            bad.partition,
-            bad.base_offset,
-            bad.last_offset,
-            bad.codec,
-            bad.error,
-        )
-        headers = error_headers(bad.reason, bad.error)
-        letter = bad.dead_letter(self._settings.dlq_topic, headers)
+        log.error("re-key: skipping undecodable batch %s: dead-lettered", bad)
+        letter = bad.dead_letter(self._settings.dlq_topic)
         messages = [m for r in good for m in rekey_messages(r, self.target)]
         ready = Ready(tp, bad.next_offset, [])
         if await self._commit(ready, [*messages, letter], epoch, retry_from=start):
