@@ -264,7 +264,9 @@ async def test_retry_after_seconds_is_honoured(server: JudgeServer) -> None:
     assert verdict.entailed
     assert server.attempts() == 2
     gap = server.requests[1].received_at - server.requests[0].received_at
-    assert 0.58 <= gap < 1.0 and elapsed < 1.2
+    # Waited what the server asked, not the backoff (up to 5 s): the upper bounds leave room for
+    # a loaded machine.
+    assert 0.58 <= gap < 2.0 and elapsed < 2.5
 
 
 async def test_retry_after_http_date_is_honoured(server: JudgeServer) -> None:
