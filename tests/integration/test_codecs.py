@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 import signal
 import subprocess
 from collections import Counter
@@ -283,5 +284,7 @@ async def test_the_rekey_stage_dead_letters_an_undecodable_batch_and_rekeys_the_
     assert headers["citemon.error"] == b"unsupported_codec"
     assert headers["citemon.batch.offsets"] == b"2-4"
     assert [r.offset for r in MemoryRecords(dead.value).next_batch()] == [2, 3, 4]
-    # Re-keyed once each: the good answers' spans, every one on the partition of its trace.
-    assert len(await read_topic(kafka_bootstrap, rekeyed)) == len(good)
+    # Re-keyed once each: one record per good answer, keyed by its trace ID.
+    keys = [r.key for r in await read_topic(kafka_bootstrap, rekeyed)]
+    assert len(keys) == len(set(keys)) == len(good)
+    assert all(re.fullmatch(rb"[0-9a-f]{32}", k) for k in keys)

@@ -170,8 +170,8 @@ async def test_exports_racing_shutdown_never_restart_the_loop(
         w.start()
     await _until(lambda: exporter.exported_spans >= 4, "exports to get through")
     await asyncio.to_thread(exporter.shutdown)
-    after = len(results)
-    await _until(lambda: len(results) >= after + 4, "exports after the shutdown")
+    # Exports after the shutdown fail at once, their spans counted dropped (not failed).
+    await _until(lambda: exporter.dropped_spans >= 4, "exports after the shutdown")
     stop.set()
     for w in workers:
         await asyncio.to_thread(w.join, 15)
@@ -194,6 +194,26 @@ def test_force_flush_and_shutdown_never_connected_are_immediate() -> None:
     assert exporter.force_flush(5000) is True  # nothing buffered, nothing to wait for
     exporter.shutdown(5000)
     assert time.monotonic() - t0 < 0.05
+
+
+def test_force_flush_waits_for_a_running_export_and_says_it_failed() -> None:
+    """No broker: an export running on another thread fails at its 1 s deadline; force_flush,
+    called while it runs, waits for it (well within its own 10 s) and returns False."""
+    exporter = KafkaSpanExporter(f"127.0.0.1:{_closed_port()}", timeout_s=1.0)
+    results: list[SpanExportResult] = []
+    worker = threading.Thread(target=lambda: results.append(exporter.export(_spans(2))))
+    worker.start()
+    until = time.monotonic() + 10.0
+    while exporter.exports_in_flight == 0 and not results:
+        assert time.monotonic() < until, "the export never started"
+        time.sleep(0.001)
+    try:
+        assert exporter.force_flush(10_000) is False
+        assert results == [SpanExportResult.FAILURE] and exporter.exports_in_flight == 0
+        assert exporter.force_flush(1_000) is True  # nothing running: nothing failed since
+    finally:
+        worker.join(timeout=15)
+        exporter.shutdown()
 
 
 def _wait_until_it_serves(bootstrap: str, topic: str, *, deadline_s: float) -> None:

@@ -282,7 +282,8 @@ def test_a_prometheus_duration_is_taken_as_the_window(window: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "window", ["", "0", "0s", "1H", "h", "1h ", "30m30h", "1.5h", "1h]) or vector(1) or (x[1h"]
+    "window",
+    ["", "0", "0s", "1H", "h", "1h ", "30m30h", "1.5h", "1\u0661h", "1h]) or vector(1) or (x[1h"],
 )
 def test_a_window_that_is_no_prometheus_duration_is_refused_before_any_query(
     window: str, capsys: pytest.CaptureFixture[str]

@@ -97,7 +97,9 @@ class KafkaSpanExporter(SpanExporter):
         self._producer: Any = None  # aiokafka.AIOKafkaProducer, created on the loop thread
         self._start_lock: asyncio.Lock | None = None  # one producer start at a time (loop thread)
         self._shutdown = False
-        self._in_flight: set[concurrent.futures.Future[None]] = set()  # exports on the loop
+        # One future per export running now, from its start: done with True when every span was
+        # acknowledged; force_flush waits on those that started before it.
+        self._in_flight: set[concurrent.futures.Future[bool]] = set()
         self.exported_spans = 0
         self.failed_spans = 0
         self.dropped_spans = 0
@@ -227,7 +229,7 @@ class KafkaSpanExporter(SpanExporter):
 
     @property
     def exports_in_flight(self) -> int:
-        """Exports handed to the loop and not yet acknowledged, failed or cancelled."""
+        """Exports running now (encoding, or waiting on the broker)."""
         with self._lock:
             return len(self._in_flight)
 
@@ -245,6 +247,9 @@ class KafkaSpanExporter(SpanExporter):
         deadline = self._clock() + self.timeout_s
         tally = [0]
         dropped = 0
+        running: concurrent.futures.Future[bool] = concurrent.futures.Future()
+        with self._lock:
+            self._in_flight.add(running)
         try:
             messages, dropped = self._messages(spans)
             if messages:
@@ -252,45 +257,43 @@ class KafkaSpanExporter(SpanExporter):
                 fut = asyncio.run_coroutine_threadsafe(
                     self._send_until(messages, deadline, tally), loop
                 )
-                with self._lock:
-                    self._in_flight.add(fut)
                 try:
                     fut.result(timeout=self.timeout_s + _GRACE_S)
                 except concurrent.futures.TimeoutError:
                     fut.cancel()
                     raise TimeoutError("export did not finish in time") from None
-                finally:
-                    with self._lock:
-                        self._in_flight.discard(fut)
         except Exception as exc:  # the broker, the encoder, anything: never into the host
             _log.warning("Kafka span export failed: %s: %s", type(exc).__name__, exc)
-        delivered = tally[0]
-        with self._lock:
-            self.exported_spans += delivered
-            self.dropped_spans += dropped
-            self.failed_spans += max(0, n - delivered - dropped)
-            if delivered < n:
-                self.failed_exports += 1
+        finally:
+            delivered = tally[0]
+            with self._lock:
+                self._in_flight.discard(running)
+                self.exported_spans += delivered
+                self.dropped_spans += dropped
+                self.failed_spans += max(0, n - delivered - dropped)
+                if delivered < n:
+                    self.failed_exports += 1
+            running.set_result(delivered == n)
         return SpanExportResult.SUCCESS if delivered == n else SpanExportResult.FAILURE
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Wait, within ``timeout_millis``, for every export already started to be acknowledged
-        and for aiokafka's buffer to empty; ``True`` only if both happened in time.
+        """Wait, within ``timeout_millis``, for every export already started to finish and for
+        aiokafka's buffer to empty; ``True`` only if that happened in time and each of those
+        exports had every span acknowledged.
 
         ``export`` itself waits for the broker's acks, so this holds nothing of its own: it waits
-        for exports other threads have in flight, then flushes what an export that ran out of
+        for exports other threads have running, then flushes what an export that ran out of
         time left in the buffer."""
         timeout_s = max(0.0, timeout_millis / 1000)
         deadline = time.monotonic() + timeout_s
         with self._lock:
             started = set(self._in_flight)
-        _, not_done = concurrent.futures.wait(started, timeout=timeout_s)
+        done, not_done = concurrent.futures.wait(started, timeout=timeout_s)
         if not_done:
-            _log.warning(
-                "Kafka span exporter flush incomplete: %d exports in flight", len(not_done)
-            )
+            _log.warning("Kafka span exporter flush incomplete: %d exports running", len(not_done))
             return False
-        return self._run_on_loop(self._flush(), max(0.0, deadline - time.monotonic()))
+        flushed = self._run_on_loop(self._flush(), max(0.0, deadline - time.monotonic()))
+        return flushed and all(f.result() for f in done)
 
     async def _flush(self) -> None:
         if self._producer is not None:

@@ -337,7 +337,9 @@ def patterns_from_scores(lines: Iterable[str], *, service: str | None = None) ->
     return out
 
 
-_DURATION = re.compile(r"(?:\d+y)?(?:\d+w)?(?:\d+d)?(?:\d+h)?(?:\d+m)?(?:\d+s)?(?:\d+ms)?")
+_DURATION = re.compile(
+    r"(?:\d+y)?(?:\d+w)?(?:\d+d)?(?:\d+h)?(?:\d+m)?(?:\d+s)?(?:\d+ms)?", re.ASCII
+)
 
 
 def prometheus_duration(text: str) -> str:

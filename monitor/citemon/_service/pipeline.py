@@ -274,7 +274,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             ),
         ]
         if s.rekey_topic is not None:
-            rekey = RekeyStage(s, self.clients, metrics=self.metrics)
+            rekey = RekeyStage(s, self.clients, metrics=self.metrics, limits=self._limits)
             background.append(
                 self.supervise(asyncio.create_task(rekey.run(), name="citemon-rekey"))
             )

@@ -39,6 +39,7 @@ from citemon._core.errors import DecodeError
 from citemon._metrics import Metrics
 from citemon._otlp.split import split_by_trace
 from citemon._service.clients import KafkaClients
+from citemon._service.fitting import RecordLimits, fit_dead_letter
 from citemon._service.kafka_internals import request_rejoin
 from citemon._service.ledger import OutMessage, Ready
 from citemon._service.outputs import KafkaDelivery
@@ -81,6 +82,7 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
         clients: KafkaClients | None = None,
         *,
         metrics: Metrics | None = None,
+        limits: RecordLimits | None = None,
         scan: Scanner = scan_partition,
     ) -> None:
         if settings.rekey_topic is None:
@@ -97,6 +99,7 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
         self._opening: set[Any] = set()
         self._epochs: dict[Any, int] = {}
         self._metrics = metrics
+        self._limits = limits or RecordLimits()
         self._committed: dict[Any, int] = {}  # per open partition, the offset committed past
         self._lag_due = 0.0
         self._scan = scan
@@ -174,6 +177,7 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
                     tp.partition,
                 )
                 self._open.discard(tp)
+                self._forget(tp)
                 await delivery.close([tp])
                 request_rejoin(self._consumer)
                 return False
@@ -213,11 +217,14 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
         except (KafkaError, OSError, TimeoutError) as err:
             log.warning("re-key: re-reading after an undecodable batch failed, will retry: %r", err)
         if not found:
+            log.warning("re-key: no undecodable batch found on re-reading; fetching again")
             await asyncio.sleep(_RETRY_S)
 
     async def _skip(self, tp: Any, start: int, good: list[Any], bad: BadBatch, epoch: int) -> None:
         log.error("re-key: skipping undecodable batch %s: dead-lettered", bad)
-        letter = bad.dead_letter(self._settings.dlq_topic)
+        # Cut to the dead-letter topic's limit, as the pipeline's: a letter the broker refuses
+        # would abort every retry of this transaction, and the stage would stall on the batch.
+        letter = fit_dead_letter(bad.dead_letter(self._settings.dlq_topic), self._limits)
         messages = [m for r in good for m in rekey_messages(r, self.target)]
         ready = Ready(tp, bad.next_offset, [])
         if await self._commit(ready, [*messages, letter], epoch, retry_from=start):
@@ -226,6 +233,8 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
             self.undecodable_batches += 1
             if self._metrics is not None:
                 self._metrics.dead_letter(bad.reason)
+                for record, why in letter.cut:
+                    self._metrics.record_cut(record, why)
             self._consumer.seek(tp, bad.next_offset)
 
     async def _lag_if_due(self) -> None:
@@ -245,6 +254,12 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
                 lag = max(0, ends[tp] - self._committed[tp])
                 self._metrics.consumer_lag(tp.topic, tp.partition, lag)
 
+    def _forget(self, tp: Any) -> None:
+        """``tp`` is no longer ours: drop its committed offset and its lag series."""
+        self._committed.pop(tp, None)
+        if self._metrics is not None:
+            self._metrics.forget_partition(tp.topic, tp.partition)
+
     async def on_partitions_revoked(self, revoked: Iterable[Any]) -> None:
         gone = set(revoked)
         self.rebalances += 1
@@ -252,9 +267,7 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
             self._open -= gone
             self._opening -= gone
             for tp in gone:
-                self._committed.pop(tp, None)
-                if self._metrics is not None:
-                    self._metrics.forget_partition(tp.topic, tp.partition)
+                self._forget(tp)
             if self._delivery is not None:
                 await self._delivery.close(gone)
 
