@@ -101,7 +101,6 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
         self._metrics = metrics
         self._limits = limits or RecordLimits()
         self._committed: dict[Any, int] = {}  # per open partition, the offset committed past
-        self._lag_due = 0.0
         self._scan = scan
         self._reread_client: Any = None
         self.records = 0
@@ -117,14 +116,16 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
         delivery = KafkaDelivery(s, consumer, self._clients)
         delivery.transactional = True  # always: the re-keyed records go with the offsets
         self._consumer, self._delivery = consumer, delivery
+        lag: asyncio.Task[None] | None = None
         try:
             consumer.subscribe([s.topic], listener=self)
             await consumer.start()
+            if self._metrics is not None:  # beside the forwarding, as the pipeline's own
+                lag = asyncio.create_task(self._lag_loop(), name="citemon-rekey-lag")
             log.info("re-keying %s by trace ID to %s as group %s", s.topic, self.target, self.group)
             while True:
                 if self._opening:
                     await self._open_pending()
-                await self._lag_if_due()
                 try:
                     batches = await consumer.getmany(timeout_ms=_POLL_MS)
                 except UNDECODABLE as exc:
@@ -135,6 +136,9 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
                     if records:
                         await self._forward(tp, records, epochs.get(tp))
         finally:
+            if lag is not None:
+                lag.cancel()
+                await asyncio.gather(lag, return_exceptions=True)
             await delivery.stop()
             await consumer.stop()
             if self._reread_client is not None:
@@ -237,22 +241,23 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
                     self._metrics.record_cut(record, why)
             self._consumer.seek(tp, bad.next_offset)
 
-    async def _lag_if_due(self) -> None:
+    async def _lag_loop(self) -> None:
         """Every ``lag_interval_s``, publish each open partition's lag: log end − committed."""
-        loop_time = asyncio.get_running_loop().time()
-        if self._metrics is None or loop_time < self._lag_due or not self._open:
+        while True:
+            try:
+                await self._publish_lag()
+            except (KafkaError, OSError, TimeoutError) as exc:
+                log.info("re-key lag update failed: %s", type(exc).__name__)
+            await asyncio.sleep(self._settings.lag_interval_s)
+
+    async def _publish_lag(self) -> None:
+        metrics, tps = self._metrics, sorted(self._open, key=lambda t: t.partition)
+        if metrics is None or not tps:
             return
-        self._lag_due = loop_time + self._settings.lag_interval_s
-        tps = sorted(self._open, key=lambda t: t.partition)
-        try:
-            ends = await self._consumer.end_offsets(tps)
-        except (KafkaError, OSError, TimeoutError) as exc:
-            log.info("re-key lag update failed: %s", type(exc).__name__)
-            return
+        ends = await self._consumer.end_offsets(tps)
         for tp in tps:
             if tp in self._open and tp in self._committed:
-                lag = max(0, ends[tp] - self._committed[tp])
-                self._metrics.consumer_lag(tp.topic, tp.partition, lag)
+                metrics.consumer_lag(tp.topic, tp.partition, max(0, ends[tp] - self._committed[tp]))
 
     def _forget(self, tp: Any) -> None:
         """``tp`` is no longer ours: drop its committed offset and its lag series."""
