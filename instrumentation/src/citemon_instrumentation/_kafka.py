@@ -53,8 +53,7 @@ class KafkaSpanExporter(SpanExporter):
 
     Counters (spans): ``exported_spans``, ``failed_spans`` (the broker did not take them within
     the deadline), ``dropped_spans`` (a single span larger than ``max_message_bytes``, or export
-    after shutdown); ``exports_in_flight``, the exports waiting on the broker now. ``export``
-    never raises.
+    after shutdown); ``exports_in_flight``, the exports running now. ``export`` never raises.
     """
 
     def __init__(
