@@ -29,6 +29,7 @@ __all__ = [
     "Claim",
     "ClaimResult",
     "MisattributionPattern",
+    "NativeCitation",
     "Passage",
     "UnjudgedCause",
     "Verdict",
@@ -121,6 +122,25 @@ class Passage(BaseModel):
         return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
+class NativeCitation(BaseModel):
+    """A citation the provider returned as structure, not as a marker in the answer's text
+    (Anthropic's citations, OpenAI's annotations, Cohere's citations, Gemini's grounding
+    supports: docs/dialects.md, "Native citations").
+
+    ``start``/``end`` are character offsets into the answer; ``start == end`` is an insertion
+    point (OpenAI's ``file_citation`` ``index``): the citation belongs to the sentence that ends
+    there. ``ids`` are the passages it names (:attr:`Passage.id`); ``quote`` is the passage text
+    the provider says it cites (Anthropic's ``cited_text``), checked without a judge.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    start: int = Field(ge=0)
+    end: int = Field(ge=0)
+    ids: list[str]
+    quote: str | None = None
+
+
 class AnswerRecord(BaseModel):
     """One answer of a RAG service: the unit citemon scores.
 
@@ -142,6 +162,12 @@ class AnswerRecord(BaseModel):
     span_id: str | None = None
     truncated: bool = False
     labels: list[dict[str, Any]] | None = None
+    citations: list[NativeCitation] | None = Field(
+        default=None, exclude_if=lambda value: value is None
+    )
+    """The provider's own citations (:class:`NativeCitation`); when set, claims carry these
+    instead of markers (an empty list: the answer cites nothing). Left out of the JSON when
+    unset."""
     _origin: dict[str, str] = PrivateAttr(default_factory=dict)
     """Where a record read from a trace came from (``passages``, ``answer``: which spans, which
     dialect), for ``citemon score --explain-input``; never serialised."""
@@ -214,6 +240,8 @@ class Claim(BaseModel):
     resolution: dict[str, list[str]] = Field(default_factory=dict)
     """Each cited ID → the passages it named (``[]`` when dangling): what citation precision
     weighs, one citation at a time."""
+    quote_mismatch: bool = False
+    """A native citation's quote (Anthropic's ``cited_text``) is not in the passage it names."""
 
     @property
     def cited(self) -> bool:
@@ -243,6 +271,10 @@ class ClaimResult(BaseModel):
     pattern: MisattributionPattern | None = None
     """Set exactly on a ``misattributed`` claim: how its citation went wrong (explains, never
     changes a verdict or a count); left out of the JSON when unset."""
+    quote_mismatch: bool = Field(default=False, exclude_if=lambda value: not value)
+    """The provider quoted the passage it cites (Anthropic's ``cited_text``) and the quote is
+    not in that passage: checked without a judge, beside the verdict (which it never changes);
+    left out of the JSON when false."""
 
     @model_serializer(mode="wrap")
     def _without_unset_pattern(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

@@ -21,6 +21,7 @@ import pysbd
 
 from citemon._core.records import AnswerRecord, Claim
 from citemon._core.text import DEFAULT_SYNTAX, CitationSyntax, strip_markers
+from citemon._engine.native import native_claims
 
 __all__ = ["PYSBD_CHUNK_CHARS", "extract_claims", "resolve_marker", "split_sentences"]
 
@@ -156,9 +157,14 @@ def resolve_marker(
 def extract_claims(record: AnswerRecord, syntax: CitationSyntax = DEFAULT_SYNTAX) -> list[Claim]:
     """Split ``record.answer`` into one claim per sentence with its resolved citations.
 
-    Sentences with no letters or digits left once markers are stripped are not claims.
+    Sentences with no letters or digits left once markers are stripped are not claims. An
+    answer with native citations (:attr:`~citemon._core.records.AnswerRecord.citations`)
+    gives each sentence the citations whose spans fall in it instead
+    (:mod:`citemon._engine.native`).
     """
     resolver = _Resolver(record, syntax.passage_id_keys)
+    if record.citations is not None:
+        return native_claims(record, split_sentences(record.answer, syntax), resolver, syntax)
     claims: list[Claim] = []
     for index, sentence in enumerate(split_sentences(record.answer, syntax)):
         text = strip_markers(sentence, syntax)

@@ -40,6 +40,7 @@ def open_result(claim: Claim) -> ClaimResult:
         cited_ids=claim.cited_ids,
         resolved_ids=claim.resolved_ids,
         verdict="uncited",
+        quote_mismatch=claim.quote_mismatch,
     )
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from citemon._core.records import AnswerRecord, Passage
+from citemon._otlp.dropped_citations import dropped_citations
 from citemon._otlp.spans import DEFAULT_MAX_CONTEXT_BYTES, DEFAULT_MAX_PASSAGES, TraceSpan
 
 __all__ = [
@@ -29,10 +30,13 @@ DEFAULT_MAX_TRACES: Final = 10_000
 """Incomplete traces the assembler holds at once."""
 DEFAULT_MAX_BYTES: Final = 64 * 1024 * 1024
 """Approximate text bytes the assembler holds at once."""
-NO_ANSWER_OUTCOMES: Final = ("unrecognized", "no_passages", "no_answer")
+NO_ANSWER_OUTCOMES: Final = ("unrecognized", "no_passages", "no_answer", "citations_not_recorded")
 """Why a trace gave no answer (``citemon_traces_total{outcome}``): ``unrecognized`` — it ended
 (its root arrived), no dialect read anything from it and nothing more came within the window;
-``no_passages`` — an answer but no retrieved documents; ``no_answer`` — documents but no answer."""
+``no_passages`` — an answer but no retrieved documents; ``no_answer`` — documents but no answer;
+``citations_not_recorded`` — the request asked the provider for citations and the
+instrumentation recorded none (:mod:`citemon._otlp.dropped_citations`): not scored, since its
+claims would count as uncited when the model did cite."""
 TRACE_OUTCOMES: Final = (
     "completed",
     "settled",
@@ -129,6 +133,7 @@ class TraceAssembler:
         self.unrecognized = 0
         self.no_passages = 0
         self.no_answer = 0
+        self.citations_not_recorded = 0
         self.explain = explain
         self._unanswered: list[Unanswered] = []
 
@@ -206,6 +211,13 @@ class TraceAssembler:
             if pending is None or not pending.root_seen:
                 continue
             record = self._assemble(pending)
+            if record is None and dropped_citations(pending.spans) is not None:
+                # The answer is here and its citations never will be: no need to wait.
+                del self._traces[tid]
+                self.nbytes -= pending.nbytes
+                self._not_recorded(pending)
+                self._remember(tid)
+                continue
             if record is None:
                 # The root came first (another exporter's batch, a reordering collector): keep
                 # the trace until its other parts arrive or its window settles it.
@@ -268,7 +280,11 @@ class TraceAssembler:
     def _settle(self, pending: _Pending, out: list[AnswerRecord]) -> None:
         self.nbytes -= pending.nbytes
         record = self._assemble(pending)
-        if record is None and all(s.documents is None and s.answer is None for s in pending.spans):
+        if record is None and dropped_citations(pending.spans) is not None:
+            self._not_recorded(pending)
+        elif record is None and all(
+            s.documents is None and s.answer is None for s in pending.spans
+        ):
             # Only bare roots: the trace ended and no dialect read anything from it.
             self.unrecognized += 1
             tid = pending.spans[0].trace_id if pending.spans else ""
@@ -287,6 +303,11 @@ class TraceAssembler:
             self.settled += 1
             out.append(record)
 
+    def _not_recorded(self, pending: _Pending) -> None:
+        self.citations_not_recorded += 1
+        tid = pending.spans[0].trace_id if pending.spans else ""
+        self._unanswered_add(Unanswered(tid, "citations_not_recorded", pending.spans))
+
     def _assemble(self, pending: _Pending) -> AnswerRecord | None:
         retrievers = sorted(
             (s for s in pending.spans if s.documents is not None), key=lambda s: s.start_ns
@@ -297,6 +318,16 @@ class TraceAssembler:
         retrieved_by = max(s.end_ns for s in retrievers)
         after = [s for s in answers if s.end_ns >= retrieved_by] or answers
         best = min(after, key=lambda s: (s.start_ns, -s.end_ns))
+        # The provider's own citations of this answer (an outer chain may repeat the model's
+        # text): they name the documents the model was given, which are then the passages.
+        native = next(
+            (s for s in (best, *answers) if s.citations is not None and s.answer == best.answer),
+            None,
+        )
+        if native is not None and native.documents is not None:
+            retrievers = [native]
+        elif dropped_citations(pending.spans) is not None:
+            return None  # not uncited: the instrumentation dropped them (_settle counts it)
         passages: list[Passage] = []
         truncated = best.truncated
         seen: set[tuple[str, str]] = set()
@@ -330,6 +361,7 @@ class TraceAssembler:
             trace_id=best.trace_id,
             span_id=best.span_id,
             truncated=truncated,
+            citations=native.citations if native is not None else None,
         )
         record.origin.update(
             passages="; ".join(

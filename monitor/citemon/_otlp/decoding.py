@@ -12,6 +12,7 @@ from citemon._core.errors import DecodeError
 from citemon._core.records import AnswerRecord
 from citemon._otlp.dialects import DIALECTS, Dialect
 from citemon._otlp.dialects.base import SpanReading
+from citemon._otlp.dropped_citations import citations_dropped
 from citemon._otlp.spans import (
     DEFAULT_MAX_ANSWER_BYTES,
     DEFAULT_MAX_CONTEXT_BYTES,
@@ -105,6 +106,8 @@ def _read(raw: RawSpan, limits: Limits, dialects: Sequence[Dialect]) -> SpanRead
             raise DecodeError(
                 "bad_attribute", f"{dialect.name}: span {raw.name!r} is malformed ({exc})"
             ) from exc
+        if isinstance(out, TraceSpan) and out.answer is not None and out.citations is None:
+            out.citations_dropped = citations_dropped(raw)
         if out is not None:
             return out
     if not raw.parent_span_id:

@@ -17,7 +17,7 @@ _MAX_NAMES = 12
 @dataclass(frozen=True, slots=True)
 class NoAnswer:
     """A trace that gave no answer: its outcome (``unrecognized``, ``no_passages``,
-    ``no_answer``) and the explanation."""
+    ``no_answer``, ``citations_not_recorded``) and the explanation."""
 
     trace_id: str
     outcome: str
@@ -45,6 +45,10 @@ def explain(
         lines.append(f"  passages: {describe(p)}: {len(p.documents or ())} document(s)")
     for p in answers:
         lines.append(f"  answer candidate: {describe(p)}")
+        if item.outcome == "citations_not_recorded" and p.citations_dropped:
+            lines.append(f"  citations not recorded: {p.citations_dropped}")
+    if item.outcome == "citations_not_recorded":
+        return NoAnswer(item.trace_id, item.outcome, "\n".join(lines))
     wanted = []
     if not docs:
         wanted.append((0, "retrieved passages"))

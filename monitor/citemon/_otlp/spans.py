@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from citemon._core.errors import DecodeError
-from citemon._core.records import AnswerRecord, Passage
+from citemon._core.records import AnswerRecord, NativeCitation, Passage
 
 __all__ = [
     "DEFAULT_MAX_ANSWER_BYTES",
@@ -130,6 +130,11 @@ class TraceSpan:
     answered: bool = False
     truncated: bool = False
     nbytes: int = _SPAN_OVERHEAD_BYTES
+    citations: list[NativeCitation] | None = None
+    """The provider's own citations of ``answer`` (:mod:`citemon._otlp.native_citations`)."""
+    citations_dropped: str | None = None
+    """Set on an answer whose request asked for citations that the instrumentation does not
+    record: why, and what records them instead (:mod:`citemon._otlp.dropped_citations`)."""
 
     @property
     def is_root(self) -> bool:
@@ -183,3 +188,5 @@ class RawSpan:
     error: bool
     dropped_attributes: int
     attrs: dict[str, Any]
+    scope: str = ""
+    """The instrumentation scope's name (which instrumentation made the span)."""

@@ -131,6 +131,7 @@ def _proto_spans(req: ExportTraceServiceRequest) -> SpanStream:
                     error=sp.status.code == _STATUS_ERROR,
                     dropped_attributes=sp.dropped_attributes_count,
                     attrs=_proto_attrs(sp.attributes),
+                    scope=ss.scope.name,
                 )
 
 
@@ -223,6 +224,7 @@ def _json_spans(obj: dict[str, Any]) -> SpanStream:
                         error=status in (_STATUS_ERROR, "STATUS_CODE_ERROR"),
                         dropped_attributes=int(sp.get("droppedAttributesCount") or 0),
                         attrs=_jattrs(sp.get("attributes")),
+                        scope=str(((ss or {}).get("scope") or {}).get("name") or ""),
                     )
                 except DecodeError as exc:
                     yield exc

@@ -23,6 +23,7 @@ from citemon._otlp.dialects.values import (
     make_passage,
     text_from_json,
 )
+from citemon._otlp.native_citations import native_part, read_native
 from citemon._otlp.spans import NOT_AN_ANSWER, Limits, RawSpan, TraceSpan
 from citemon_instrumentation import attributes as A
 
@@ -181,6 +182,8 @@ class OpenInference:
                 check_text(part.question, "question", limits.max_answer_bytes)
             part.nbytes += sum(len(d.text) for d in docs)
             return part
+        if kind == "LLM" and (native := read_native(attrs, limits)) is not None:
+            return native_part(part, native)
         if kind in _ANSWER_KINDS:
             answer = _answer_text(kind, attrs)
             if answer is not None:

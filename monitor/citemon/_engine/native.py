@@ -1,0 +1,131 @@
+"""Claims from an answer whose provider returned its citations as structure (docs/dialects.md,
+"Native citations"): each sentence carries the citations whose spans fall in it, as a sentence
+carries the markers in it; a sentence with none is uncited. From there verdicts, patterns and
+metrics are the same as for markers.
+
+A citation with a character range belongs to every sentence the range overlaps (a provider that
+cites a phrase gives the sentence holding it the passages it names); one with an insertion point
+(``start == end``: OpenAI's ``file_citation``) to the sentence that ends there. A cited passage
+whose metadata holds the application's own ID under one of ``--passage-id-keys`` is cited by
+that ID (and names every chunk that carries it), else by its own.
+
+Where the provider quotes the passage it cites (Anthropic's ``cited_text``), the quote is
+checked against that passage's text without a judge: a quote that is not there sets the claim's
+``quote_mismatch`` (whitespace aside: a quote over several content blocks is their texts joined).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Final
+
+from citemon._core.records import AnswerRecord, Claim, NativeCitation, Passage
+from citemon._core.text import CitationSyntax, strip_markers
+
+if TYPE_CHECKING:
+    from citemon._engine.claims import _Resolver
+
+__all__ = ["native_claims", "quote_found", "sentence_spans"]
+
+_SPACE: Final = re.compile(r"\s+")
+
+
+def sentence_spans(answer: str, sentences: Sequence[str]) -> list[tuple[int, int]]:
+    """Where each sentence (as :func:`~citemon._engine.claims.split_sentences` gave it: stripped,
+    pieces rejoined with one space) lies in ``answer``, in characters, found in order. A
+    sentence that cannot be placed gets an empty span where the previous one ended."""
+    spans: list[tuple[int, int]] = []
+    at = 0
+    for sentence in sentences:
+        words = sentence.split()
+        found = re.compile(r"\s*".join(map(re.escape, words))).search(answer, at) if words else None
+        if found is None:
+            spans.append((at, at))
+            continue
+        spans.append((found.start(), found.end()))
+        at = found.end()
+    return spans
+
+
+def _owners(citation: NativeCitation, spans: Sequence[tuple[int, int]]) -> list[int]:
+    """The sentences a citation belongs to (indices into ``spans``)."""
+    if citation.end > citation.start:
+        return [i for i, (s, e) in enumerate(spans) if s < citation.end and citation.start < e]
+    before = [i for i, (s, _) in enumerate(spans) if s < citation.start]
+    return before[-1:] or ([0] if spans else [])
+
+
+def quote_found(quote: str, texts: Sequence[str]) -> bool:
+    """Whether ``quote`` is in one of ``texts``, whitespace aside."""
+    needle = _SPACE.sub("", quote)
+    return any(needle in _SPACE.sub("", t) for t in texts)
+
+
+def _app_id(passage: Passage, keys: Sequence[str]) -> str | None:
+    for key in keys:
+        value = (passage.metadata or {}).get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def native_claims(
+    record: AnswerRecord,
+    sentences: Sequence[str],
+    resolver: _Resolver,
+    syntax: CitationSyntax,
+) -> list[Claim]:
+    """One claim per sentence of ``record.answer``, carrying ``record.citations``."""
+    spans = sentence_spans(record.answer, sentences)
+    owned: list[list[NativeCitation]] = [[] for _ in sentences]
+    for citation in sorted(record.citations or (), key=lambda c: (c.start, c.end)):
+        for i in _owners(citation, spans):
+            owned[i].append(citation)
+    by_id: dict[str, Passage] = {}
+    for p in record.passages:
+        by_id.setdefault(p.id, p)
+    claims: list[Claim] = []
+    for index, sentence in enumerate(sentences):
+        text = strip_markers(sentence, syntax)
+        if not any(ch.isalnum() for ch in text):
+            continue
+        cited: list[str] = []
+        dangling: list[str] = []
+        resolved: list[str] = []
+        resolution: dict[str, list[str]] = {}
+        mismatch = False
+        for citation in owned[index]:
+            for pid in citation.ids:
+                passage = by_id.get(pid)
+                app = _app_id(passage, syntax.passage_id_keys) if passage is not None else None
+                name = app or pid
+                if passage is None:
+                    pids: list[str] = []
+                elif app is not None:
+                    pids = resolver.by_meta.get(app) or [pid]
+                else:
+                    pids = [pid]
+                if name not in cited:
+                    cited.append(name)
+                    resolution[name] = pids
+                    if not pids:
+                        dangling.append(name)
+                    resolved.extend(p for p in pids if p not in resolved)
+            if citation.quote:
+                texts = [by_id[p].text for p in citation.ids if p in by_id and by_id[p].text]
+                mismatch |= bool(texts) and not quote_found(citation.quote, texts)
+        claims.append(
+            Claim(
+                sentence=index,
+                text=text,
+                cited_ids=cited,
+                dangling_ids=dangling,
+                resolved_ids=resolved,
+                resolution=resolution,
+                quote_mismatch=mismatch,
+            )
+        )
+    return claims
