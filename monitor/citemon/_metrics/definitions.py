@@ -288,6 +288,13 @@ class Metrics:
             labels,
             registry=registry,
         )
+        self._quote_mismatches = Counter(
+            "citemon_quote_mismatches",
+            "Claims whose provider quoted the passage it cites (Anthropic's cited_text) with a "
+            "quote that is not in that passage (checked without a judge).",
+            labels,
+            registry=registry,
+        )
         self._patterns = Counter(
             "citemon_misattributions",
             "Misattributed claims by pattern (off_by_one, first_retrieved, previous_citation, "
@@ -456,7 +463,13 @@ class Metrics:
                 self._claims.labels(*labels, verdict)
             for pattern in PATTERNS:
                 self._patterns.labels(*labels, pattern)
-            for metric in (self._faithful, self._cited_ids, self._irrelevant, self._overlap):
+            for metric in (
+                self._faithful,
+                self._cited_ids,
+                self._irrelevant,
+                self._overlap,
+                self._quote_mismatches,
+            ):
                 metric.labels(*labels)
         self._answers.labels(*labels).inc(1, exemplar)
         for verdict, n in verdicts.items():
@@ -470,6 +483,7 @@ class Metrics:
             (self._cited_ids, tally.cited_ids),
             (self._irrelevant, tally.irrelevant_citations),
             (self._overlap, tally.overlap),
+            (self._quote_mismatches, sum(c.quote_mismatch for c in score.claims)),
         ):
             if n:
                 metric.labels(*labels).inc(n, exemplar)

@@ -1,0 +1,241 @@
+"""Native citations, read from traces the real provider SDKs and instrumentations make
+(docs/dialects.md, "Native citations").
+
+Each case is the specimen without markers, answered by a provider's real SDK pointed at a local
+HTTP server that returns the provider's documented response JSON, traced by a real
+instrumentation (:mod:`tests.integration.native_traces`, run once per module in a child
+process). The OpenInference traces record the whole response, citations included: each scores
+the specimen exactly, offline and through Kafka (0.33, faithfulness 1.00, 2 misattributed). The
+URL citations carry no page text: judged from a passage store keyed by URL, else unjudged. The
+instrumentations that drop the citations the request asked for give ``citations_not_recorded``,
+explained, never uncited claims.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaProducer
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from citemon.cli import main
+from tests.conftest import REPO
+from tests.integration.conftest import TopicFactory
+from tests.integration.dialect_traces import PASSAGES
+from tests.integration.monitor_support import (
+    metric_sum,
+    read_topic,
+    run_monitor,
+    settings_for,
+    wait_for,
+)
+from tests.integration.native_traces import URLS
+from tests.otlp_json import otlp_json
+
+JUDGE = "tests.oracles:specimen_text_judge"
+#: The OpenInference traces that are the whole specimen, and the IDs each cites by (the
+#: application's where the request carries them: a document title, a search result's source,
+#: a Cohere document ID, file attributes, Gemini custom metadata).
+SPECIMEN_CASES = {
+    "openinference-anthropic-documents": ["p-3310", "p-3310", "p-3312"],
+    "openinference-anthropic-search-results": [URLS["p-3310"], URLS["p-3310"], URLS["p-3312"]],
+    "openinference-openai-responses": ["p-3310", "p-3310", "p-3312"],
+    "openinference-cohere": ["p-3310", "p-3310", "p-3312"],
+    "openinference-google-genai": ["p-3310", "p-3310", "p-3312"],
+}
+#: The passages reach the model as p-3311, p-3310, p-3312: the second claim repeats the first's
+#: citation, the third cites the last passage where the first supports it.
+PATTERNS = ["previous_citation", "other"]
+DROPPED = {
+    "openllmetry-anthropic": (
+        "opentelemetry.instrumentation.anthropic",
+        "3 document/search-result block(s) with citations enabled",
+    ),
+    "otel-google-genai": ("opentelemetry.instrumentation.google_genai", "(file_search)"),
+}
+GENERATE_TIMEOUT_S = 300
+
+
+@pytest.fixture(scope="module")
+def real_traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    """Every case's trace (OTLP protobuf), made once by the real SDKs and instrumentations."""
+    out = tmp_path_factory.mktemp("native-traces")
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.integration.native_traces", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=GENERATE_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {p.stem: p.read_bytes() for p in out.glob("*.pb")}
+
+
+def score(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], payloads: list[bytes], *flags: str
+) -> tuple[int, Any, str]:
+    src = tmp_path / "traces.jsonl"
+    src.write_text("".join(otlp_json(p) + "\n" for p in payloads), encoding="utf-8")
+    code = main(["score", str(src), "--input-format", "otlp-json", "--judge", JUDGE, *flags])
+    captured = capsys.readouterr()
+    out = json.loads(captured.out) if "--format" in flags else captured.out
+    return code, out, captured.err
+
+
+@pytest.mark.parametrize("case", SPECIMEN_CASES)
+def test_each_providers_citations_score_the_specimen_offline(
+    real_traces: dict[str, bytes], case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = score(tmp_path, capsys, [real_traces[case]], "--format", "json")
+    assert (code, err) == (0, "")
+    summary = out["summary"]
+    assert summary["answers"] == 1
+    assert summary["citation_accuracy"] == 0.3333
+    assert summary["faithfulness"] == 1.0
+    assert summary["citation_coverage"] == 1.0
+    assert summary["verdicts"] == {
+        "correct": 1, "misattributed": 2, "multi_hop": 0, "unsupported": 0,
+        "dangling": 0, "unjudged": 0, "uncited": 0,
+    }  # fmt: skip
+    claims = out["answers"][0]["claims"]
+    assert [c["cited_ids"] for c in claims] == [[pid] for pid in SPECIMEN_CASES[case]]
+    assert [c.get("pattern") for c in claims] == [None, *PATTERNS]
+    assert not any("quote_mismatch" in c for c in claims)  # every quote is in its passage
+
+
+def test_file_citations_resolve_to_the_search_results_by_file_id(
+    real_traces: dict[str, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The claim cites the application's ID (the file's ``passage_id`` attribute); the
+    passages are the search results, named by file ID."""
+    _, out, _ = score(
+        tmp_path, capsys, [real_traces["openinference-openai-responses"]], "--format", "json"
+    )
+    claims = out["answers"][0]["claims"]
+    assert [c["resolved_ids"] for c in claims] == [
+        ["file-3310aa"],
+        ["file-3310aa"],
+        ["file-3312aa"],
+    ]
+    assert [c["supported_by"] for c in claims] == [
+        ["file-3310aa"],
+        ["file-3312aa"],
+        ["file-3311aa"],
+    ]
+    # Without the metadata keys the citations are the provider's own IDs, same verdicts.
+    _, bare, _ = score(
+        tmp_path,
+        capsys,
+        [real_traces["openinference-openai-responses"]],
+        "--format",
+        "json",
+        "--passage-id-keys",
+        "",
+    )
+    assert [c["cited_ids"] for c in bare["answers"][0]["claims"]] == [
+        ["file-3310aa"],
+        ["file-3310aa"],
+        ["file-3312aa"],
+    ]
+    assert bare["summary"]["citation_accuracy"] == 0.3333
+
+
+def test_url_citations_are_judged_from_a_store_keyed_by_url(
+    real_traces: dict[str, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    payload = real_traces["openinference-openai-chat-url"]
+    code, out, err = score(tmp_path, capsys, [payload], "--format", "json")
+    claims = out["answers"][0]["claims"]
+    assert [(c["verdict"], c["unjudged_cause"]) for c in claims] == [
+        ("unjudged", "no_passage_text")
+    ] * 3
+    assert code == 1 and "no_passage_text" in err and "--passage-store" in err
+    store = tmp_path / "pages.jsonl"
+    store.write_text(
+        "".join(json.dumps({"id": URLS[p], "text": PASSAGES[p]}) + "\n" for p in PASSAGES),
+        encoding="utf-8",
+    )
+    code, out, err = score(
+        tmp_path, capsys, [payload], "--format", "json", "--passage-store", str(store)
+    )
+    assert (code, err) == (0, "")
+    claims = out["answers"][0]["claims"]
+    # Only the cited pages are known: the third sentence's support (p-3311) was never cited.
+    assert [c["verdict"] for c in claims] == ["correct", "misattributed", "unsupported"]
+    assert claims[1]["supported_by"] == [URLS["p-3312"]]
+    assert out["answers"][0]["text_source"] == {URLS["p-3310"]: "store", URLS["p-3312"]: "store"}
+
+
+@pytest.mark.parametrize("case", DROPPED)
+def test_dropped_citations_are_explained_not_uncited(
+    real_traces: dict[str, bytes], case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = score(tmp_path, capsys, [real_traces[case]], "--format", "json")
+    assert code == 1
+    assert out["summary"]["answers"] == 0
+    assert out["summary"]["verdicts"]["uncited"] == 0
+    scope, asked = DROPPED[case]
+    assert "gave no answer (citations_not_recorded)" in err
+    assert f"{asked}, and {scope} records the answer's text without its" in err
+    assert "openinference-instrumentation-" in err and "citemon_instrumentation.record_" in err
+
+
+async def test_every_provider_through_kafka(
+    real_traces: dict[str, bytes], kafka_bootstrap: str, kafka_topic: TopicFactory
+) -> None:
+    """``citemon run`` on the real broker, one monitor for every trace: the specimen five
+    times, the URL citations unjudged, the dropped citations counted by outcome."""
+    topic = await kafka_topic(partitions=2)
+    results = await kafka_topic(partitions=1)
+    cases = [*SPECIMEN_CASES, "openinference-openai-chat-url", *DROPPED]
+    trace_ids = {}
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+    await producer.start()
+    try:
+        for case in cases:
+            payload = real_traces[case]
+            req = ExportTraceServiceRequest.FromString(payload)
+            trace_ids[case] = req.resource_spans[0].scope_spans[0].spans[0].trace_id.hex()
+            await producer.send_and_wait(topic, payload, key=trace_ids[case].encode())
+    finally:
+        await producer.stop()
+    settings = settings_for(
+        kafka_bootstrap, topic, ("--judge", JUDGE), trace_window_s=1.0, results_topic=results
+    )
+    n = len(SPECIMEN_CASES)
+    async with run_monitor(settings) as mon:
+        r = mon.registry
+        await wait_for(
+            lambda: (
+                metric_sum(r, "citemon_answers_total") == n + 1
+                and metric_sum(r, "citemon_traces_total", outcome="citations_not_recorded")
+                == len(DROPPED)
+            ),
+            60,
+            "every trace scored or counted",
+        )
+        assert metric_sum(r, "citemon_claims_total", verdict="correct") == n
+        assert metric_sum(r, "citemon_claims_total", verdict="misattributed") == 2 * n
+        assert metric_sum(r, "citemon_claims_total", verdict="unjudged") == 3  # the URLs
+        assert metric_sum(r, "citemon_claims_total", verdict="uncited") == 0
+        assert metric_sum(r, "citemon_faithful_claims_total") == 3 * n
+        for pattern in ("previous_citation", "other"):
+            assert metric_sum(r, "citemon_misattributions_total", pattern=pattern) == n
+        assert metric_sum(r, "citemon_quote_mismatches_total") == 0
+        assert metric_sum(r, "citemon_traces_total", outcome="no_passages") == 0
+        assert metric_sum(r, "citemon_dead_letters_total") == 0
+    bodies = {
+        b["trace_id"]: b
+        for b in (json.loads(m.value) for m in await read_topic(kafka_bootstrap, results))
+    }
+    assert len(bodies) == n + 1
+    for case, cited in SPECIMEN_CASES.items():
+        claims = bodies[trace_ids[case]]["claims"]
+        assert [c["cited_ids"] for c in claims] == [[pid] for pid in cited]
+        assert [c["verdict"] for c in claims] == ["correct", "misattributed", "misattributed"]
