@@ -172,7 +172,7 @@ def openai_response() -> dict[str, Any]:
         "tools": [{"type": "file_search", "vector_store_ids": ["vs_kb"]}],
         "usage": {
             "input_tokens": 300,
-            "input_tokens_details": {"cached_tokens": 0},
+            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
             "output_tokens": 40,
             "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": 340,

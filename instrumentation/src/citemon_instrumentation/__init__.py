@@ -10,6 +10,13 @@
 
     record_answer(question=q, answer=a, passages=[{"id": "p-1", "text": "…"}])
 
+Where the provider returns citations as structure (Anthropic, OpenAI, Cohere, Gemini), one
+helper per provider records them with the passages and the answer from its response object::
+
+    with answer_span(question) as span:
+        response = client.messages.create(model=..., messages=messages)
+        record_anthropic_citations(span, response, messages=messages)
+
 Services without an OpenTelemetry Collector can ship spans straight to Kafka with
 :class:`KafkaSpanExporter` (byte-compatible with the Collector's ``kafka`` exporter; install the
 ``[kafka]`` extra). It is imported on first use (module ``__getattr__``), so importing this
@@ -20,6 +27,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from citemon_instrumentation._citations import (
+    record_anthropic_citations,
+    record_cohere_citations,
+    record_gemini_citations,
+    record_openai_citations,
+)
 from citemon_instrumentation._shim import (
     DEFAULT_MAX_PASSAGES,
     STATS,
@@ -45,6 +58,10 @@ __all__ = [
     "__version__",
     "answer_span",
     "record_answer",
+    "record_anthropic_citations",
+    "record_cohere_citations",
+    "record_gemini_citations",
+    "record_openai_citations",
 ]
 
 

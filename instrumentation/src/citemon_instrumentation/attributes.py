@@ -11,6 +11,7 @@ from typing import Final
 
 __all__ = [
     "ANSWER_SPAN_NAME",
+    "CITEMON_CITATIONS",
     "CITEMON_PASSAGES_COUNT",
     "CITEMON_PASSAGES_OVERFLOW",
     "CITEMON_REDACTION_FAILED",
@@ -61,6 +62,9 @@ CITEMON_PASSAGES_COUNT: Final = "citemon.passages.count"
 CITEMON_PASSAGES_OVERFLOW: Final = "citemon.passages.overflow"
 """Passages past the per-document attribute budget, packed as one JSON array of
 ``{"id", "content", "score", "metadata"}`` objects (one attribute, however many passages)."""
+CITEMON_CITATIONS: Final = "citemon.citations"
+"""The answer's native citations (the provider's, recorded by a ``record_*_citations`` helper):
+a JSON list of ``{start, end, ids, quote}``, character offsets into ``output.value``."""
 CITEMON_REDACTION_FAILED: Final = "citemon.redaction_failed"
 """The redact hook raised: the affected text was not recorded at all (never unredacted)."""
 

@@ -164,7 +164,9 @@ def extract_claims(record: AnswerRecord, syntax: CitationSyntax = DEFAULT_SYNTAX
     """
     resolver = _Resolver(record, syntax.passage_id_keys)
     if record.citations is not None:
-        return native_claims(record, split_sentences(record.answer, syntax), resolver, syntax)
+        return native_claims(
+            record, split_sentences(record.answer, syntax), resolver.by_meta, syntax
+        )
     claims: list[Claim] = []
     for index, sentence in enumerate(split_sentences(record.answer, syntax)):
         text = strip_markers(sentence, syntax)

@@ -17,14 +17,11 @@ checked against that passage's text without a judge: a quote that is not there s
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Final
+from collections.abc import Mapping, Sequence
+from typing import Final
 
 from citemon._core.records import AnswerRecord, Claim, NativeCitation, Passage
 from citemon._core.text import CitationSyntax, strip_markers
-
-if TYPE_CHECKING:
-    from citemon._engine.claims import _Resolver
 
 __all__ = ["native_claims", "quote_found", "sentence_spans"]
 
@@ -75,10 +72,11 @@ def _app_id(passage: Passage, keys: Sequence[str]) -> str | None:
 def native_claims(
     record: AnswerRecord,
     sentences: Sequence[str],
-    resolver: _Resolver,
+    by_meta: Mapping[str, list[str]],
     syntax: CitationSyntax,
 ) -> list[Claim]:
-    """One claim per sentence of ``record.answer``, carrying ``record.citations``."""
+    """One claim per sentence of ``record.answer``, carrying ``record.citations``;
+    ``by_meta``: each application ID in the passages' metadata → the passages holding it."""
     spans = sentence_spans(record.answer, sentences)
     owned: list[list[NativeCitation]] = [[] for _ in sentences]
     for citation in sorted(record.citations or (), key=lambda c: (c.start, c.end)):
@@ -105,7 +103,7 @@ def native_claims(
                 if passage is None:
                     pids: list[str] = []
                 elif app is not None:
-                    pids = resolver.by_meta.get(app) or [pid]
+                    pids = by_meta.get(app) or [pid]
                 else:
                     pids = [pid]
                 if name not in cited:

@@ -23,7 +23,7 @@ from citemon._otlp.dialects.values import (
     make_passage,
     text_from_json,
 )
-from citemon._otlp.native_citations import native_part, read_native
+from citemon._otlp.native_citations import native_part, read_native, shim_citations
 from citemon._otlp.spans import NOT_AN_ANSWER, Limits, RawSpan, TraceSpan
 from citemon_instrumentation import attributes as A
 
@@ -239,6 +239,7 @@ def _record(raw: RawSpan, limits: Limits) -> AnswerRecord | None:
         trace_id=raw.trace_id,
         span_id=raw.span_id,
         truncated=truncated,
+        citations=shim_citations(attrs, answer),
     )
     where = f"span {raw.name!r} {raw.span_id} (openinference, self-contained)"
     record.origin.update(passages=f"{where}: {len(passages)} document(s)", answer=where)

@@ -1,0 +1,102 @@
+"""Record an answer's native citations from the provider's response object, one line per
+provider, for a team whose instrumentation drops them (docs/dialects.md, "Native citations")::
+
+    with answer_span(question) as span:
+        response = client.messages.create(model=..., messages=messages)
+        record_anthropic_citations(span, response, messages=messages)
+
+Each helper reads the response duck-typed (the SDK object's ``model_dump``, or a dict: no
+provider SDK is imported), records on the answer span the passages the model saw
+(:meth:`AnswerSpan.set_passages`), the answer's text (:meth:`AnswerSpan.set_answer`) and the
+citations (``citemon.citations``: character offsets into the answer, the passage IDs each names,
+the provider's quote), so call it instead of those two. Like the rest of the shim it never raises
+into the host: a response it cannot read is counted as a shim error (:data:`STATS`) and ``False``
+is returned.
+
+With a redact hook that changes the answer's length, the offsets no longer fit the text: the
+citations are not recorded and the answer is marked truncated (scored ``unjudged``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from citemon_instrumentation import attributes as A
+from citemon_instrumentation._native import parse_response, to_json
+from citemon_instrumentation._shim import AnswerSpan
+
+__all__ = [
+    "record_anthropic_citations",
+    "record_cohere_citations",
+    "record_gemini_citations",
+    "record_openai_citations",
+]
+
+
+def _record(span: AnswerSpan, provider: str, response: Any, request: Mapping[str, Any]) -> bool:
+    stats = span._stats
+    try:
+        if not span.span.is_recording():
+            return False
+        out = to_json(response)
+        got = parse_response(out, to_json(request)) if isinstance(out, dict) else None
+        if got is None or got.provider != provider:
+            raise ValueError(f"not a {provider} response with citations")
+        span.set_passages([p.as_dict() for p in got.passages])
+        span.set_answer(got.answer)
+        cleaned = span._clean(got.answer) if span._redact is not None else got.answer
+        if cleaned is None or len(cleaned) != len(got.answer):
+            span._truncated = True  # the offsets would point into other text
+            return False
+        items = []
+        for c in got.citations:
+            item = c.as_dict()
+            if c.quote is not None and span._redact is not None:
+                quote = span._clean(c.quote)
+                if quote is None:
+                    del item["quote"]
+                else:
+                    item["quote"] = quote
+            items.append(item)
+        packed = json.dumps(items, ensure_ascii=False)
+        if span._too_long(packed):
+            span._truncated = True
+            return False
+        span.span.set_attribute(A.CITEMON_CITATIONS, packed)
+        return True
+    except Exception as exc:
+        stats._error("shim", exc)
+        return False
+
+
+def record_anthropic_citations(
+    span: AnswerSpan, response: Any, *, messages: Any, system: Any = None
+) -> bool:
+    """An Anthropic Messages response (``anthropic.types.Message`` or its JSON) and the request's
+    ``messages`` (and ``system``), which hold the ``document`` / ``search_result`` blocks its
+    citations point at by index."""
+    request: dict[str, Any] = {"messages": messages}
+    if system is not None:
+        request["system"] = system
+    return _record(span, "anthropic", response, request)
+
+
+def record_openai_citations(span: AnswerSpan, response: Any, *, tools: Any = None) -> bool:
+    """An OpenAI Responses API response (``file_citation`` matched to the ``file_search_call``
+    results: ask for them with ``include=["file_search_call.results"]``; ``url_citation``) or
+    a Chat Completions response (``url_citation``), with the request's ``tools``."""
+    return _record(span, "openai", response, {"tools": tools} if tools is not None else {})
+
+
+def record_cohere_citations(span: AnswerSpan, response: Any, *, documents: Any) -> bool:
+    """A Cohere v2 chat response (``cohere.ChatResponse`` or its JSON) and the request's
+    ``documents``, which its citations name by ID."""
+    return _record(span, "cohere", response, {"documents": documents})
+
+
+def record_gemini_citations(span: AnswerSpan, response: Any, *, tools: Any = None) -> bool:
+    """A Gemini ``GenerateContentResponse`` (or its JSON) with grounding metadata, and the
+    request's ``tools`` (file search, Google Search)."""
+    return _record(span, "gemini", response, {"tools": tools} if tools is not None else {})
