@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from citemon_instrumentation import STATS, answer_span, record_answer
+from citemon_instrumentation import STATS, answer_span, record_answer, record_cohere_citations
 
 
 class Doc:
@@ -61,6 +61,27 @@ def main() -> None:
         question="Too long?", answer="x" * 5000, passages=[("t-1", "y")], tracer_provider=provider
     )
 
+    # A provider's native citations, from its response JSON (a Cohere v2 chat's).
+    with answer_span("Refund window?", tracer_provider=provider) as span:
+        record_cohere_citations(
+            span,
+            {
+                "finish_reason": "COMPLETE",
+                "message": {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": "Refunds take 30 days. Ship free."}],
+                    "citations": [
+                        {
+                            "start": 0,
+                            "end": 21,
+                            "text": "Refunds take 30 days.",
+                            "sources": [{"type": "document", "id": "p-1"}],
+                        },
+                    ],
+                },
+            },
+            documents=[{"id": "p-1", "data": {"text": "Refunds are processed within 30 days."}}],
+        )
     finished = memory.get_finished_spans()
     names = {o.context.span_id: o.name for o in finished}
     spans = []

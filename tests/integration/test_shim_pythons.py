@@ -45,7 +45,7 @@ def here() -> dict[str, Any]:
 
 def test_the_probe_records_what_the_span_contract_says(here: dict[str, Any]) -> None:
     """What every other interpreter must reproduce, checked here against the contract."""
-    answer, child, long_one, failed, too_long = here["spans"]
+    answer, child, long_one, failed, too_long, cited = here["spans"]
     a = answer["attributes"]
     assert (answer["name"], answer["parent"], answer["status"]) == ("rag.answer", None, "UNSET")
     assert a["openinference.span.kind"] == "CHAIN" and a["citemon.passages.count"] == 3
@@ -65,7 +65,11 @@ def test_the_probe_records_what_the_span_contract_says(here: dict[str, Any]) -> 
     assert la["output.value"] == "Shipping takes 2 days [d-0] \ufffd."  # a lone surrogate
     assert (failed["status"], failed["events"]) == ("ERROR", ["exception"])
     assert too_long["attributes"]["citemon.truncated"] is True
-    assert here["stats"] == {"answers": 4, "errors": 0, "truncated": 1}
+    ca = cited["attributes"]
+    assert ca["output.value"] == "Refunds take 30 days. Ship free."
+    assert ca["retrieval.documents.0.document.id"] == "p-1"
+    assert json.loads(ca["citemon.citations"]) == [{"start": 0, "end": 21, "ids": ["p-1"]}]
+    assert here["stats"] == {"answers": 5, "errors": 0, "truncated": 1}
 
 
 @pytest.mark.parametrize(("minor", "otel"), PYTHONS, ids=[f"py{m}" for m, _ in PYTHONS])
