@@ -1,0 +1,346 @@
+"""Native citations (docs/dialects.md, "Native citations"): which sentence a provider's citation
+belongs to, its offsets as each provider defines them, the quote check, and the answers whose
+citations an instrumentation dropped. The real SDKs' traces are tests/integration's."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from citemon._core.errors import DecodeError
+from citemon._core.records import AnswerRecord, NativeCitation, Passage
+from citemon._engine.claims import extract_claims
+from citemon._engine.scoring import Scorer
+from citemon._metrics.definitions import Metrics
+from citemon._otlp.assembly import TraceAssembler
+from citemon._otlp.native_citations import read_native
+from citemon._otlp.spans import Limits, ResourceInfo, TraceSpan
+from tests.integration import native_traces as nt
+from tests.integration.dialect_traces import PASSAGES
+from tests.oracles import SpecimenTextJudge
+
+LIMITS = Limits()
+
+
+def _span(output: dict[str, Any], request: dict[str, Any] | None = None) -> dict[str, Any]:
+    attrs: dict[str, Any] = {"output.value": json.dumps(output)}
+    if request is not None:
+        attrs["input.value"] = json.dumps(request)
+    return attrs
+
+
+def _record(answer: str, citations: list[dict[str, Any]], **passages: str) -> AnswerRecord:
+    return AnswerRecord(
+        answer=answer,
+        passages=[Passage(id=k.replace("_", "-"), text=v) for k, v in passages.items()],
+        citations=[NativeCitation.model_validate(c) for c in citations],
+    )
+
+
+# -- which sentence a citation belongs to ---------------------------------------------------------
+
+
+def test_a_cited_phrase_gives_its_sentence_the_passages_and_others_stay_uncited() -> None:
+    answer = "Logs are kept 90 days on Business. Nothing else is known. Ask support."
+    record = _record(
+        answer,
+        [{"start": 14, "end": 21, "ids": ["p-1"]}, {"start": 59, "end": 71, "ids": ["p-2"]}],
+        p_1="Audit logs: 90 days.",
+        p_2="Support handles it.",
+    )
+    claims = extract_claims(record)
+    assert [(c.text, c.cited_ids) for c in claims] == [
+        ("Logs are kept 90 days on Business.", ["p-1"]),
+        ("Nothing else is known.", []),
+        ("Ask support.", ["p-2"]),
+    ]
+
+
+def test_an_insertion_point_belongs_to_the_sentence_that_ends_there() -> None:
+    answer = "First one. Second one. Third one."
+    record = _record(
+        answer,
+        [{"start": 10, "end": 10, "ids": ["p-1"]}, {"start": 33, "end": 33, "ids": ["p-2"]}],
+        p_1="a",
+        p_2="b",
+    )
+    assert [c.cited_ids for c in extract_claims(record)] == [["p-1"], [], ["p-2"]]
+
+
+def test_a_citation_over_two_sentences_is_carried_by_both() -> None:
+    record = _record("One fact. Two facts.", [{"start": 0, "end": 20, "ids": ["p-1"]}], p_1="x")
+    assert [c.cited_ids for c in extract_claims(record)] == [["p-1"], ["p-1"]]
+
+
+def test_an_empty_citation_list_makes_every_sentence_uncited_and_markers_are_ignored() -> None:
+    record = _record("It is so [p-1]. Yes.", [], p_1="x")
+    assert [c.cited_ids for c in extract_claims(record)] == [[], []]
+
+
+def test_the_applications_id_in_metadata_is_what_the_claim_cites() -> None:
+    record = AnswerRecord(
+        answer="Logs are kept 90 days.",
+        passages=[
+            Passage(id="file-a", text="chunk 1", metadata={"passage_id": "kb-7"}),
+            Passage(id="file-a#2", text="chunk 2", metadata={"passage_id": "kb-7"}),
+        ],
+        citations=[NativeCitation(start=0, end=22, ids=["file-a"])],
+    )
+    (claim,) = extract_claims(record)
+    assert claim.cited_ids == ["kb-7"]
+    assert claim.resolved_ids == ["file-a", "file-a#2"]  # every chunk of the cited document
+
+
+def test_a_citation_naming_no_passage_is_dangling() -> None:
+    record = _record("One fact.", [{"start": 0, "end": 9, "ids": ["document-7"]}], p_1="x")
+    (claim,) = extract_claims(record)
+    assert (claim.cited_ids, claim.dangling_ids) == (["document-7"], ["document-7"])
+
+
+# -- the quote check ------------------------------------------------------------------------------
+
+
+async def test_a_quote_that_is_not_in_its_passage_is_reported_and_counted() -> None:
+    s1, s2 = nt.SENTENCES[0], nt.SENTENCES[1]
+    answer = f"{s1} {s2}"
+    record = AnswerRecord(
+        answer=answer,
+        passages=[Passage(id=p, text=PASSAGES[p]) for p in nt.ORDER],
+        citations=[
+            # a quote from the cited passage, with its line breaks and spacing changed
+            NativeCitation(
+                start=0, end=len(s1), ids=["p-3310"], quote="Audit log retention is 90\n days"
+            ),
+            # a quote from another passage than the one cited
+            NativeCitation(
+                start=len(s1) + 1,
+                end=len(answer),
+                ids=["p-3310"],
+                quote="custom data retention terms",
+            ),
+        ],
+        service="bot",
+        version="v1",
+        environment="prod",
+    )
+    score = await Scorer(SpecimenTextJudge()).score(record)
+    assert [c.quote_mismatch for c in score.claims] == [False, True]
+    assert [c.verdict for c in score.claims] == ["correct", "misattributed"]  # never changed
+    out = score.model_dump()
+    assert "quote_mismatch" not in out["claims"][0] and out["claims"][1]["quote_mismatch"] is True
+    registry = CollectorRegistry()
+    Metrics(registry).record_answer(score)
+    labels = {"service": "bot", "version": "v1", "environment": "prod"}
+    assert registry.get_sample_value("citemon_quote_mismatches_total", labels) == 1
+
+
+async def test_a_quote_of_a_passage_without_text_is_not_called_a_mismatch() -> None:
+    record = AnswerRecord(
+        answer="One fact.",
+        passages=[Passage(id="u", text="")],
+        citations=[NativeCitation(start=0, end=9, ids=["u"], quote="anything")],
+    )
+    (claim,) = extract_claims(record)
+    assert not claim.quote_mismatch
+
+
+# -- offsets as each provider defines them --------------------------------------------------------
+
+
+def _gemini(answer: str, segments: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "candidates": [
+            {
+                "content": {"parts": [{"text": answer}]},
+                "grounding_metadata": {
+                    "grounding_chunks": [
+                        {"retrieved_context": {"title": "a.md", "text": "Les journaux: 90 jours."}},
+                        {"retrieved_context": {"title": "b.md", "text": "Contactez le support."}},
+                    ],
+                    "grounding_supports": segments,
+                },
+            }
+        ]
+    }
+
+
+def test_gemini_segments_are_utf8_bytes_and_one_starting_at_zero_has_no_start() -> None:
+    first, second = "Les journaux sont conservés 90 jours.", "Écrivez au support."
+    answer = f"{first} {second}"
+    start = len(f"{first} ".encode())
+    got = read_native(
+        _span(
+            _gemini(
+                answer,
+                [
+                    {
+                        "segment": {"end_index": len(first.encode()), "text": first},
+                        "grounding_chunk_indices": [0],
+                    },
+                    {
+                        "segment": {
+                            "start_index": start,
+                            "end_index": len(answer.encode()),
+                            "text": second,
+                        },
+                        "grounding_chunk_indices": [1, 5],
+                    },
+                ],
+            )
+        ),
+        LIMITS,
+    )
+    assert got is not None and got.provider == "gemini"
+    assert [(c.start, c.end, c.ids) for c in got.citations] == [
+        (0, len(first), ["a.md"]),
+        (len(first) + 1, len(answer), ["b.md", "chunk-5"]),  # index 5: no such chunk
+    ]
+    record = AnswerRecord(answer=got.answer, passages=got.passages, citations=got.citations)
+    claims = extract_claims(record)
+    assert [(c.cited_ids, c.dangling_ids) for c in claims] == [
+        (["a.md"], []),
+        (["b.md", "chunk-5"], ["chunk-5"]),
+    ]
+
+
+def test_a_byte_offset_inside_a_character_is_explained_not_guessed() -> None:
+    answer = "Conservés 90 jours."
+    with pytest.raises(DecodeError, match="cut a character") as err:
+        read_native(
+            _span(_gemini(answer, [{"segment": {"end_index": 8}, "grounding_chunk_indices": [0]}])),
+            LIMITS,
+        )
+    assert err.value.reason == "bad_attribute"
+
+
+def test_a_cited_phrase_that_is_not_at_its_offsets_is_explained() -> None:
+    body = nt.cohere_chat()
+    body["message"]["citations"][1]["start"] += 1
+    request = {"documents": [{"id": p, "data": {"text": PASSAGES[p]}} for p in nt.ORDER]}
+    with pytest.raises(DecodeError, match=r"cohere citations: citation 1 says it covers"):
+        read_native(_span(body, request), LIMITS)
+
+
+def test_offsets_past_the_answer_are_explained() -> None:
+    body = nt.openai_chat_completion()
+    body["choices"][0]["message"]["annotations"][2]["url_citation"]["end_index"] = 999
+    with pytest.raises(DecodeError, match="outside the answer"):
+        read_native(_span(body), LIMITS)
+
+
+def test_a_file_citation_whose_results_were_not_included_names_the_file_for_the_store() -> None:
+    body = nt.openai_response()
+    body["output"][0]["results"] = None  # no include=["file_search_call.results"]
+    got = read_native(_span(body), LIMITS)
+    assert got is not None
+    assert [(p.id, p.text) for p in got.passages] == [("file-3310aa", ""), ("file-3312aa", "")]
+    assert [c.ids for c in got.citations] == [["file-3310aa"], ["file-3310aa"], ["file-3312aa"]]
+
+
+def test_anthropic_indexes_documents_and_search_results_separately() -> None:
+    request = {
+        "messages": [
+            {"role": "user", "content": [
+                {"type": "search_result", "source": "kb://s0", "title": "S",
+                 "content": [{"type": "text", "text": "search text"}]},
+                {"type": "document", "title": "doc-a",
+                 "source": {"type": "text", "media_type": "text/plain", "data": "doc text"}},
+                {"type": "text", "text": "Q?"},
+            ]},
+        ]
+    }  # fmt: skip
+    out = {
+        "type": "message",
+        "content": [
+            {"type": "text", "text": "From the doc.", "citations": [
+                {"type": "char_location", "document_index": 0, "cited_text": "doc text",
+                 "start_char_index": 0, "end_char_index": 8}]},
+            {"type": "text", "text": " From the search.", "citations": [
+                {"type": "search_result_location", "search_result_index": 0,
+                 "cited_text": "search text", "source": "kb://s0",
+                 "start_block_index": 0, "end_block_index": 1}]},
+            {"type": "text", "text": " Unsourced."},
+        ],
+    }  # fmt: skip
+    got = read_native(_span(out, request), LIMITS)
+    assert got is not None and got.question == "Q?"
+    assert [(p.id, p.text) for p in got.passages] == [
+        ("kb://s0", "search text"),
+        ("doc-a", "doc text"),
+    ]
+    record = AnswerRecord(answer=got.answer, passages=got.passages, citations=got.citations)
+    claims = extract_claims(record)
+    assert [c.cited_ids for c in claims] == [["doc-a"], ["kb://s0"], []]
+
+
+def test_a_request_that_asked_and_got_no_citations_is_uncited_not_unread() -> None:
+    body = nt.anthropic_message("documents")
+    for block in body["content"]:
+        block.pop("citations", None)
+    request = {"messages": [{"role": "user", "content": nt._anthropic_documents()}]}
+    got = read_native(_span(body, request), LIMITS)
+    assert got is not None and got.citations == [] and len(got.passages) == 3
+    # Without citations asked for or given, the span is read as any LLM span.
+    assert (
+        read_native(_span(body, {"messages": [{"role": "user", "content": "Q"}]}), LIMITS) is None
+    )
+
+
+# -- citations an instrumentation dropped ---------------------------------------------------------
+
+
+def _part(span_id: str, **kw: Any) -> TraceSpan:
+    return TraceSpan(
+        trace_id="t" * 32,
+        span_id=span_id,
+        parent_span_id=kw.pop("parent", ""),
+        kind=kw.pop("kind", ""),
+        start_ns=kw.pop("start", 0),
+        end_ns=kw.pop("end", 10),
+        resource=ResourceInfo(),
+        **kw,
+    )
+
+
+def test_an_answer_whose_citations_were_dropped_is_counted_never_scored_uncited() -> None:
+    """Even with the passages at hand (a retriever span), scoring it would call every claim
+    uncited: it is counted under its own outcome, at once, and explained."""
+    assembler = TraceAssembler(explain=True)
+    retriever = _part(
+        "r" * 16, parent="a" * 16, kind="RETRIEVER", documents=[Passage(id="p", text="x")]
+    )
+    chat = _part(
+        "a" * 16, answer="One fact.", citations_dropped="the request asked; X drops them", end=20
+    )
+    assert assembler.add([retriever, chat]) == []
+    assert assembler.outcomes()["citations_not_recorded"] == 1
+    assert assembler.outcomes()["completed"] == 0 and len(assembler) == 0
+    (item,) = assembler.take_unanswered()
+    assert item.outcome == "citations_not_recorded"
+    from citemon._otlp.explanations import explain
+
+    message = explain(item, ["retrieve", "chat"]).message
+    assert "gave no answer (citations_not_recorded)" in message
+    assert "citations not recorded: the request asked; X drops them" in message
+
+
+def test_a_trace_with_native_citations_elsewhere_is_scored() -> None:
+    """An outer chain repeats the model's text; the LLM span carries the citations."""
+    docs = [Passage(id="p", text="x")]
+    llm = _part(
+        "l" * 16,
+        parent="c" * 16,
+        kind="LLM",
+        answer="One fact.",
+        documents=docs,
+        citations=[NativeCitation(start=0, end=9, ids=["p"])],
+        start=1,
+        end=9,
+    )
+    chain = _part("c" * 16, kind="CHAIN", answer="One fact.", end=10)
+    (record,) = TraceAssembler().add([llm, chain])
+    assert record.citations == [NativeCitation(start=0, end=9, ids=["p"])]
+    assert record.passages == docs
