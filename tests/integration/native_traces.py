@@ -53,6 +53,8 @@ PACKAGES = (
     "opentelemetry-instrumentation-anthropic",
     "opentelemetry-instrumentation-cohere",
     "opentelemetry-instrumentation-google-genai",
+    "opentelemetry-instrumentation-openai-v2",
+    "opentelemetry-util-genai",
     "opentelemetry-sdk",
 )
 
@@ -535,6 +537,23 @@ def otel_gemini() -> bytes:
     return _traced(GoogleGenAiSdkInstrumentor(), call_gemini)
 
 
+@case("otel-openai-v2")
+def otel_openai_v2() -> bytes:
+    """Not made by the suite: opentelemetry-instrumentation-openai-v2 2.4b0 imports a module
+    that opentelemetry-util-genai ≥ 1.2b0 renamed, and the dialect tests need util-genai 1.3b0.
+    Made once in a venv of its own (openai 2.54.0, opentelemetry-sdk 1.45.2,
+    opentelemetry-instrumentation-openai-v2 2.4b0, opentelemetry-util-genai 1.1b0,
+    opentelemetry-exporter-otlp-proto-common) with ``python -m tests.integration.native_traces
+    OUT otel-openai-v2``; kept as tests/unit/traces/otel-openai-v2-search.json (OTLP JSON)."""
+    from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+
+    return _traced(OpenAIInstrumentor(), call_openai_chat)
+
+
+#: Cases made only when named (their instrumentation does not install beside the others).
+SEPARATE = frozenset({"otel-openai-v2"})
+
+
 def versions() -> dict[str, str]:
     out = {}
     for name in PACKAGES:
@@ -554,7 +573,7 @@ def main(argv: Sequence[str]) -> int:
     warnings.simplefilter("ignore")  # the SDKs' deprecation notices are theirs
     only = set(argv[1:])
     for name, make in CASES.items():
-        if not only or name in only:
+        if name in only or (not only and name not in SEPARATE):
             (out / f"{name}.pb").write_bytes(make())
     (out / "versions.json").write_text(json.dumps(versions(), indent=1))
     return 0

@@ -12,7 +12,10 @@ citations. Seen in real traces (tests/integration/native_traces.py):
   answer's text blocks in ``gen_ai.output.messages``, without their ``citations``;
 * ``opentelemetry-instrumentation-google-genai`` records the grounding tool
   (``gen_ai.tool.definitions``: ``file_search``, ``google_search``, …) and the answer's text,
-  not the grounding metadata.
+  not the grounding metadata;
+* ``opentelemetry-instrumentation-openai-v2`` records a Chat Completions answer's text, not its
+  ``annotations``: an OpenAI search model (``gpt-4o-search-preview``, ``…-search-api``) searches
+  the web on every request and cites with ``url_citation``, and the request's model is recorded.
 
 Not detectable, so not flagged: Cohere under OpenLLMetry records neither the documents nor the
 citations (a ``no_passages`` trace); the anthropic SDK's own tracing records neither content
@@ -37,6 +40,11 @@ _RECORDS_THEM: Final = {
         "openinference-instrumentation-anthropic records them (the whole response in "
         "output.value), or add them to your answer span with "
         "citemon_instrumentation.record_anthropic_citations"
+    ),
+    "openai": (
+        "openinference-instrumentation-openai records them (the whole response in "
+        "output.value), or add them to your answer span with "
+        "citemon_instrumentation.record_openai_citations"
     ),
     "gemini": (
         "openinference-instrumentation-google-genai records them (the whole response in "
@@ -106,6 +114,13 @@ def citations_dropped(raw: RawSpan) -> str | None:
             f"the request asked Gemini to ground its answer ({', '.join(tools)}), and "
             f"{_who(raw)} records the answer's text without its grounding metadata; "
             + _RECORDS_THEM["gemini"]
+        )
+    model = str(attrs.get("gen_ai.request.model") or "")
+    if provider == "openai" and ("-search-" in model or model.endswith("-search")):
+        return (
+            f"the request asked OpenAI's search model {model}, which cites the pages it "
+            f"searched (url_citation annotations), and {_who(raw)} records the answer's text "
+            "without them; " + _RECORDS_THEM["openai"]
         )
     return None
 
