@@ -49,7 +49,7 @@ def test_a_cited_phrase_gives_its_sentence_the_passages_and_others_stay_uncited(
     answer = "Logs are kept 90 days on Business. Nothing else is known. Ask support."
     record = _record(
         answer,
-        [{"start": 14, "end": 21, "ids": ["p-1"]}, {"start": 59, "end": 71, "ids": ["p-2"]}],
+        [{"start": 14, "end": 21, "ids": ["p-1"]}, {"start": 58, "end": 70, "ids": ["p-2"]}],
         p_1="Audit logs: 90 days.",
         p_2="Support handles it.",
     )
@@ -367,3 +367,40 @@ def test_openai_v2s_search_model_answer_is_citations_not_recorded(
         "it searched (url_citation annotations), and opentelemetry.util.genai.handler records "
         "the answer's text without them" in err
     )
+
+
+def test_input_records_with_citations_are_validated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``citemon score`` reads ``citations`` from JSONL; impossible offsets are a clear error."""
+    from citemon.cli import main
+
+    good = {
+        "id": "a-1",
+        "answer": nt.ANSWER,
+        "passages": [{"id": p, "text": PASSAGES[p]} for p in nt.ORDER],
+        "citations": [
+            {"start": s, "end": e, "ids": [pid]}
+            for (s, e), pid in zip(nt._offsets(), nt.CITED, strict=True)
+        ],
+    }
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps(good) + "\n", encoding="utf-8")
+    code = main(
+        ["score", str(src), "--judge", "tests.oracles:specimen_text_judge", "--format", "json"]
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["summary"]["citation_accuracy"] == 0.3333
+    code = main(
+        ["score", str(src), "--explain-input", "--judge", "tests.oracles:specimen_text_judge"]
+    )
+    shown = capsys.readouterr().out
+    assert "  citation 0..57 'Audit logs are retained for 90 days on…' → p-3310" in shown
+    for bad, why in (
+        ({"start": 5, "end": 2, "ids": ["p-3310"]}, "ends (2) before it starts (5)"),
+        ({"start": 0, "end": 999, "ids": ["p-3310"]}, "past the answer (181 chars)"),
+    ):
+        src.write_text(json.dumps({**good, "citations": [bad]}) + "\n", encoding="utf-8")
+        code = main(["score", str(src), "--judge", "tests.oracles:specimen_text_judge"])
+        err = capsys.readouterr().err
+        assert code != 0 and why in err, err

@@ -1,5 +1,6 @@
 """``citemon score --explain-input``: where an answer read from a trace came from, and what
-each citation marker resolved to (docs/design.md, "Passage identity")."""
+each citation marker (or each of the provider's own citations) resolved to (docs/design.md,
+"Passage identity", "Native citations")."""
 
 from __future__ import annotations
 
@@ -39,6 +40,16 @@ def explain_input(record: AnswerRecord, syntax: CitationSyntax) -> str:
         elif p.id in record.asked_store:
             text += " [not in the passage store]"
         lines.append(f"  [{i}] {p.id}" + (f" ({shown})" if shown else "") + f": {text}")
+    if record.citations is not None:
+        # The provider's own citations: where each falls in the answer and what it names.
+        for c in record.citations:
+            where = f"{c.start}..{c.end}" if c.end > c.start else f"at {c.start}"
+            phrase = textwrap.shorten(record.answer[c.start : c.end], 40, placeholder="…")
+            quoted = f" {phrase!r}" if phrase else " (insertion point)"
+            lines.append(f"  citation {where}{quoted} → {', '.join(c.ids) or '-'}")
+        if not record.citations:
+            lines.append("  citations: none (the provider returned no citations)")
+        return "\n".join(lines)
     done: set[str] = set()
     for sentence in split_sentences(record.answer, syntax):
         for match in syntax.regex.finditer(sentence):

@@ -17,6 +17,7 @@ from pydantic import (
     SerializerFunctionWrapHandler,
     field_validator,
     model_serializer,
+    model_validator,
 )
 
 __all__ = [
@@ -140,6 +141,12 @@ class NativeCitation(BaseModel):
     ids: list[str]
     quote: str | None = None
 
+    @model_validator(mode="after")
+    def _ordered(self) -> NativeCitation:
+        if self.end < self.start:
+            raise ValueError(f"citation ends ({self.end}) before it starts ({self.start})")
+        return self
+
 
 class AnswerRecord(BaseModel):
     """One answer of a RAG service: the unit citemon scores.
@@ -202,6 +209,15 @@ class AnswerRecord(BaseModel):
         return type(self) is type(other) and self.__dict__ == other.__dict__
 
     __hash__ = None  # type: ignore[assignment]  # mutable, as pydantic models are
+
+    @model_validator(mode="after")
+    def _citations_in_answer(self) -> AnswerRecord:
+        for i, c in enumerate(self.citations or ()):
+            if c.end > len(self.answer):
+                raise ValueError(
+                    f"citation {i} ends at {c.end}, past the answer ({len(self.answer)} chars)"
+                )
+        return self
 
     def passage_map(self) -> dict[str, str]:
         """Passage ID → text, in retrieval order (the first passage wins on duplicate IDs)."""
