@@ -19,12 +19,8 @@ citations are not recorded and the answer is marked truncated (scored ``unjudged
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
 from typing import Any
 
-from citemon_instrumentation import attributes as A
-from citemon_instrumentation._native import parse_response, to_json
 from citemon_instrumentation._shim import AnswerSpan
 
 __all__ = [
@@ -33,42 +29,6 @@ __all__ = [
     "record_gemini_citations",
     "record_openai_citations",
 ]
-
-
-def _record(span: AnswerSpan, provider: str, response: Any, request: Mapping[str, Any]) -> bool:
-    stats = span._stats
-    try:
-        if not span.span.is_recording():
-            return False
-        out = to_json(response)
-        got = parse_response(out, to_json(request)) if isinstance(out, dict) else None
-        if got is None or got.provider != provider:
-            raise ValueError(f"not a {provider} response with citations")
-        span.set_passages([p.as_dict() for p in got.passages])
-        span.set_answer(got.answer)
-        cleaned = span._clean(got.answer) if span._redact is not None else got.answer
-        if cleaned is None or len(cleaned) != len(got.answer):
-            span._truncated = True  # the offsets would point into other text
-            return False
-        items = []
-        for c in got.citations:
-            item = c.as_dict()
-            if c.quote is not None and span._redact is not None:
-                quote = span._clean(c.quote)
-                if quote is None:
-                    del item["quote"]
-                else:
-                    item["quote"] = quote
-            items.append(item)
-        packed = json.dumps(items, ensure_ascii=False)
-        if span._too_long(packed):
-            span._truncated = True
-            return False
-        span.span.set_attribute(A.CITEMON_CITATIONS, packed)
-        return True
-    except Exception as exc:
-        stats._error("shim", exc)
-        return False
 
 
 def record_anthropic_citations(
@@ -80,23 +40,27 @@ def record_anthropic_citations(
     request: dict[str, Any] = {"messages": messages}
     if system is not None:
         request["system"] = system
-    return _record(span, "anthropic", response, request)
+    return span.set_native_citations("anthropic", response, request)
 
 
 def record_openai_citations(span: AnswerSpan, response: Any, *, tools: Any = None) -> bool:
     """An OpenAI Responses API response (``file_citation`` matched to the ``file_search_call``
     results: ask for them with ``include=["file_search_call.results"]``; ``url_citation``) or
     a Chat Completions response (``url_citation``), with the request's ``tools``."""
-    return _record(span, "openai", response, {"tools": tools} if tools is not None else {})
+    return span.set_native_citations(
+        "openai", response, {"tools": tools} if tools is not None else {}
+    )
 
 
 def record_cohere_citations(span: AnswerSpan, response: Any, *, documents: Any) -> bool:
     """A Cohere v2 chat response (``cohere.ChatResponse`` or its JSON) and the request's
     ``documents``, which its citations name by ID."""
-    return _record(span, "cohere", response, {"documents": documents})
+    return span.set_native_citations("cohere", response, {"documents": documents})
 
 
 def record_gemini_citations(span: AnswerSpan, response: Any, *, tools: Any = None) -> bool:
     """A Gemini ``GenerateContentResponse`` (or its JSON) with grounding metadata, and the
     request's ``tools`` (file search, Google Search)."""
-    return _record(span, "gemini", response, {"tools": tools} if tools is not None else {})
+    return span.set_native_citations(
+        "gemini", response, {"tools": tools} if tools is not None else {}
+    )

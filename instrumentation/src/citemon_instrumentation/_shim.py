@@ -33,6 +33,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Span, StatusCode, Tracer, TracerProvider
 
 from citemon_instrumentation import attributes as A
+from citemon_instrumentation._native import parse_response, to_json
 from citemon_instrumentation._passages import PassageLike, normalize, utf8
 from citemon_instrumentation._stats import LOG_INTERVAL_S, STATS, ShimStats
 
@@ -180,6 +181,56 @@ class AnswerSpan:
                 self._truncated = True  # written by _finish, when the span ends
         except Exception as exc:
             self._lost(exc)
+
+    def set_native_citations(
+        self, provider: str, response: Any, request: Mapping[str, Any]
+    ) -> bool:
+        """Record the passages, the answer and the provider's own citations of ``response``
+        (one of ``anthropic``, ``openai``, ``cohere``, ``gemini``; the SDK object or its JSON,
+        read duck-typed) with what of its ``request`` the citations point into (documents,
+        messages, tools). The ``record_*_citations`` helpers call it; it replaces
+        :meth:`set_passages` and :meth:`set_answer`. ``False`` when nothing was recorded (a
+        response this provider's reader cannot read is a counted shim error, never raised).
+
+        With a redact hook that changes the answer's length, the offsets would point into
+        other text: the citations are not recorded and the answer is marked truncated.
+        """
+        try:
+            if not self.span.is_recording():
+                return False
+            out = to_json(response)
+            got = parse_response(out, to_json(request)) if isinstance(out, dict) else None
+            if got is None or got.provider != provider:
+                raise ValueError(f"not a {provider} response with citations")
+        except Exception as exc:
+            self._stats._error("shim", exc)
+            return False
+        self.set_passages([p.as_dict() for p in got.passages])
+        self.set_answer(got.answer)
+        try:
+            cleaned = self._clean(got.answer) if self._redact is not None else got.answer
+            if cleaned is None or len(cleaned) != len(got.answer):
+                self._truncated = True  # the offsets would point into other text
+                return False
+            items = []
+            for c in got.citations:
+                item = c.as_dict()
+                if c.quote is not None and self._redact is not None:
+                    quote = self._clean(c.quote)
+                    if quote is None:
+                        del item["quote"]
+                    else:
+                        item["quote"] = quote
+                items.append(item)
+            packed = json.dumps(items, ensure_ascii=False)
+            if self._too_long(packed):
+                self._truncated = True
+                return False
+            self.span.set_attribute(A.CITEMON_CITATIONS, utf8(packed))
+            return True
+        except Exception as exc:
+            self._lost(exc)
+            return False
 
     def _may_record(self, done: bool, method: str) -> bool:
         """Whether ``method`` records: the span is recording and this is its first call (a second
