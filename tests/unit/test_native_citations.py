@@ -391,6 +391,14 @@ def test_input_records_with_citations_are_validated(
     )
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["summary"]["citation_accuracy"] == 0.3333
+    quoted = {**good, "citations": [{**good["citations"][0], "quote": "not in p-3310"}]}
+    src.write_text(json.dumps(quoted) + "\n", encoding="utf-8")
+    main(["score", str(src), "--judge", "tests.oracles:specimen_text_judge"])
+    table = capsys.readouterr().out.splitlines()
+    assert table[1].startswith("   0  correct ") and table[1].endswith(
+        " · quote not in the cited passage"
+    )
+    src.write_text(json.dumps(good) + "\n", encoding="utf-8")
     code = main(
         ["score", str(src), "--explain-input", "--judge", "tests.oracles:specimen_text_judge"]
     )

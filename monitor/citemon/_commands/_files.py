@@ -84,6 +84,7 @@ def render_table(
             if c.irrelevant_ids:
                 cites += " (over-broad: " + ", ".join(c.irrelevant_ids) + ")"
             flag = (" overlap" if c.overlap else "") + (f" · {c.pattern}" if c.pattern else "")
+            flag += " · quote not in the cited passage" if c.quote_mismatch else ""
             text = textwrap.shorten(c.text, 70, placeholder="…")
             lines.append(f"  {c.sentence:>2}  {c.verdict:<14} {cites:<26} {text}{flag}")
             if explain:
