@@ -412,3 +412,15 @@ def test_input_records_with_citations_are_validated(
         code = main(["score", str(src), "--judge", "tests.oracles:specimen_text_judge"])
         err = capsys.readouterr().err
         assert code != 0 and why in err, err
+
+
+def test_cohere_documents_given_without_ids_are_matched_by_their_text() -> None:
+    body = nt.cohere_chat()
+    for c in body["message"]["citations"]:
+        for src in c["sources"]:
+            src["id"] = "doc:" + src["id"]  # whatever ID Cohere gives an unnamed document
+    request = {"documents": [{"data": {"text": PASSAGES[p]}} for p in nt.ORDER]}
+    got = read_native(_span(body, request), LIMITS)
+    assert got is not None
+    assert [p.id for p in got.passages] == ["doc:0", "doc:1", "doc:2"]  # no duplicates
+    assert [c.ids for c in got.citations] == [["doc:1"], ["doc:1"], ["doc:2"]]

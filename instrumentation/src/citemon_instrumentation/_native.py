@@ -471,6 +471,12 @@ def _cohere(out: Mapping[str, Any], request: Mapping[str, Any]) -> NativeAnswer 
                 continue
             body = src.get("document", src.get("tool_output"))
             text, meta = _cohere_text(body) if body is not None else ("", {})
+            if sid not in pool.named and text:
+                # A document the request gave without an ID: Cohere names it its own way;
+                # the same text is the same passage.
+                same = next((p.id for p in pool.passages if p.text == text), None)
+                if same is not None:
+                    pool.named[sid] = [same]
             ids.extend(p for p in pool.ids(sid, text=text, metadata=meta) if p not in ids)
         citations.append(NativeCitation(start=s, end=e, ids=ids))
     if not citations and (off or not documents):
