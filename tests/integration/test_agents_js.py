@@ -1,0 +1,219 @@
+"""Agents built with the JavaScript frameworks, read from traces their real instrumentations made
+(docs/design.md, "Agents: passages that come back from a tool call"; docs/dialects.md).
+
+``tests/js/agents.mjs`` answers the specimen with real agents — the Vercel AI SDK's
+``generateText``, ``streamText`` and ``ToolLoopAgent`` with ``experimental_telemetry``, a
+LangGraph.js ReAct agent traced by OpenInference's LangChain.js instrumentation — whose search
+tool returns the specimen's three passages, with only the LLM faked (``MockLanguageModelV3``; a
+``BaseChatModel`` that calls the tool, then answers). It runs once per session under Node.js with
+the packages of ``tests/js/package-lock.json`` (``make js-traces``), writing one OTLP/JSON
+request per case, as the OTLP/HTTP JSON exporter sends them. Each must score the specimen
+exactly, offline (``citemon score --input-format otlp-json``) and through Kafka (``citemon run``).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from citemon._otlp.dialects.vercel import Vercel
+from citemon._otlp.spans import Limits
+from citemon._otlp.wire import parse_otlp_json
+from citemon.cli import main
+from tests.conftest import REPO, need_server
+from tests.integration.conftest import TopicFactory
+from tests.integration.monitor_support import metric_sum, run_monitor, settings_for, wait_for
+
+JUDGE = "tests.oracles:specimen_text_judge"
+JS_DIR = REPO / "tests" / "js"
+
+#: Cases that are the whole specimen: one answer, accuracy 0.33, faithfulness 1.00.
+SPECIMEN_CASES = (
+    "vercel-generate-text",
+    "vercel-generate-text-preamble",
+    "vercel-stream-text",
+    "vercel-tool-loop-agent",
+    "langgraph-react-agent",
+)
+#: Traces recorded with content capture off (the Vercel AI SDK's recordInputs/recordOutputs
+#: false; OpenInference's hideInputs/hideOutputs).
+CONTENT_OFF_CASES = ("vercel-content-off", "langgraph-content-off")
+#: Every search tool returns the specimen's order: the second claim cites the top passage
+#: (first_retrieved), the third cites p-3312 for p-3311's sentence (other).
+PATTERNS = ["first_retrieved", "other"]
+#: Seconds Node.js may take to load the frameworks and make every trace (about 1 s here).
+GENERATE_TIMEOUT_S = 120
+
+
+@pytest.fixture(scope="session")
+def js_traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    """Every case's trace (OTLP/JSON, as the JavaScript SDK serialises it), made once."""
+    node = shutil.which("node")
+    if node is None:
+        need_server("Node.js", "node is not on PATH (Node.js 20 or later; then `make js-traces`)")
+    if not (JS_DIR / "node_modules" / "ai" / "package.json").is_file():
+        need_server("the JavaScript agents' packages", "run `make js-traces` (npm ci, cached)")
+    out = tmp_path_factory.mktemp("js-traces")
+    started = time.monotonic()
+    done = subprocess.run(
+        [str(node), str(JS_DIR / "agents.mjs"), str(out)],
+        cwd=JS_DIR,
+        capture_output=True,
+        text=True,
+        timeout=GENERATE_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    print(f"JavaScript traces made in {time.monotonic() - started:.1f} s")  # shown with -s
+    traces = {p.stem: p.read_bytes() for p in out.glob("*.json")}
+    assert sorted(traces) == sorted((*SPECIMEN_CASES, *CONTENT_OFF_CASES))
+    return traces
+
+
+def score(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], payloads: list[bytes], *flags: str
+) -> tuple[int, Any, str]:
+    src = tmp_path / "traces.jsonl"
+    # The SDK's serialiser writes one line of JSON per request: an OTLP JSON-lines file as is.
+    src.write_bytes(b"".join(p.rstrip(b"\n") + b"\n" for p in payloads))
+    code = main(["score", str(src), "--input-format", "otlp-json", "--judge", JUDGE, *flags])
+    captured = capsys.readouterr()
+    out = json.loads(captured.out) if "--format" in flags else captured.out
+    return code, out, captured.err
+
+
+def trace_id(payload: bytes) -> str:
+    spans = json.loads(payload)["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    return str(spans[0]["traceId"])
+
+
+@pytest.mark.parametrize("case", SPECIMEN_CASES)
+def test_each_js_agent_scores_the_specimen_offline(
+    js_traces: dict[str, bytes], case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = score(tmp_path, capsys, [js_traces[case]], "--format", "json")
+    assert (code, err) == (0, "")
+    summary = out["summary"]
+    assert summary["answers"] == 1
+    assert summary["citation_accuracy"] == 0.3333
+    assert summary["faithfulness"] == 1.0
+    assert summary["citation_coverage"] == 1.0
+    assert summary["verdicts"] == {
+        "correct": 1, "misattributed": 2, "multi_hop": 0, "unsupported": 0,
+        "dangling": 0, "unjudged": 0, "uncited": 0,
+    }  # fmt: skip
+    claims = out["answers"][0]["claims"]
+    assert [c["cited_ids"] for c in claims] == [["p-3310"], ["p-3310"], ["p-3312"]]
+    assert [c["resolved_ids"] for c in claims] == [["p-3310"], ["p-3310"], ["p-3312"]]
+    assert [c.get("pattern") for c in claims] == [None, *PATTERNS]
+    assert out["answers"][0]["service"] == "kb-agent"
+
+
+@pytest.mark.parametrize(
+    ("case", "passages_from", "answer_from"),
+    [
+        ("vercel-generate-text", "'ai.toolCall'", "'ai.generateText'"),
+        ("vercel-stream-text", "'ai.toolCall'", "'ai.streamText'"),
+        ("langgraph-react-agent", "'KnowledgeBase'", "'FakeToolCallingModel'"),
+    ],
+)
+def test_explain_input_names_the_tool_call_and_the_final_turn(
+    js_traces: dict[str, bytes],
+    case: str,
+    passages_from: str,
+    answer_from: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _, out, _ = score(tmp_path, capsys, [js_traces[case]], "--explain-input")
+    lines = out.splitlines()
+    assert lines[1].startswith(f"  passages:  span {passages_from} ")
+    assert lines[1].endswith(": 3 document(s)")
+    assert lines[2].startswith(f"  answer:    span {answer_from} ")
+    if case.startswith("vercel"):
+        assert lines[1].endswith("(vercel tool search_docs): 3 document(s)")
+    else:  # the retriever inside the tool, with the documents' own IDs
+        assert lines[1].endswith("(openinference RETRIEVER): 3 document(s)")
+    assert [line for line in lines if line.startswith("  marker ")] == [
+        "  marker [p-3310] → p-3310 (by document ID)",
+        "  marker [p-3312] → p-3312 (by document ID)",
+    ]
+
+
+def test_vercel_intermediate_turns_are_not_answers(js_traces: dict[str, bytes]) -> None:
+    """The model turn that calls the tool (here also saying something beside the call) is a
+    ``doGenerate`` span with its own ``ai.response.text``; only the top ``ai.generateText``
+    span's text, the final step's, is the answer, and its question is the user's."""
+    spans = list(parse_otlp_json(js_traces["vercel-generate-text-preamble"]))
+    readings: dict[str, list[Any]] = {}
+    for raw in spans:
+        readings.setdefault(raw.name, []).append(Vercel().read_span(raw, Limits()))
+    turns = [raw for raw in spans if raw.name == "ai.generateText.doGenerate"]
+    assert [raw.attrs["ai.response.text"][:20] for raw in turns] == [
+        "Let me search the kn",  # said beside the tool call: an intermediate turn
+        "Audit logs are retai",
+    ]
+    assert readings["ai.generateText.doGenerate"] == [None, None]
+    (top,) = readings["ai.generateText"]
+    assert top.answer.startswith("Audit logs are retained for 90 days")
+    assert top.answer.endswith("[p-3312]") and "Let me search" not in top.answer
+    assert top.question == "How long do we keep audit logs, and can I extend it?"
+    (tool,) = readings["ai.toolCall"]
+    assert [(p.id, p.text[:16]) for p in tool.documents] == [
+        ("p-3310", "Audit log retent"),
+        ("p-3311", "Retention cannot"),
+        ("p-3312", "Enterprise agree"),
+    ]
+
+
+def test_stream_text_reads_the_question_from_its_messages(js_traces: dict[str, bytes]) -> None:
+    """``streamText`` called with ``messages`` (not ``prompt``): the question is the last user
+    message's text."""
+    (top,) = [
+        Vercel().read_span(raw, Limits())
+        for raw in parse_otlp_json(js_traces["vercel-stream-text"])
+        if raw.name == "ai.streamText"
+    ]
+    assert (
+        top is not None and top.question == "How long do we keep audit logs, and can I extend it?"
+    )
+
+
+async def test_every_js_agent_through_kafka(
+    js_traces: dict[str, bytes], kafka_bootstrap: str, kafka_topic: TopicFactory
+) -> None:
+    """``citemon run`` on the real broker: each trace one message keyed by its trace ID, the
+    OTLP/JSON as the JavaScript SDK wrote it (a Collector's kafka exporter with
+    ``encoding: otlp_json`` writes the same)."""
+    topic = await kafka_topic(partitions=2)
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+    await producer.start()
+    try:
+        for case in SPECIMEN_CASES:
+            payload = js_traces[case]
+            await producer.send_and_wait(topic, payload, key=trace_id(payload).encode())
+    finally:
+        await producer.stop()
+    settings = settings_for(kafka_bootstrap, topic, ("--judge", JUDGE), trace_window_s=1.0)
+    async with run_monitor(settings) as mon:
+        r = mon.registry
+        n = len(SPECIMEN_CASES)
+        await wait_for(
+            lambda: metric_sum(r, "citemon_answers_total") == n, 60, "every trace scored"
+        )
+        assert metric_sum(r, "citemon_claims_total", verdict="correct") == n
+        assert metric_sum(r, "citemon_claims_total", verdict="misattributed") == 2 * n
+        assert metric_sum(r, "citemon_misattributions_total", pattern="first_retrieved") == n
+        assert metric_sum(r, "citemon_misattributions_total", pattern="other") == n
+        assert metric_sum(r, "citemon_faithful_claims_total") == 3 * n
+        for verdict in ("unjudged", "dangling", "uncited", "unsupported"):
+            assert metric_sum(r, "citemon_claims_total", verdict=verdict) == 0
+        assert metric_sum(r, "citemon_dead_letters_total") == 0
+        assert metric_sum(r, "citemon_traces_total", outcome="completed") == n
