@@ -3,7 +3,7 @@
 # LangChain.js instrumentation, exact versions in tests/js/package-lock.json), for the tests that
 # make their traces (tests/integration/test_agents_js.py). `npm ci` installs the lock into
 # $CITEMON_CACHE/js-agents/<the lock's sha256>, once per lock (a second run is instant; about
-# 20 s the first time), and tests/js/node_modules links to it, so nothing is installed in the
+# 5–10 s the first time), and tests/js/node_modules links to it, so nothing is installed in the
 # work tree and node_modules is never committed. Concurrent runs wait on a lock.
 #
 # Environment (optional): CITEMON_CACHE, the cache root (default: ~/.cache/citemon).
