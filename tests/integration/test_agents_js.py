@@ -38,6 +38,7 @@ JS_DIR = REPO / "tests" / "js"
 SPECIMEN_CASES = (
     "vercel-generate-text",
     "vercel-generate-text-preamble",
+    "vercel-two-searches",
     "vercel-stream-text",
     "vercel-tool-loop-agent",
     "langgraph-react-agent",
@@ -141,6 +142,26 @@ def test_explain_input_names_the_tool_call_and_the_final_turn(
         assert lines[1].endswith("(vercel tool search_docs): 3 document(s)")
     else:  # the retriever inside the tool, with the documents' own IDs
         assert lines[1].endswith("(openinference RETRIEVER): 3 document(s)")
+    assert [line for line in lines if line.startswith("  marker ")] == [
+        "  marker [p-3310] → p-3310 (by document ID)",
+        "  marker [p-3312] → p-3312 (by document ID)",
+    ]
+
+
+def test_two_searches_before_the_answer_are_both_retrieved(
+    js_traces: dict[str, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The agent searches twice (p-3310 and p-3311, then p-3312) before answering: both
+    results are the answer's passages, in the order the model saw them, and the markers
+    resolve across them (the specimen's score: the offline test above)."""
+    _, out, _ = score(tmp_path, capsys, [js_traces["vercel-two-searches"]], "--explain-input")
+    lines = out.splitlines()
+    first, second = lines[1].removeprefix("  passages:  ").split("; ")
+    assert first.startswith("span 'ai.toolCall' ")
+    assert first.endswith("(vercel tool search_docs): 2 document(s)")
+    assert second.startswith("span 'ai.toolCall' ")
+    assert second.endswith("(vercel tool search_docs): 1 document(s)")
+    assert [line[:12] for line in lines[3:6]] == ["  [1] p-3310", "  [2] p-3311", "  [3] p-3312"]
     assert [line for line in lines if line.startswith("  marker ")] == [
         "  marker [p-3310] → p-3310 (by document ID)",
         "  marker [p-3312] → p-3312 (by document ID)",

@@ -44,6 +44,9 @@ const ANSWER =
   "Audit logs are retained for 90 days on the Business plan. [p-3310] " +
   "Retention can be extended through a custom term in an Enterprise agreement. [p-3310] " +
   "Changing it is not possible from the dashboard. [p-3312]";
+// The two-search case's queries: the first finds p-3310 and p-3311, the second p-3312.
+const RETENTION_QUERY = "audit log retention period";
+const EXTEND_QUERY = "extend retention enterprise agreement";
 // Said beside the tool call, in the model's first turn: an intermediate turn, never the answer.
 const PREAMBLE = "Let me search the knowledge base.";
 
@@ -78,24 +81,33 @@ const usage = {
   outputTokens: { total: 30, text: 30, reasoning: 0 },
 };
 
-/** The fake model: calls search_docs until the prompt holds its result, then answers. */
-function searchingModel({ preamble = false } = {}) {
+/**
+ * The fake model: one search_docs call per query in `queries`, each in a turn of its own once
+ * the previous result is in the prompt; then the answer, once every passage is in the prompt.
+ */
+function searchingModel({ preamble = false, queries = ["audit log retention"] } = {}) {
   const turn = (prompt) => {
-    const searched = prompt.some((m) => m.role === "tool");
-    if (searched) {
-      const result = prompt.find((m) => m.role === "tool").content[0].output;
-      if (!JSON.stringify(result).includes("p-3312")) throw new Error("the model never saw the passages");
-      return { text: ANSWER, call: null };
+    const results = prompt.filter((m) => m.role === "tool");
+    if (results.length < queries.length) {
+      const text = preamble && results.length === 0 ? PREAMBLE : null;
+      return { text, call: { id: `call-${results.length + 1}`, query: queries[results.length] } };
     }
-    return { text: preamble ? PREAMBLE : null, call: { query: "audit log retention" } };
+    const seen = JSON.stringify(results.map((m) => m.content[0].output));
+    if (!PASSAGES.every((p) => seen.includes(p.id))) throw new Error("the model never saw the passages");
+    return { text: ANSWER, call: null };
   };
+  const toolCall = (call) => ({
+    type: "tool-call",
+    toolCallId: call.id,
+    toolName: "search_docs",
+    input: JSON.stringify({ query: call.query }),
+  });
   return new MockLanguageModelV3({
     doGenerate: async ({ prompt }) => {
       const { text, call } = turn(prompt);
       const content = [];
       if (text) content.push({ type: "text", text });
-      if (call)
-        content.push({ type: "tool-call", toolCallId: "call-1", toolName: "search_docs", input: JSON.stringify(call) });
+      if (call) content.push(toolCall(call));
       const finishReason = call ? { unified: "tool-calls", raw: "tool_calls" } : { unified: "stop", raw: "stop" };
       return { content, finishReason, usage, warnings: [] };
     },
@@ -108,8 +120,7 @@ function searchingModel({ preamble = false } = {}) {
         for (const word of text.split(/(?<= )/)) chunks.push({ type: "text-delta", id: "t", delta: word });
         chunks.push({ type: "text-end", id: "t" });
       }
-      if (call)
-        chunks.push({ type: "tool-call", toolCallId: "call-1", toolName: "search_docs", input: JSON.stringify(call) });
+      if (call) chunks.push(toolCall(call));
       const finishReason = call ? { unified: "tool-calls", raw: "tool_calls" } : { unified: "stop", raw: "stop" };
       chunks.push({ type: "finish", finishReason, usage });
       return { stream: simulateReadableStream({ chunks, initialDelayInMs: null, chunkDelayInMs: null }) };
@@ -119,16 +130,20 @@ function searchingModel({ preamble = false } = {}) {
 
 // The search tool returns the documents as the application holds them: a JSON list of objects
 // with an ID and a text (the SDK records a tool's result JSON-encoded in `ai.toolCall.result`).
+// A query about extending retention finds only p-3312 (the two-search case); any other, all three.
 const searchDocs = tool({
   description: "Search the product documentation",
   inputSchema: z.object({ query: z.string() }),
-  execute: async () => PASSAGES.map((p) => ({ id: p.id, text: p.text })),
+  execute: async ({ query }) => {
+    const found = query === EXTEND_QUERY ? PASSAGES.slice(2) : query === RETENTION_QUERY ? PASSAGES.slice(0, 2) : PASSAGES;
+    return found.map((p) => ({ id: p.id, text: p.text }));
+  },
 });
 const telemetry = { isEnabled: true, functionId: "kb-answer" };
 
-async function vercelGenerateText({ preamble = false, telemetrySettings = telemetry } = {}) {
+async function vercelGenerateText({ preamble = false, queries, telemetrySettings = telemetry } = {}) {
   const result = await generateText({
-    model: searchingModel({ preamble }),
+    model: searchingModel({ preamble, queries }),
     tools: { search_docs: searchDocs },
     stopWhen: stepCountIs(5),
     prompt: QUESTION,
@@ -140,6 +155,8 @@ async function vercelGenerateText({ preamble = false, telemetrySettings = teleme
 await traced("vercel-generate-text", () => vercelGenerateText());
 // The first turn says something before its tool call: the top span's answer is still the final turn.
 await traced("vercel-generate-text-preamble", () => vercelGenerateText({ preamble: true }));
+// Two searches before the answer: the passages of both are the answer's, in the order seen.
+await traced("vercel-two-searches", () => vercelGenerateText({ queries: [RETENTION_QUERY, EXTEND_QUERY] }));
 await traced("vercel-content-off", () =>
   vercelGenerateText({ telemetrySettings: { ...telemetry, recordInputs: false, recordOutputs: false } }),
 );
