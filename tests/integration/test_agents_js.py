@@ -2,10 +2,11 @@
 (docs/design.md, "Agents: passages that come back from a tool call"; docs/dialects.md).
 
 ``tests/js/agents.mjs`` answers the specimen with real agents — the Vercel AI SDK's
-``generateText``, ``streamText`` and ``ToolLoopAgent`` with ``experimental_telemetry``, a
-LangGraph.js ReAct agent traced by OpenInference's LangChain.js instrumentation — whose search
-tool returns the specimen's three passages, with only the LLM faked (``MockLanguageModelV3``; a
-``BaseChatModel`` that calls the tool, then answers). It runs once per session under Node.js with
+``generateText``, ``streamText`` and ``ToolLoopAgent`` with ``experimental_telemetry``; a
+LangGraph.js ReAct agent and LangChain.js's ``createAgent`` traced by OpenInference's LangChain.js
+instrumentation — whose search tool returns the specimen's three passages, with only the LLM
+faked (each framework's own: ``MockLanguageModelV3`` from ``ai/test``, ``fakeModel()`` from
+``@langchain/core/testing``). It runs once per session under Node.js with
 the packages of ``tests/js/package-lock.json`` (``make js-traces``), writing one OTLP/JSON
 request per case, as the OTLP/HTTP JSON exporter sends them. Each must score the specimen
 exactly, offline (``citemon score --input-format otlp-json``) and through Kafka (``citemon run``).
@@ -42,6 +43,7 @@ SPECIMEN_CASES = (
     "vercel-stream-text",
     "vercel-tool-loop-agent",
     "langgraph-react-agent",
+    "langchain-create-agent",
 )
 #: Traces recorded with content capture off (the Vercel AI SDK's recordInputs/recordOutputs
 #: false; OpenInference's hideInputs/hideOutputs).
@@ -122,7 +124,8 @@ def test_each_js_agent_scores_the_specimen_offline(
     [
         ("vercel-generate-text", "'ai.toolCall'", "'ai.generateText'"),
         ("vercel-stream-text", "'ai.toolCall'", "'ai.streamText'"),
-        ("langgraph-react-agent", "'KnowledgeBase'", "'FakeToolCallingModel'"),
+        ("langgraph-react-agent", "'KnowledgeBase'", "'FakeBuiltModel'"),
+        ("langchain-create-agent", "'KnowledgeBase'", "'FakeBuiltModel'"),
     ],
 )
 def test_explain_input_names_the_tool_call_and_the_final_turn(

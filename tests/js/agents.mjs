@@ -1,8 +1,9 @@
 // The specimen answered by real JavaScript agents, traced by their real instrumentations, with
 // only the LLM faked: the Vercel AI SDK (`generateText`, `streamText` and `ToolLoopAgent` with
-// `experimental_telemetry`) and a LangGraph.js ReAct agent under OpenInference's LangChain.js
-// instrumentation. Each agent's search tool returns the specimen's three passages; the model
-// answers citing [p-3310] [p-3310] [p-3312] (claims 2 and 3 cite the wrong passage).
+// `experimental_telemetry`), a LangGraph.js ReAct agent and LangChain.js's `createAgent` under
+// OpenInference's LangChain.js instrumentation. Each agent's search tool returns the specimen's
+// three passages; the model answers citing [p-3310] [p-3310] [p-3312] (claims 2 and 3 cite the
+// wrong passage).
 //
 //   node tests/js/agents.mjs OUT_DIR
 //
@@ -15,9 +16,9 @@ import { join } from "node:path";
 import { LangChainInstrumentation } from "@arizeai/openinference-instrumentation-langchain";
 import * as CallbackManagerModule from "@langchain/core/callbacks/manager";
 import { Document } from "@langchain/core/documents";
-import { BaseChatModel } from "@langchain/core/language_models/chat_models";
 import { AIMessage } from "@langchain/core/messages";
 import { BaseRetriever } from "@langchain/core/retrievers";
+import { fakeModel } from "@langchain/core/testing";
 import { tool as lcTool } from "@langchain/core/tools";
 import { createReactAgent } from "@langchain/langgraph/prebuilt";
 import { JsonTraceSerializer } from "@opentelemetry/otlp-transformer";
@@ -26,6 +27,7 @@ import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-tr
 import { NodeTracerProvider } from "@opentelemetry/sdk-trace-node";
 import { generateText, simulateReadableStream, stepCountIs, streamText, tool, ToolLoopAgent } from "ai";
 import { MockLanguageModelV3 } from "ai/test";
+import { createAgent } from "langchain";
 import { z } from "zod";
 
 const QUESTION = "How long do we keep audit logs, and can I extend it?";
@@ -193,27 +195,15 @@ class KnowledgeBase extends BaseRetriever {
   }
 }
 
-/** The fake chat model: a tool call until a tool message is in the prompt, then the answer. */
-class FakeToolCallingModel extends BaseChatModel {
-  _llmType() {
-    return "fake-tool-calling";
-  }
-
-  bindTools() {
-    return this;
-  }
-
-  async _generate(messages) {
-    const searched = messages.find((m) => m.getType() === "tool");
-    if (searched && !String(searched.content).includes("[p-3312]")) throw new Error("the model never saw the passages");
-    const message = searched
-      ? new AIMessage({ content: ANSWER })
-      : new AIMessage({
-          content: "",
-          tool_calls: [{ id: "call-1", name: "search_docs", args: { query: "audit log retention" }, type: "tool_call" }],
-        });
-    return { generations: [{ text: searched ? ANSWER : "", message }] };
-  }
+/** LangChain.js's own fake chat model: the tool call, then (having seen the passages) the answer. */
+function fakeSearchingModel() {
+  return fakeModel()
+    .respondWithTools([{ name: "search_docs", args: { query: "audit log retention" }, id: "call-1" }])
+    .respond((messages) => {
+      const searched = messages.find((m) => m.getType() === "tool");
+      if (!searched || !String(searched.content).includes("[p-3312]")) return new Error("the model never saw the passages");
+      return new AIMessage(ANSWER);
+    });
 }
 
 // The retriever tool of LangChain.js's RAG agent tutorials: the retriever's documents rendered
@@ -228,16 +218,25 @@ const searchTool = lcTool(
 );
 
 async function langgraphAgent() {
-  const agent = createReactAgent({ llm: new FakeToolCallingModel({}), tools: [searchTool] });
+  const agent = createReactAgent({ llm: fakeSearchingModel(), tools: [searchTool] });
   const out = await agent.invoke({ messages: [{ role: "user", content: QUESTION }] });
   const text = out.messages.at(-1).content;
   if (text !== ANSWER) throw new Error(`the LangGraph agent answered ${JSON.stringify(text)}`);
+}
+
+// LangChain.js 1.x's agent (createAgent, a LangGraph graph underneath).
+async function langchainAgent() {
+  const agent = createAgent({ model: fakeSearchingModel(), tools: [searchTool] });
+  const out = await agent.invoke({ messages: [{ role: "user", content: QUESTION }] });
+  const text = out.messages.at(-1).content;
+  if (text !== ANSWER) throw new Error(`the LangChain agent answered ${JSON.stringify(text)}`);
 }
 
 // The LangChain.js instrumentation patches the ESM callbacks module by hand (its auto-loader
 // hooks only the CommonJS build). A second instrumentation re-patches it (the first is undone).
 new LangChainInstrumentation({ tracerProvider: provider }).manuallyInstrument(CallbackManagerModule);
 await traced("langgraph-react-agent", langgraphAgent);
+await traced("langchain-create-agent", langchainAgent);
 
 new LangChainInstrumentation({
   tracerProvider: provider,
