@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml instrumentation/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check "uv==$(UV_VERSION)"
 	$(BIN)/uv pip install -q --python $(BIN)/python --upgrade pip
-	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python -e ./instrumentation -e '.[dev,dialects]'
+	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python -e ./instrumentation -e '.[dev,dialects,agents]'
 	@touch $(STAMP)
 
 # llama.cpp's OpenAI-compatible server (llama-cpp-python) and `gguf`, for the tests that drive

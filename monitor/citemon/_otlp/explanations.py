@@ -17,7 +17,7 @@ _MAX_NAMES = 12
 @dataclass(frozen=True, slots=True)
 class NoAnswer:
     """A trace that gave no answer: its outcome (``unrecognized``, ``no_passages``,
-    ``no_answer``) and the explanation."""
+    ``no_answer``, ``no_content``) and the explanation."""
 
     trace_id: str
     outcome: str
@@ -39,6 +39,14 @@ def explain(
         f"{len(seen)} span(s) seen: {names or 'none'}",
         f"  dialects tried: {', '.join(d.name for d in dialects)}",
     ]
+    off = list(dict.fromkeys(p.no_content for p in item.parts if p.no_content))
+    if off:
+        shown = ", ".join(repr(p.name) for p in item.parts if p.no_content)
+        lines.append(
+            f"  recorded with content capture off (no text, IDs or tool results on {shown}); "
+            f"turn it on with {' or '.join(off)}"
+        )
+        return NoAnswer(item.trace_id, item.outcome, "\n".join(lines))
     docs = [p for p in item.parts if p.documents is not None]
     answers = [p for p in item.parts if p.answer is not None]
     for p in docs:

@@ -130,6 +130,14 @@ class TraceSpan:
     answered: bool = False
     truncated: bool = False
     nbytes: int = _SPAN_OVERHEAD_BYTES
+    tool: str = ""
+    """The tool whose result ``documents`` are (:mod:`citemon._otlp.agents`); ``""`` for a
+    retriever's documents."""
+    from_messages: bool = False
+    """``documents`` read from tool results in a chat span's input messages (a fallback for
+    traces that carry no tool span)."""
+    no_content: str = ""
+    """Set on a span recorded with content capture off: the setting that turns it on."""
 
     @property
     def is_root(self) -> bool:
