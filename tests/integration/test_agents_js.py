@@ -171,6 +171,33 @@ def test_two_searches_before_the_answer_are_both_retrieved(
     ]
 
 
+@pytest.mark.parametrize(
+    ("case", "setting"),
+    [
+        ("vercel-content-off", "experimental_telemetry recordInputs and recordOutputs"),
+        ("langgraph-content-off", "OpenInference's hideOutputs / hide_outputs"),
+    ],
+)
+def test_content_capture_off_is_counted_and_explained(
+    js_traces: dict[str, bytes],
+    case: str,
+    setting: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Recorded with content capture off (the SDK's ``recordInputs``/``recordOutputs: false``;
+    OpenInference's ``hideInputs``/``hideOutputs``, whose ``__REDACTED__`` placeholder is no
+    answer): no answer, explained, naming the setting that turns capture on."""
+    code, out, err = score(tmp_path, capsys, [js_traces[case]], "--format", "json")
+    assert code == 1
+    assert out["summary"]["answers"] == 0 and out["answers"] == []
+    first, last = err.split("citemon: ")[1:]
+    assert "gave no answer (no_content)" in first
+    assert "recorded with content capture off" in first and setting in first
+    assert "__REDACTED__" not in err
+    assert last.startswith("no answers in ") and "1 trace(s) gave none" in last
+
+
 def test_vercel_intermediate_turns_are_not_answers(js_traces: dict[str, bytes]) -> None:
     """The model turn that calls the tool (here also saying something beside the call) is a
     ``doGenerate`` span with its own ``ai.response.text``; only the top ``ai.generateText``
@@ -215,12 +242,12 @@ async def test_every_js_agent_through_kafka(
 ) -> None:
     """``citemon run`` on the real broker: each trace one message keyed by its trace ID, the
     OTLP/JSON as the JavaScript SDK wrote it (a Collector's kafka exporter with
-    ``encoding: otlp_json`` writes the same)."""
+    ``encoding: otlp_json`` writes the same); the content-off traces counted as such."""
     topic = await kafka_topic(partitions=2)
     producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
     await producer.start()
     try:
-        for case in SPECIMEN_CASES:
+        for case in (*SPECIMEN_CASES, *CONTENT_OFF_CASES):
             payload = js_traces[case]
             await producer.send_and_wait(topic, payload, key=trace_id(payload).encode())
     finally:
@@ -230,7 +257,12 @@ async def test_every_js_agent_through_kafka(
         r = mon.registry
         n = len(SPECIMEN_CASES)
         await wait_for(
-            lambda: metric_sum(r, "citemon_answers_total") == n, 60, "every trace scored"
+            lambda: (
+                metric_sum(r, "citemon_answers_total") == n
+                and metric_sum(r, "citemon_traces_total", outcome="no_content") == 2
+            ),
+            60,
+            "every trace scored or counted",
         )
         assert metric_sum(r, "citemon_claims_total", verdict="correct") == n
         assert metric_sum(r, "citemon_claims_total", verdict="misattributed") == 2 * n
@@ -241,3 +273,5 @@ async def test_every_js_agent_through_kafka(
             assert metric_sum(r, "citemon_claims_total", verdict=verdict) == 0
         assert metric_sum(r, "citemon_dead_letters_total") == 0
         assert metric_sum(r, "citemon_traces_total", outcome="completed") == n
+        for outcome in ("unrecognized", "no_passages", "no_answer"):
+            assert metric_sum(r, "citemon_traces_total", outcome=outcome) == 0

@@ -3,7 +3,8 @@ traces made by ``ai`` 6 (tests/js). Every span carries ``ai.operationId``:
 
 * ``ai.toolCall`` — one per tool call the SDK executes: ``ai.toolCall.name``, ``ai.toolCall.args``
   and the tool's return value JSON-encoded in ``ai.toolCall.result``; a search tool's result is
-  the answer's retrieved passages (read by :func:`~citemon._otlp.tool_results.read_tool_result`);
+  the answer's retrieved passages (:func:`~citemon._otlp.dialects.agents.tool_part`:
+  ``--retrieval-tools`` says which tools search);
 * ``ai.generateText`` / ``ai.streamText`` — the call as a whole: ``ai.prompt`` (JSON
   ``{"prompt": …}`` or ``{"system", "messages"}``) and, in ``ai.response.text``, the text of the
   final step: the answer;
@@ -12,7 +13,8 @@ traces made by ``ai`` 6 (tests/js). Every span carries ``ai.operationId``:
   beside the call): never the answer.
 
 With ``recordInputs: false`` / ``recordOutputs: false`` the SDK leaves out the prompt, the tool
-arguments and results and the response text: such spans hold nothing to read.
+arguments and results and the response text, and keeps the rest (names, IDs, finish reasons,
+usage): a tool call or a call that finished with no recorded output says so (``no_content``).
 """
 
 from __future__ import annotations
@@ -20,11 +22,10 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from citemon._core.errors import DecodeError
+from citemon._otlp.dialects import agents
 from citemon._otlp.dialects.base import SpanReading
-from citemon._otlp.dialects.values import check_context, check_text
+from citemon._otlp.dialects.values import check_text
 from citemon._otlp.spans import Limits, RawSpan, TraceSpan
-from citemon._otlp.tool_results import read_tool_result
 
 __all__ = ["Vercel"]
 
@@ -35,7 +36,14 @@ _TOOL_RESULT: Final = "ai.toolCall.result"
 _CALLS: Final = frozenset({"ai.generateText", "ai.streamText"})
 """The top-level calls: their ``ai.response.text`` is the final step's text."""
 _RESPONSE_TEXT: Final = "ai.response.text"
+_FINISH_REASON: Final = "ai.response.finishReason"
+_TOOL_CALLS: Final = "ai.response.toolCalls"
+_TOOL_ARGS: Final = "ai.toolCall.args"
 _PROMPT: Final = "ai.prompt"
+_CAPTURE: Final = (
+    "the Vercel AI SDK's experimental_telemetry recordInputs and recordOutputs "
+    "(true, their default)"
+)
 
 
 class Vercel:
@@ -54,11 +62,16 @@ class Vercel:
             return _tool_call(raw, limits)
         if operation not in _CALLS:
             return None  # a model turn (doGenerate, doStream), an embedding, …: not the answer
+        part = TraceSpan.of(raw, kind=str(operation)[3:], dialect=self.name)
         answer = attrs.get(_RESPONSE_TEXT)
         if not isinstance(answer, str):
+            if _FINISH_REASON in attrs and _TOOL_CALLS not in attrs and not raw.error:
+                # It finished, and neither its text nor its tool calls were recorded (a final
+                # step that calls a tool has ``ai.response.toolCalls``, and no text).
+                part.no_content = _CAPTURE
+                return part
             return None
         check_text(answer, "answer", limits.max_answer_bytes)
-        part = TraceSpan.of(raw, kind=str(operation)[3:], dialect=self.name)
         part.answer = answer
         part.question = _question(attrs.get(_PROMPT))
         if part.question is not None:
@@ -68,23 +81,20 @@ class Vercel:
 
 
 def _tool_call(raw: RawSpan, limits: Limits) -> TraceSpan | None:
+    name = raw.attrs.get(_TOOL_NAME)
+    tool = name if isinstance(name, str) else ""
+    kind = f"tool {tool}".rstrip()  # the span's name is ai.toolCall for every tool: say which
     result = raw.attrs.get(_TOOL_RESULT)
     if not isinstance(result, str):
-        return None
-    passages = read_tool_result(result)
-    if passages is None:
-        return None  # not a search tool: its result does not read as documents
-    if len(passages) > limits.max_passages:
-        raise DecodeError("too_many_passages", f"{len(passages)} documents > {limits.max_passages}")
-    check_context(passages, limits.max_context_bytes)
-    for p in passages:
-        check_text(p.text, "document")
-    name = raw.attrs.get(_TOOL_NAME)
-    kind = f"tool {name}" if isinstance(name, str) and name else "tool"
-    part = TraceSpan.of(raw, kind=kind, dialect="vercel")
-    part.documents = passages
-    part.nbytes += sum(len(p.text) for p in passages)
-    return part
+        if raw.error or result is not None or _TOOL_ARGS in raw.attrs:
+            return None  # the tool failed, or returned nothing (``undefined``)
+        part = TraceSpan.of(raw, kind=kind, dialect="vercel")
+        part.tool = tool
+        part.no_content = _CAPTURE
+        return part
+    return agents.tool_part(
+        raw, dialect="vercel", kind=kind, tool=tool, result=result, limits=limits
+    )
 
 
 def _question(value: Any) -> str | None:
