@@ -14,6 +14,7 @@ exactly, offline (``citemon score --input-format otlp-json``) and through Kafka 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -61,8 +62,13 @@ def js_traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     node = shutil.which("node")
     if node is None:
         need_server("Node.js", "node is not on PATH (Node.js 20 or later; then `make js-traces`)")
-    if not (JS_DIR / "node_modules" / "ai" / "package.json").is_file():
-        need_server("the JavaScript agents' packages", "run `make js-traces` (npm ci, cached)")
+    modules = JS_DIR / "node_modules"
+    if not (modules / "ai" / "package.json").is_file():
+        need_server("tests/js/node_modules", "run `make js-traces` (npm ci, cached)")
+    # scripts/js_agents.sh installs each lock into a directory named by its hash.
+    lock = hashlib.sha256((JS_DIR / "package-lock.json").read_bytes()).hexdigest()[:16]
+    if modules.resolve().parent.name != lock:
+        need_server("tests/js/node_modules", "it is another lock's install: run `make js-traces`")
     out = tmp_path_factory.mktemp("js-traces")
     started = time.monotonic()
     done = subprocess.run(
