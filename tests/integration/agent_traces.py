@@ -180,9 +180,33 @@ def langgraph_tool() -> bytes:
     return _langgraph([_documents_tool()], [QUESTION])
 
 
+def _json_tool(render: Callable[[Sequence[str]], str]) -> Any:
+    """A plain ``@tool`` answering with text it renders itself (no retriever span)."""
+    from langchain_core.tools import tool
+
+    @tool
+    def search_docs(query: str) -> str:
+        """Search the knowledge base."""
+        return render(_search_for(query))
+
+    return search_docs
+
+
 @case("langgraph-two-searches")
 def langgraph_two_searches() -> bytes:
-    return _langgraph([_documents_tool()], [q for q, _ in SEARCHES])
+    """Two searches, each a JSON list of ``{id, text}``; the answer cites by ID."""
+    return _langgraph([_json_tool(_docs_json)], [q for q, _ in SEARCHES])
+
+
+@case("langgraph-numbered")
+def langgraph_numbered() -> bytes:
+    """Two searches whose results carry no IDs; the answer cites [1]..[3] by the order the
+    model saw the documents in, across both results."""
+
+    def texts(ids: Sequence[str]) -> str:
+        return json.dumps([{"text": PASSAGES[pid]} for pid in ids])
+
+    return _langgraph([_json_tool(texts)], [q for q, _ in SEARCHES], NUMBERED_ANSWER)
 
 
 # -- a stub of the OpenAI chat completions API (the OpenAI Agents SDK, smolagents) -----------
@@ -328,7 +352,12 @@ def openai_agents_v2_content_off() -> bytes:
 
 
 def _pydantic_ai(
-    queries: Sequence[str], answer: str = ANSWER, *, version: int = 5, include_content: bool = True
+    queries: Sequence[str],
+    answer: str = ANSWER,
+    *,
+    version: int = 5,
+    include_content: bool = True,
+    ids_only: bool = False,
 ) -> bytes:
     from pydantic_ai import Agent
     from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
@@ -354,6 +383,8 @@ def _pydantic_ai(
         @agent.tool_plain
         def search_docs(query: str) -> list[dict[str, str]]:
             """Search the knowledge base."""
+            if ids_only:  # the app's search returns references; the text is in its store
+                return [{"id": pid} for pid in _search_for(query)]
             return [{"id": pid, "text": PASSAGES[pid]} for pid in _search_for(query)]
 
         try:
@@ -376,6 +407,16 @@ def pydantic_ai_v6() -> bytes:
 @case("pydantic-ai-v2")
 def pydantic_ai_v2() -> bytes:
     return _pydantic_ai([QUESTION], version=2)
+
+
+@case("pydantic-ai-two-searches")
+def pydantic_ai_two_searches() -> bytes:
+    return _pydantic_ai([q for q, _ in SEARCHES])
+
+
+@case("pydantic-ai-ids-only")
+def pydantic_ai_ids_only() -> bytes:
+    return _pydantic_ai([QUESTION], ids_only=True)
 
 
 @case("pydantic-ai-content-off")
@@ -473,6 +514,11 @@ def _smolagents(queries: Sequence[str], answer: str = ANSWER) -> bytes:
 @case("smolagents")
 def smolagents_agent() -> bytes:
     return _smolagents([QUESTION])
+
+
+@case("smolagents-two-searches")
+def smolagents_two_searches() -> bytes:
+    return _smolagents([q for q, _ in SEARCHES])
 
 
 def versions() -> dict[str, str]:

@@ -358,7 +358,7 @@ def retrievals(parts: Iterable[TraceSpan]) -> list[TraceSpan]:
     metadata); tool results read from chat messages count only when no tool span was read, and
     then only the latest chat span's (its input holds every earlier result)."""
     parts = [p for p in parts if p.documents is not None]
-    retrievers = [p for p in parts if not p.tool]
+    retrievers = [p for p in parts if not p.tool and not p.from_messages]
     spans = [p for p in parts if p.tool and not p.from_messages]
     spans = [
         t
