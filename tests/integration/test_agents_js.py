@@ -19,19 +19,27 @@ import json
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaProducer
 
+from citemon._otlp.dialects.agents import ToolSelection, configure
 from citemon._otlp.dialects.vercel import Vercel
 from citemon._otlp.spans import Limits
 from citemon._otlp.wire import parse_otlp_json
 from citemon.cli import main
 from tests.conftest import REPO, need_server
 from tests.integration.conftest import TopicFactory
-from tests.integration.monitor_support import metric_sum, run_monitor, settings_for, wait_for
+from tests.integration.monitor_support import (
+    metric_sum,
+    read_topic,
+    run_monitor,
+    settings_for,
+    wait_for,
+)
 
 JUDGE = "tests.oracles:specimen_text_judge"
 JS_DIR = REPO / "tests" / "js"
@@ -84,6 +92,14 @@ def js_traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     traces = {p.stem: p.read_bytes() for p in out.glob("*.json")}
     assert sorted(traces) == sorted((*SPECIMEN_CASES, *CONTENT_OFF_CASES))
     return traces
+
+
+@pytest.fixture(autouse=True)
+def default_tool_reading() -> Iterator[None]:
+    """``score`` sets the process's tool reading from its flags (``--retrieval-tools``): leave
+    the defaults behind for the next test (``citemon run`` in-process does not set them)."""
+    yield
+    configure(ToolSelection())
 
 
 def score(
@@ -204,6 +220,22 @@ def test_content_capture_off_is_counted_and_explained(
     assert last.startswith("no answers in ") and "1 trace(s) gave none" in last
 
 
+def test_retrieval_tools_says_which_vercel_tools_search(
+    js_traces: dict[str, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--retrieval-tools`` applies to the SDK's tool calls as to every dialect's: the tool
+    left out, its result is no retrieval (the trace has an answer and no passages); named, it
+    is."""
+    trace = [js_traces["vercel-generate-text"]]
+    code, _, err = score(tmp_path, capsys, trace, "--retrieval-tools", "*,-search_docs")
+    assert code == 1 and "gave no answer (no_passages)" in err
+    code, out, err = score(
+        tmp_path, capsys, trace, "--retrieval-tools", "search_docs", "--format", "json"
+    )
+    assert (code, err) == (0, "")
+    assert out["summary"]["citation_accuracy"] == 0.3333
+
+
 def test_vercel_intermediate_turns_are_not_answers(js_traces: dict[str, bytes]) -> None:
     """The model turn that calls the tool (here also saying something beside the call) is a
     ``doGenerate`` span with its own ``ai.response.text``; only the top ``ai.generateText``
@@ -250,15 +282,20 @@ async def test_every_js_agent_through_kafka(
     OTLP/JSON as the JavaScript SDK wrote it (a Collector's kafka exporter with
     ``encoding: otlp_json`` writes the same); the content-off traces counted as such."""
     topic = await kafka_topic(partitions=2)
+    results = await kafka_topic(partitions=1)
+    trace_ids = {}
     producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
     await producer.start()
     try:
         for case in (*SPECIMEN_CASES, *CONTENT_OFF_CASES):
             payload = js_traces[case]
+            trace_ids[trace_id(payload)] = case
             await producer.send_and_wait(topic, payload, key=trace_id(payload).encode())
     finally:
         await producer.stop()
-    settings = settings_for(kafka_bootstrap, topic, ("--judge", JUDGE), trace_window_s=1.0)
+    settings = settings_for(
+        kafka_bootstrap, topic, ("--judge", JUDGE), trace_window_s=1.0, results_topic=results
+    )
     async with run_monitor(settings) as mon:
         r = mon.registry
         n = len(SPECIMEN_CASES)
@@ -270,6 +307,16 @@ async def test_every_js_agent_through_kafka(
             60,
             "every trace scored or counted",
         )
+        # Each answer's results record: the markers as cited, the specimen's verdicts and patterns.
+        bodies = [json.loads(m.value) for m in await read_topic(kafka_bootstrap, results)]
+        assert {trace_ids[b["trace_id"]]: b for b in bodies}.keys() == set(SPECIMEN_CASES)
+        for body in bodies:
+            claims = body["claims"]
+            assert [c["cited_ids"] for c in claims] == [["p-3310"], ["p-3310"], ["p-3312"]]
+            assert [c.get("pattern") for c in claims] == [None, *PATTERNS], (
+                trace_ids[body["trace_id"]],
+                claims,
+            )
         assert metric_sum(r, "citemon_claims_total", verdict="correct") == n
         assert metric_sum(r, "citemon_claims_total", verdict="misattributed") == 2 * n
         assert metric_sum(r, "citemon_misattributions_total", pattern="first_retrieved") == n
