@@ -104,12 +104,24 @@ def test_langchain_document_prompt_blocks() -> None:
         '{"id": "call_1"}',
         "[1, 2, 3]",
         "[" * 100_000,
+        "[" + "1," * 400_000 + "]",  # not parsed: the tree would take hundreds of MB
         "prose first\n" * 5 + "[p-1] a bracket late in prose",
         "line\n" * 5 + "===== Document p-1 =====\na heading buried in prose",
     ],
 )
 def test_what_is_not_documents(result: str) -> None:
     assert read_tool_result(result) is None
+
+
+def test_long_lines_read_in_linear_time() -> None:
+    """Untrusted text: a long line of "=" or of spaces must not backtrack quadratically
+    (100,000 characters each would take minutes if it did)."""
+    assert read_tool_result("===== Document " + "=" * 100_000 + "x") is None
+    assert read_tool_result("passage_id: p-1" + " " * 100_000 + "x\n\ntext") is not None
+    assert pairs(read_tool_result("passage_id: p-1  \n\ntext")) == [("p-1", "text")]
+    lines = "passage_id: p-1\n\n" + "k: v\n" * 50_000 + "end"
+    found = read_tool_result(lines)
+    assert found is not None and found[0].text.endswith("k: v\nend")
 
 
 def test_a_pattern_with_id_and_text_groups() -> None:

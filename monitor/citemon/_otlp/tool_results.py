@@ -76,8 +76,11 @@ ID_KEYS: Final = (
 TEXT_KEYS: Final = ("text", "content", "page_content", "chunk", "body", "snippet", "passage")
 """Where a document in a tool's result keeps its text."""
 _LIST_KEYS: Final = ("documents", "results", "passages", "docs", "items", "hits", "chunks", "data")
-_MAX_REPR_CHARS: Final = 4_000_000
-"""Python reprs longer than this are not parsed (``ast`` holds a tree many times the text)."""
+_MAX_REPR_CHARS: Final = 500_000
+_MAX_REPR_SEPARATORS: Final = 20_000
+"""Python reprs longer than this, or with more separators (``,`` and ``:``, a bound on the
+nodes), are not parsed: ``ast`` holds a tree hundreds of times the text (1 MB of ``1,`` took
+476 MB), and a tool's result is untrusted input."""
 
 
 # -- JSON and Python reprs ----------------------------------------------------------------------
@@ -186,6 +189,8 @@ def read_python_repr(text: str) -> list[Passage] | None:
     s = text.strip()
     if not s.startswith(("[", "(")) or len(s) > _MAX_REPR_CHARS:
         return None
+    if s.count(",") + s.count(":") > _MAX_REPR_SEPARATORS:
+        return None
     try:
         tree = ast.parse(s, mode="eval")
         value = _literal(tree.body)
@@ -196,9 +201,11 @@ def read_python_repr(text: str) -> list[Passage] | None:
 
 # -- text renderings ----------------------------------------------------------------------------
 
-_HEADED: Final = re.compile(r"^[ \t]*=+[ \t]*Document[ \t]+(\S+?)[ \t]*=+[ \t]*$", re.MULTILINE)
+# No lazy group is followed by what it may also match: a tool's result is untrusted input, and
+# these run over all of it (no quadratic backtracking on a long line of "=" or spaces).
+_HEADED: Final = re.compile(r"^[ \t]*=+[ \t]*Document[ \t]+([^\s=]+)[ \t]*=+[ \t]*$", re.MULTILINE)
 _BRACKETED: Final = re.compile(r"^[ \t]*\[([^\[\]\s]{1,200})\][ \t]*", re.MULTILINE)
-_META_LINE: Final = re.compile(r"^([A-Za-z_][\w.-]{0,63}):[ \t]*(.*?)[ \t]*$")
+_META_LINE: Final = re.compile(r"^([A-Za-z_][\w.-]{0,63}):(.*)$")
 
 
 def _blocks(text: str, starts: Sequence[re.Match[str]]) -> list[Passage]:
@@ -232,27 +239,33 @@ def read_metadata_blocks(text: str) -> list[Passage] | None:
     blank line, the text; documents one after another."""
     lines = text.splitlines()
     out: list[Passage] = []
+    texts: list[list[str]] = []
     i = 0
     current: list[str] | None = None
     while i < len(lines):
         header: dict[str, str] = {}
         j = i
         while j < len(lines) and (m := _META_LINE.match(lines[j])):
-            header[m.group(1)] = m.group(2)
+            header[m.group(1)] = m.group(2).strip()
             j += 1
         pid = next((header[k] for k in ID_KEYS if header.get(k)), None)
         if pid is not None and j < len(lines) and not lines[j].strip():
             current = []
+            texts.append(current)
             out.append(Passage(id=pid, metadata=dict(header)))
             i = j + 1
             continue
+        # Not a header: lines i..j-1 are text (no suffix of them is a header either, as it
+        # ends at the same line), so they are not scanned again.
+        j = max(j, i + 1)
         if current is None:
-            if lines[i].strip():
+            if any(line.strip() for line in lines[i:j]):
                 return None  # text before the first header: not this shape
         else:
-            current.append(lines[i])
-            out[-1].text = "\n".join(current).strip()
-        i += 1
+            current.extend(lines[i:j])
+        i = j
+    for p, body in zip(out, texts, strict=True):
+        p.text = "\n".join(body).strip()
     return out if out and all(p.text for p in out) else None
 
 
