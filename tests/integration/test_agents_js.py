@@ -3,13 +3,14 @@
 
 ``tests/js/agents.mjs`` answers the specimen with real agents — the Vercel AI SDK's
 ``generateText``, ``streamText`` and ``ToolLoopAgent`` with ``experimental_telemetry``; a
-LangGraph.js ReAct agent and LangChain.js's ``createAgent`` traced by OpenInference's LangChain.js
+LangGraph.js ReAct agent (with a retriever tool, and with a tool that renders the documents
+itself) and LangChain.js's ``createAgent``, traced by OpenInference's LangChain.js
 instrumentation — whose search tool returns the specimen's three passages, with only the LLM
 faked (each framework's own: ``MockLanguageModelV3`` from ``ai/test``, ``fakeModel()`` from
-``@langchain/core/testing``). It runs once per session under Node.js with
-the packages of ``tests/js/package-lock.json`` (``make js-traces``), writing one OTLP/JSON
-request per case, as the OTLP/HTTP JSON exporter sends them. Each must score the specimen
-exactly, offline (``citemon score --input-format otlp-json``) and through Kafka (``citemon run``).
+``@langchain/core/testing``). It runs once per session under Node.js with the packages of
+``tests/js/package-lock.json`` (``make js-traces``), writing one OTLP/JSON request per case, as
+the OTLP/HTTP JSON exporter sends them. Each must score the specimen exactly, offline (``citemon
+score --input-format otlp-json``) and through Kafka (``citemon run``).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ SPECIMEN_CASES = (
     "vercel-tool-loop-agent",
     "langgraph-react-agent",
     "langchain-create-agent",
+    "langgraph-plain-tool",
 )
 #: Traces recorded with content capture off (the Vercel AI SDK's recordInputs/recordOutputs
 #: false; OpenInference's hideInputs/hideOutputs).
@@ -148,6 +150,7 @@ def test_each_js_agent_scores_the_specimen_offline(
         ("vercel-stream-text", "'ai.toolCall'", "'ai.streamText'"),
         ("langgraph-react-agent", "'KnowledgeBase'", "'FakeBuiltModel'"),
         ("langchain-create-agent", "'KnowledgeBase'", "'FakeBuiltModel'"),
+        ("langgraph-plain-tool", "'search_docs'", "'FakeBuiltModel'"),
     ],
 )
 def test_explain_input_names_the_tool_call_and_the_final_turn(
@@ -165,7 +168,9 @@ def test_explain_input_names_the_tool_call_and_the_final_turn(
     assert lines[2].startswith(f"  answer:    span {answer_from} ")
     if case.startswith("vercel"):
         assert lines[1].endswith("(vercel tool search_docs): 3 document(s)")
-    else:  # the retriever inside the tool, with the documents' own IDs
+    elif case == "langgraph-plain-tool":  # no retriever: the tool's ToolMessage, unwrapped
+        assert lines[1].endswith("(openinference TOOL): 3 document(s)")
+    else:  # the retriever inside the tool (its documents' own IDs); the tool's result gives way
         assert lines[1].endswith("(openinference RETRIEVER): 3 document(s)")
     assert [line for line in lines if line.startswith("  marker ")] == [
         "  marker [p-3310] → p-3310 (by document ID)",

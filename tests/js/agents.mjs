@@ -217,8 +217,14 @@ const searchTool = lcTool(
   { name: "search_docs", description: "Search the product documentation", schema: z.object({ query: z.string() }) },
 );
 
-async function langgraphAgent() {
-  const agent = createReactAgent({ llm: fakeSearchingModel(), tools: [searchTool] });
+// A tool that queries the store itself (no LangChain retriever): its rendering is all the trace has.
+const plainSearchTool = lcTool(
+  async () => PASSAGES.map((p) => `[${p.id}] ${p.text}`).join("\n\n"),
+  { name: "search_docs", description: "Search the product documentation", schema: z.object({ query: z.string() }) },
+);
+
+async function langgraphAgent({ tools = [searchTool] } = {}) {
+  const agent = createReactAgent({ llm: fakeSearchingModel(), tools });
   const out = await agent.invoke({ messages: [{ role: "user", content: QUESTION }] });
   const text = out.messages.at(-1).content;
   if (text !== ANSWER) throw new Error(`the LangGraph agent answered ${JSON.stringify(text)}`);
@@ -235,13 +241,14 @@ async function langchainAgent() {
 // The LangChain.js instrumentation patches the ESM callbacks module by hand (its auto-loader
 // hooks only the CommonJS build). A second instrumentation re-patches it (the first is undone).
 new LangChainInstrumentation({ tracerProvider: provider }).manuallyInstrument(CallbackManagerModule);
-await traced("langgraph-react-agent", langgraphAgent);
+await traced("langgraph-react-agent", () => langgraphAgent());
 await traced("langchain-create-agent", langchainAgent);
+await traced("langgraph-plain-tool", () => langgraphAgent({ tools: [plainSearchTool] }));
 
 new LangChainInstrumentation({
   tracerProvider: provider,
   traceConfig: { hideInputs: true, hideOutputs: true },
 }).manuallyInstrument(CallbackManagerModule);
-await traced("langgraph-content-off", langgraphAgent);
+await traced("langgraph-content-off", () => langgraphAgent());
 
 await provider.shutdown();

@@ -360,15 +360,21 @@ def retrievals(parts: Iterable[TraceSpan]) -> list[TraceSpan]:
     parts = [p for p in parts if p.documents is not None]
     retrievers = [p for p in parts if not p.tool and not p.from_messages]
     spans = [p for p in parts if p.tool and not p.from_messages]
-    spans = [
-        t
-        for t in spans
-        if not any(t.start_ns <= r.start_ns and r.end_ns <= t.end_ns for r in retrievers)
-    ]
+    spans = [t for t in spans if not any(_inside(r, t) for r in retrievers)]
     if spans or retrievers:
         return [*retrievers, *spans]
     in_messages = [p for p in parts if p.from_messages]
     return [max(in_messages, key=lambda p: p.start_ns)] if in_messages else []
+
+
+def _inside(retriever: TraceSpan, tool: TraceSpan) -> bool:
+    """Whether the retriever ran inside the tool: its child, or within the tool's time. The
+    parent link decides where times cannot: OpenInference's LangChain.js instrumentation starts
+    spans at LangChain's millisecond ``Date.now()`` and ends them on the high-resolution clock,
+    so a retriever inside a tool can seem to start after the tool ended."""
+    if retriever.parent_span_id == tool.span_id:
+        return True
+    return tool.start_ns <= retriever.start_ns and retriever.end_ns <= tool.end_ns
 
 
 def looks_cut(text: str) -> bool:

@@ -113,8 +113,9 @@ def is_final_answer_tool(tool: str) -> bool:
 
 def unwrap_tool_output(value: str) -> str:
     """The tool's own result inside what an instrumentation recorded: LangChain's serialised
-    ``ToolMessage`` (``{"type": "tool", "data": {"content": …}}``), LlamaIndex's ``ToolOutput``
-    (``{"blocks": [{"text": …}], "tool_name": …}``); else ``value`` itself."""
+    ``ToolMessage`` (``{"type": "tool", "data": {"content": …}}``; LangChain.js's
+    ``{"output": {"lc": 1, "id": [… "ToolMessage"], "kwargs": {"content": …}}}``), LlamaIndex's
+    ``ToolOutput`` (``{"blocks": [{"text": …}], "tool_name": …}``); else ``value`` itself."""
     s = value.lstrip()
     if not s.startswith("{"):
         return value
@@ -125,7 +126,20 @@ def unwrap_tool_output(value: str) -> str:
     if not isinstance(obj, dict):
         return value
     inner: Any = None
-    if obj.get("type") == "tool" and isinstance(obj.get("data"), dict):
+    if len(obj) == 1 and isinstance(obj.get("output"), dict):
+        obj = obj["output"]  # OpenInference's LangChain.js instrumentation wraps the tool's output
+    lc_id = obj.get("id")
+    if (
+        obj.get("lc") == 1
+        and isinstance(lc_id, list)
+        and lc_id[-1:] == ["ToolMessage"]
+        and isinstance(obj.get("kwargs"), dict)
+    ):
+        inner = obj["kwargs"].get("content")
+        if isinstance(inner, list):  # content blocks: the text ones, as the model reads them
+            texts = [b.get("text") for b in inner if isinstance(b, dict)]
+            inner = "".join(t for t in texts if isinstance(t, str)) if texts else inner
+    elif obj.get("type") == "tool" and isinstance(obj.get("data"), dict):
         inner = obj["data"].get("content")
     elif "tool_name" in obj and isinstance(obj.get("blocks"), list):
         texts = [b.get("text") for b in obj["blocks"] if isinstance(b, dict)]
