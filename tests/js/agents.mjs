@@ -46,6 +46,9 @@ const ANSWER =
   "Audit logs are retained for 90 days on the Business plan. [p-3310] " +
   "Retention can be extended through a custom term in an Enterprise agreement. [p-3310] " +
   "Changing it is not possible from the dashboard. [p-3312]";
+// The same answer citing by number: the passages' positions across both searches, as the model
+// saw them (its tool returns no IDs).
+const NUMBERED_ANSWER = ANSWER.replaceAll("[p-3310]", "[1]").replaceAll("[p-3312]", "[3]");
 // The two-search case's queries: the first finds p-3310 and p-3311, the second p-3312.
 const RETENTION_QUERY = "audit log retention period";
 const EXTEND_QUERY = "extend retention enterprise agreement";
@@ -87,7 +90,7 @@ const usage = {
  * The fake model: one search_docs call per query in `queries`, each in a turn of its own once
  * the previous result is in the prompt; then the answer, once every passage is in the prompt.
  */
-function searchingModel({ preamble = false, queries = ["audit log retention"] } = {}) {
+function searchingModel({ preamble = false, queries = ["audit log retention"], answer = ANSWER } = {}) {
   const turn = (prompt) => {
     const results = prompt.filter((m) => m.role === "tool");
     if (results.length < queries.length) {
@@ -95,8 +98,8 @@ function searchingModel({ preamble = false, queries = ["audit log retention"] } 
       return { text, call: { id: `call-${results.length + 1}`, query: queries[results.length] } };
     }
     const seen = JSON.stringify(results.map((m) => m.content[0].output));
-    if (!PASSAGES.every((p) => seen.includes(p.id))) throw new Error("the model never saw the passages");
-    return { text: ANSWER, call: null };
+    if (!PASSAGES.every((p) => seen.includes(p.text))) throw new Error("the model never saw the passages");
+    return { text: answer, call: null };
   };
   const toolCall = (call) => ({
     type: "tool-call",
@@ -141,17 +144,29 @@ const searchDocs = tool({
     return found.map((p) => ({ id: p.id, text: p.text }));
   },
 });
+// The same search returning texts only: the model can cite them by position alone.
+const searchTexts = tool({
+  description: "Search the product documentation",
+  inputSchema: z.object({ query: z.string() }),
+  execute: async (input, options) => (await searchDocs.execute(input, options)).map(({ text }) => ({ text })),
+});
 const telemetry = { isEnabled: true, functionId: "kb-answer" };
 
-async function vercelGenerateText({ preamble = false, queries, telemetrySettings = telemetry } = {}) {
+async function vercelGenerateText({
+  preamble = false,
+  queries,
+  answer = ANSWER,
+  search = searchDocs,
+  telemetrySettings = telemetry,
+} = {}) {
   const result = await generateText({
-    model: searchingModel({ preamble, queries }),
-    tools: { search_docs: searchDocs },
+    model: searchingModel({ preamble, queries, answer }),
+    tools: { search_docs: search },
     stopWhen: stepCountIs(5),
     prompt: QUESTION,
     experimental_telemetry: telemetrySettings,
   });
-  if (result.text !== ANSWER) throw new Error(`generateText answered ${JSON.stringify(result.text)}`);
+  if (result.text !== answer) throw new Error(`generateText answered ${JSON.stringify(result.text)}`);
 }
 
 await traced("vercel-generate-text", () => vercelGenerateText());
@@ -159,6 +174,10 @@ await traced("vercel-generate-text", () => vercelGenerateText());
 await traced("vercel-generate-text-preamble", () => vercelGenerateText({ preamble: true }));
 // Two searches before the answer: the passages of both are the answer's, in the order seen.
 await traced("vercel-two-searches", () => vercelGenerateText({ queries: [RETENTION_QUERY, EXTEND_QUERY] }));
+// The same with texts only, cited by number: [3] is the second search's first passage.
+await traced("vercel-numeric-markers", () =>
+  vercelGenerateText({ queries: [RETENTION_QUERY, EXTEND_QUERY], answer: NUMBERED_ANSWER, search: searchTexts }),
+);
 await traced("vercel-content-off", () =>
   vercelGenerateText({ telemetrySettings: { ...telemetry, recordInputs: false, recordOutputs: false } }),
 );
