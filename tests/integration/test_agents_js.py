@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaProducer
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from citemon._otlp.dialects.agents import ToolSelection, configure
 from citemon._otlp.dialects.vercel import Vercel
@@ -72,8 +73,9 @@ GENERATE_TIMEOUT_S = 120
 
 
 @pytest.fixture(scope="session")
-def js_traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
-    """Every case's trace (OTLP/JSON, as the JavaScript SDK serialises it), made once."""
+def js_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The directory where ``agents.mjs`` wrote every case's trace, made once: ``<case>.json``
+    (OTLP/JSON) and ``<case>.pb`` (protobuf), as the JavaScript SDK serialises them."""
     node = shutil.which("node")
     if node is None:
         need_server("Node.js", "node is not on PATH (Node.js 20 or later; then `make js-traces`)")
@@ -96,7 +98,22 @@ def js_traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     print(f"JavaScript traces made in {time.monotonic() - started:.1f} s")  # shown with -s
-    traces = {p.stem: p.read_bytes() for p in out.glob("*.json")}
+    return out
+
+
+@pytest.fixture(scope="session")
+def js_traces(js_out: Path) -> dict[str, bytes]:
+    """Every case's trace in OTLP/JSON."""
+    traces = {p.stem: p.read_bytes() for p in js_out.glob("*.json")}
+    assert sorted(traces) == sorted((*SPECIMEN_CASES, *CONTENT_OFF_CASES))
+    return traces
+
+
+@pytest.fixture(scope="session")
+def js_protobuf(js_out: Path) -> dict[str, bytes]:
+    """Every case's trace in OTLP protobuf (what a Collector's kafka exporter writes by
+    default)."""
+    traces = {p.stem: p.read_bytes() for p in js_out.glob("*.pb")}
     assert sorted(traces) == sorted((*SPECIMEN_CASES, *CONTENT_OFF_CASES))
     return traces
 
@@ -122,8 +139,12 @@ def score(
 
 
 def trace_id(payload: bytes) -> str:
-    spans = json.loads(payload)["resourceSpans"][0]["scopeSpans"][0]["spans"]
-    return str(spans[0]["traceId"])
+    """The trace ID of a request of one trace, OTLP/JSON or protobuf."""
+    if payload.startswith(b"{"):
+        spans = json.loads(payload)["resourceSpans"][0]["scopeSpans"][0]["spans"]
+        return str(spans[0]["traceId"])
+    req = ExportTraceServiceRequest.FromString(payload)
+    return req.resource_spans[0].scope_spans[0].spans[0].trace_id.hex()
 
 
 @pytest.mark.parametrize("case", SPECIMEN_CASES)
@@ -286,19 +307,24 @@ def test_stream_text_reads_the_question_from_its_messages(js_traces: dict[str, b
 
 
 async def test_every_js_agent_through_kafka(
-    js_traces: dict[str, bytes], kafka_bootstrap: str, kafka_topic: TopicFactory
+    js_traces: dict[str, bytes],
+    js_protobuf: dict[str, bytes],
+    kafka_bootstrap: str,
+    kafka_topic: TopicFactory,
 ) -> None:
-    """``citemon run`` on the real broker: each trace one message keyed by its trace ID, the
-    OTLP/JSON as the JavaScript SDK wrote it (a Collector's kafka exporter with
-    ``encoding: otlp_json`` writes the same); the content-off traces counted as such."""
+    """``citemon run`` on the real broker: each trace one message keyed by its trace ID, as the
+    JavaScript SDK serialised it (OTLP/JSON or protobuf); the content-off traces counted as
+    such."""
     topic = await kafka_topic(partitions=2)
     results = await kafka_topic(partitions=1)
     trace_ids = {}
     producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
     await producer.start()
     try:
-        for case in (*SPECIMEN_CASES, *CONTENT_OFF_CASES):
-            payload = js_traces[case]
+        # Every other trace in each encoding: the JSON an OTLP/HTTP JSON exporter (or a
+        # Collector with encoding otlp_json) sends, the protobuf a Collector writes by default.
+        for n, case in enumerate((*SPECIMEN_CASES, *CONTENT_OFF_CASES)):
+            payload = (js_traces if n % 2 else js_protobuf)[case]
             trace_ids[trace_id(payload)] = case
             await producer.send_and_wait(topic, payload, key=trace_id(payload).encode())
     finally:

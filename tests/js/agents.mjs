@@ -7,9 +7,10 @@
 //
 //   node tests/js/agents.mjs OUT_DIR
 //
-// writes OUT_DIR/<case>.json, one OTLP/JSON ExportTraceServiceRequest per case, as
-// @opentelemetry/otlp-transformer serialises the finished spans for the OTLP/HTTP JSON exporter
-// (hex IDs). The dependencies are tests/js/package-lock.json's (`make js-traces`).
+// writes OUT_DIR/<case>.json and OUT_DIR/<case>.pb, one ExportTraceServiceRequest per case in
+// OTLP/JSON (hex IDs) and in protobuf, as @opentelemetry/otlp-transformer serialises the finished
+// spans for the OTLP/HTTP exporters. The dependencies are tests/js/package-lock.json's
+// (`make js-traces`).
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
@@ -21,7 +22,7 @@ import { BaseRetriever } from "@langchain/core/retrievers";
 import { fakeModel } from "@langchain/core/testing";
 import { tool as lcTool } from "@langchain/core/tools";
 import { createReactAgent } from "@langchain/langgraph/prebuilt";
-import { JsonTraceSerializer } from "@opentelemetry/otlp-transformer";
+import { JsonTraceSerializer, ProtobufTraceSerializer } from "@opentelemetry/otlp-transformer";
 import { resourceFromAttributes } from "@opentelemetry/resources";
 import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
 import { NodeTracerProvider } from "@opentelemetry/sdk-trace-node";
@@ -76,6 +77,7 @@ async function traced(name, run) {
   const spans = exporter.getFinishedSpans();
   const body = new TextDecoder().decode(JsonTraceSerializer.serializeRequest(spans));
   writeFileSync(join(outDir, `${name}.json`), body);
+  writeFileSync(join(outDir, `${name}.pb`), ProtobufTraceSerializer.serializeRequest(spans));
   console.error(`${name}: ${spans.length} spans`);
 }
 
