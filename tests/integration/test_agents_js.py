@@ -52,6 +52,7 @@ SPECIMEN_CASES = (
     "vercel-generate-text-preamble",
     "vercel-two-searches",
     "vercel-numeric-markers",
+    "vercel-rendered-text",
     "vercel-stream-text",
     "vercel-tool-loop-agent",
     "langgraph-react-agent",
@@ -174,6 +175,7 @@ def test_each_js_agent_scores_the_specimen_offline(
     [
         ("vercel-generate-text", "'ai.toolCall'", "'ai.generateText'"),
         ("vercel-stream-text", "'ai.toolCall'", "'ai.streamText'"),
+        ("vercel-rendered-text", "'ai.toolCall'", "'ai.generateText'"),
         ("langgraph-react-agent", "'KnowledgeBase'", "'FakeBuiltModel'"),
         ("langchain-create-agent", "'KnowledgeBase'", "'FakeBuiltModel'"),
         ("langgraph-plain-tool", "'search_docs'", "'FakeBuiltModel'"),

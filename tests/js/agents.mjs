@@ -152,6 +152,14 @@ const searchTexts = tool({
   inputSchema: z.object({ query: z.string() }),
   execute: async (input, options) => (await searchDocs.execute(input, options)).map(({ text }) => ({ text })),
 });
+// The same search rendering the documents as text for the model (`[p-3310] text` blocks): the SDK
+// records the returned string JSON-encoded.
+const searchRendered = tool({
+  description: "Search the product documentation",
+  inputSchema: z.object({ query: z.string() }),
+  execute: async (input, options) =>
+    (await searchDocs.execute(input, options)).map(({ id, text }) => `[${id}] ${text}`).join("\n\n"),
+});
 const telemetry = { isEnabled: true, functionId: "kb-answer" };
 
 async function vercelGenerateText({
@@ -176,6 +184,7 @@ await traced("vercel-generate-text", () => vercelGenerateText());
 await traced("vercel-generate-text-preamble", () => vercelGenerateText({ preamble: true }));
 // Two searches before the answer: the passages of both are the answer's, in the order seen.
 await traced("vercel-two-searches", () => vercelGenerateText({ queries: [RETENTION_QUERY, EXTEND_QUERY] }));
+await traced("vercel-rendered-text", () => vercelGenerateText({ search: searchRendered }));
 // The same with texts only, cited by number: [3] is the second search's first passage.
 await traced("vercel-numeric-markers", () =>
   vercelGenerateText({ queries: [RETENTION_QUERY, EXTEND_QUERY], answer: NUMBERED_ANSWER, search: searchTexts }),

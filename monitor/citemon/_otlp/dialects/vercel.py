@@ -93,8 +93,21 @@ def _tool_call(raw: RawSpan, limits: Limits) -> TraceSpan | None:
         part.no_content = _CAPTURE
         return part
     return agents.tool_part(
-        raw, dialect="vercel", kind=kind, tool=tool, result=result, limits=limits
+        raw, dialect="vercel", kind=kind, tool=tool, result=_returned(result), limits=limits
     )
+
+
+def _returned(result: str) -> str:
+    """What ``execute`` returned, as the model read it: the SDK records ``JSON.stringify`` of
+    it, so a tool that renders its documents as text (``[p-3310] …`` blocks) arrives as a JSON
+    string literal; objects and arrays stay JSON for the readers."""
+    if not result.startswith('"'):
+        return result
+    try:
+        text = json.loads(result)
+    except (json.JSONDecodeError, RecursionError):
+        return result
+    return text if isinstance(text, str) else result
 
 
 def _question(value: Any) -> str | None:
