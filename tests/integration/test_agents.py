@@ -38,6 +38,7 @@ JUDGE = "tests.oracles:specimen_text_judge"
 #: (first_retrieved) and the third is other.
 SPECIMEN_CASES = (
     "langgraph-retriever-tool",
+    "langchain-create-agent",
     "langgraph-tool",
     "langgraph-two-searches",
     "langgraph-numbered",
