@@ -183,6 +183,19 @@ def langchain_create_agent() -> bytes:
     return _langgraph([tool], [QUESTION], langchain=True)
 
 
+@case("langgraph-hidden")
+def langgraph_hidden() -> bytes:
+    """OpenInference told to hide inputs and outputs (``OPENINFERENCE_HIDE_*``): the retriever's
+    documents stay, every output is ``__REDACTED__``."""
+    hide = ("INPUTS", "OUTPUTS", "INPUT_MESSAGES", "OUTPUT_MESSAGES")
+    os.environ.update({f"OPENINFERENCE_HIDE_{k}": "true" for k in hide})
+    try:
+        return langgraph_retriever_tool()
+    finally:
+        for k in hide:
+            del os.environ[f"OPENINFERENCE_HIDE_{k}"]
+
+
 def _documents_tool() -> Any:
     from langchain_core.tools import tool
 
