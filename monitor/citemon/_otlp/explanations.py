@@ -42,9 +42,9 @@ def explain(
     ]
     off = list(dict.fromkeys(p.no_content for p in item.parts if p.no_content))
     if off:
-        names = list(dict.fromkeys(p.name for p in item.parts if p.no_content))
-        shown = ", ".join(repr(n) for n in names[:_MAX_OFF_NAMES])
-        if len(names) > _MAX_OFF_NAMES:
+        hidden = list(dict.fromkeys(p.name for p in item.parts if p.no_content))
+        shown = ", ".join(repr(n) for n in hidden[:_MAX_OFF_NAMES])
+        if len(hidden) > _MAX_OFF_NAMES:
             shown += ", …"
         lines.append(
             f"  recorded with content capture off (no text, IDs or tool results on {shown}); "
