@@ -11,8 +11,9 @@ Built-in readers, tried in this order (:data:`BUILTIN_READERS`):
 * **JSON** — a list of objects, each with a text (``text``, ``content``, ``page_content``,
   ``chunk``, ``body``, ``snippet``) and/or an ID (``id``, ``id_``, ``passage_id``, ``doc_id``,
   … or one of those in its ``metadata``); LlamaIndex's node-with-score ``{node: {…}, score}``;
-  such a list under ``documents``/``results``/``passages``/… of an object. Objects with an ID
-  and no text are kept (text ``""``: the passage store fills them).
+  such a list under ``documents``/``results``/``passages``/… of an object. References (an ID
+  and no text, nothing else but a score, metadata, a title or URL) are kept (text ``""``: the
+  passage store fills them).
 * **Python reprs** — ``[Document(id='p-3310', metadata={…}, page_content='…'), …]`` or a list of
   dicts as ``str()`` prints them (tools whose framework stringifies what they return), read with
   :mod:`ast` (literals only: nothing is evaluated).
