@@ -38,6 +38,7 @@ NUMBERED_ANSWER = ANSWER.replace("[p-3310]", "[1]").replace("[p-3312]", "[3]")
 PACKAGES = (
     "langchain-core",
     "langgraph",
+    "langchain",
     "openinference-instrumentation-langchain",
     "openai-agents",
     "openinference-instrumentation-openai-agents",
@@ -131,15 +132,21 @@ def _langchain_retriever() -> Any:
     return KnowledgeBase()
 
 
-def _langgraph(tools: list[Any], queries: Sequence[str], answer: str = ANSWER) -> bytes:
-    from langgraph.prebuilt import create_react_agent
+def _langgraph(
+    tools: list[Any], queries: Sequence[str], answer: str = ANSWER, *, langchain: bool = False
+) -> bytes:
     from openinference.instrumentation.langchain import LangChainInstrumentor
+
+    if langchain:  # LangChain 1.x's agent, built on LangGraph
+        from langchain.agents import create_agent as create
+    else:
+        from langgraph.prebuilt import create_react_agent as create
 
     instrumentor = LangChainInstrumentor()
     with captured() as (provider, encoded):
         instrumentor.instrument(tracer_provider=provider)
         try:
-            agent = create_react_agent(_scripted_chat(_tool_turns(queries, answer)), tools)
+            agent = create(_scripted_chat(_tool_turns(queries, answer)), tools)
             agent.invoke({"messages": [("user", QUESTION)]})
             return encoded()
         finally:
@@ -159,6 +166,34 @@ def langgraph_retriever_tool() -> bytes:
         document_prompt=PromptTemplate.from_template("[{passage_id}] {page_content}"),
     )
     return _langgraph([tool], [QUESTION])
+
+
+@case("langchain-create-agent")
+def langchain_create_agent() -> bytes:
+    """``langchain.agents.create_agent`` with the same retriever tool."""
+    from langchain_core.prompts import PromptTemplate
+    from langchain_core.tools import create_retriever_tool
+
+    tool = create_retriever_tool(
+        _langchain_retriever(),
+        "search_docs",
+        "Search the knowledge base.",
+        document_prompt=PromptTemplate.from_template("[{passage_id}] {page_content}"),
+    )
+    return _langgraph([tool], [QUESTION], langchain=True)
+
+
+@case("langgraph-hidden")
+def langgraph_hidden() -> bytes:
+    """OpenInference told to hide inputs and outputs (``OPENINFERENCE_HIDE_*``): the retriever's
+    documents stay, every output is ``__REDACTED__``."""
+    hide = ("INPUTS", "OUTPUTS", "INPUT_MESSAGES", "OUTPUT_MESSAGES")
+    os.environ.update({f"OPENINFERENCE_HIDE_{k}": "true" for k in hide})
+    try:
+        return langgraph_retriever_tool()
+    finally:
+        for k in hide:
+            del os.environ[f"OPENINFERENCE_HIDE_{k}"]
 
 
 def _documents_tool() -> Any:

@@ -38,6 +38,7 @@ JUDGE = "tests.oracles:specimen_text_judge"
 #: (first_retrieved) and the third is other.
 SPECIMEN_CASES = (
     "langgraph-retriever-tool",
+    "langchain-create-agent",
     "langgraph-tool",
     "langgraph-two-searches",
     "langgraph-numbered",
@@ -55,6 +56,7 @@ SPECIMEN_CASES = (
 CONTENT_OFF = {
     "pydantic-ai-content-off": "InstrumentationSettings(include_content=True)",
     "openai-agents-v2-content-off": "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+    "langgraph-hidden": "OPENINFERENCE_HIDE_OUTPUTS=false",
 }
 #: Seconds the child process may take to import every framework and make every trace.
 GENERATE_TIMEOUT_S = 300

@@ -309,3 +309,34 @@ def test_a_retriever_without_content_takes_its_text_from_its_output() -> None:
     assert isinstance(part, TraceSpan) and part.documents is not None
     assert [(d.id, d.text) for d in part.documents] == [(d["id"], d["text"]) for d in DOCS]
     assert not part.truncated
+
+
+def test_openinference_redacted_values_are_no_text() -> None:
+    """``__REDACTED__`` (OpenInference's ``TraceConfig`` hid the value) is never an answer, a
+    tool result or a document's text."""
+    hidden = raw(
+        "4",
+        "llm",
+        {"openinference.span.kind": "LLM", "output.value": "__REDACTED__"},
+        start=5,
+        end=6,
+    )
+    retriever = raw(
+        "3",
+        "retrieve",
+        {
+            "openinference.span.kind": "RETRIEVER",
+            "retrieval.documents.0.document.id": "p-1",
+            "retrieval.documents.0.document.content": "__REDACTED__",
+        },
+        start=1,
+        end=2,
+    )
+    assembler, got = assemble(
+        retriever, tool_span("2", "__REDACTED__", start=3, end=4), hidden, ROOT
+    )
+    assert got == [] and assembler.no_content == 1
+    (item,) = assembler.take_unanswered()
+    assert "OPENINFERENCE_HIDE_OUTPUTS=false" in str(explain(item, ["retrieve", "search", "llm"]))
+    (docs,) = [p.documents for p in item.parts if p.documents is not None]
+    assert [(d.id, d.text) for d in docs] == [("p-1", "")]

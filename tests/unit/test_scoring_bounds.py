@@ -161,6 +161,7 @@ def test_trace_outcomes_are_exported_from_the_assembler() -> None:
     assembler.completed, assembler.settled, assembler.evicted = 3, 2, 1
     assembler.dropped_incomplete, assembler.superseded = 4, 5
     assembler.unrecognized, assembler.no_passages, assembler.no_answer = 6, 3, 1
+    assembler.no_content = 7
     got = {
         o: registry.get_sample_value("citemon_traces_total", {"outcome": o}) for o in TRACE_OUTCOMES
     }
@@ -173,6 +174,7 @@ def test_trace_outcomes_are_exported_from_the_assembler() -> None:
         "unrecognized": 6,
         "no_passages": 3,
         "no_answer": 1,
+        "no_content": 7,
     }
     assert pipeline.assembler is assembler
 

@@ -56,7 +56,10 @@ def test_json_ids_in_metadata_nodes_with_scores_and_wrapping_objects() -> None:
 
 def test_ids_only_are_passages_without_text() -> None:
     """For the passage store to fill."""
-    assert pairs(read_tool_result('[{"id": "p-3310"}, {"id": 7}]')) == [("p-3310", ""), ("7", "")]
+    assert pairs(read_tool_result('[{"id": "p-3310"}, {"id": 7, "score": 0.4}]')) == [
+        ("p-3310", ""),
+        ("7", ""),
+    ]
 
 
 def test_python_reprs_of_documents_and_dicts() -> None:
@@ -100,6 +103,7 @@ def test_langchain_document_prompt_blocks() -> None:
         "It is 21 °C and sunny in Paris.",
         '{"temperature": 21, "unit": "C"}',
         '[{"city": "Paris", "temperature": 21}]',
+        '[{"id": 7, "name": "Bob", "email": "bob@example.com"}]',  # a record, not a reference
         "[]",
         '{"id": "call_1"}',
         "[1, 2, 3]",

@@ -12,6 +12,7 @@ from citemon._otlp.dialects import DIALECTS, Dialect
 __all__ = ["NoAnswer", "explain"]
 
 _MAX_NAMES = 12
+_MAX_OFF_NAMES = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +42,10 @@ def explain(
     ]
     off = list(dict.fromkeys(p.no_content for p in item.parts if p.no_content))
     if off:
-        shown = ", ".join(repr(p.name) for p in item.parts if p.no_content)
+        hidden = list(dict.fromkeys(p.name for p in item.parts if p.no_content))
+        shown = ", ".join(repr(n) for n in hidden[:_MAX_OFF_NAMES])
+        if len(hidden) > _MAX_OFF_NAMES:
+            shown += ", …"
         lines.append(
             f"  recorded with content capture off (no text, IDs or tool results on {shown}); "
             f"turn it on with {' or '.join(off)}"

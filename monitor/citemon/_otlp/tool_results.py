@@ -11,8 +11,9 @@ Built-in readers, tried in this order (:data:`BUILTIN_READERS`):
 * **JSON** — a list of objects, each with a text (``text``, ``content``, ``page_content``,
   ``chunk``, ``body``, ``snippet``) and/or an ID (``id``, ``id_``, ``passage_id``, ``doc_id``,
   … or one of those in its ``metadata``); LlamaIndex's node-with-score ``{node: {…}, score}``;
-  such a list under ``documents``/``results``/``passages``/… of an object. Objects with an ID
-  and no text are kept (text ``""``: the passage store fills them).
+  such a list under ``documents``/``results``/``passages``/… of an object. References (an ID
+  and no text, nothing else but a score, metadata, a title or URL) are kept (text ``""``: the
+  passage store fills them).
 * **Python reprs** — ``[Document(id='p-3310', metadata={…}, page_content='…'), …]`` or a list of
   dicts as ``str()`` prints them (tools whose framework stringifies what they return), read with
   :mod:`ast` (literals only: nothing is evaluated).
@@ -75,6 +76,11 @@ ID_KEYS: Final = (
 """Where a document in a tool's result keeps its ID (itself, or its ``metadata``)."""
 TEXT_KEYS: Final = ("text", "content", "page_content", "chunk", "body", "snippet", "passage")
 """Where a document in a tool's result keeps its text."""
+_REFERENCE_KEYS: Final = frozenset(
+    {*ID_KEYS, "score", "metadata", "source", "type", "title", "url"}
+)
+"""The keys an ID-only document may have (``{"id": …, "score": …}``); an object with others and
+no text is some other record (``{"id": 7, "name": "Bob"}``), not a document."""
 _LIST_KEYS: Final = ("documents", "results", "passages", "docs", "items", "hits", "chunks", "data")
 _MAX_REPR_CHARS: Final = 500_000
 _MAX_REPR_SEPARATORS: Final = 20_000
@@ -107,8 +113,8 @@ def _passage_of(item: Any) -> Passage | None:
     if pid is None and metadata is not None:
         pid = next((i for i in (_scalar_id(metadata.get(k)) for k in ID_KEYS) if i), None)
     text = next((doc[k] for k in TEXT_KEYS if isinstance(doc.get(k), str)), None)
-    if pid is None and text is None:
-        return None
+    if text is None and (pid is None or set(doc) - _REFERENCE_KEYS):
+        return None  # no text, and more than a reference: a record of something else
     source = (metadata or {}).get("source", doc.get("source"))
     return Passage(
         id=pid or "",

@@ -41,6 +41,12 @@ _CAPTURE: Final = (
     "(OPENINFERENCE_HIDE_OUTPUTS, OPENINFERENCE_HIDE_INPUTS: false, their default)"
 )
 _TOOL_NAME: Final = "tool.name"
+_REDACTED: Final = "__REDACTED__"
+"""What OpenInference records in place of a value its ``TraceConfig`` hides: never text."""
+_CAPTURE: Final = (
+    "OpenInference's OPENINFERENCE_HIDE_OUTPUTS=false and OPENINFERENCE_HIDE_OUTPUT_MESSAGES=false "
+    "(TraceConfig(hide_outputs=False, hide_output_messages=False))"
+)
 
 
 def _documents(attrs: Mapping[str, Any], max_passages: int) -> tuple[list[Passage], bool]:
@@ -81,7 +87,7 @@ def _documents(attrs: Mapping[str, Any], max_passages: int) -> tuple[list[Passag
     for index in sorted(docs, key=int):
         d = docs[index]
         content = d.get(A.DOCUMENT_CONTENT)
-        if content is None:
+        if content is None or content == _REDACTED:
             missing, content = True, ""
         out.append(
             make_passage(
@@ -157,6 +163,15 @@ def _answer_text(kind: str, attrs: Mapping[str, Any]) -> str | None:
     return value
 
 
+def _hidden(attrs: Mapping[str, Any]) -> bool:
+    """The span's output was hidden by OpenInference's ``TraceConfig`` (and no output message
+    text is left in its place)."""
+    if attrs.get(A.OUTPUT_VALUE) != _REDACTED:
+        return False
+    content = attrs.get(A.LLM_OUTPUT_MESSAGE_CONTENT)
+    return not isinstance(content, str) or content == _REDACTED
+
+
 def _plain(attrs: Mapping[str, Any], key: str, mime_key: str) -> str | None:
     v = attrs.get(key)
     if isinstance(v, str) and v != _REDACTED and attrs.get(mime_key) != "application/json":
@@ -204,6 +219,9 @@ class OpenInference:
             if part.question is not None:
                 check_text(part.question, "question", limits.max_answer_bytes)
             part.nbytes += sum(len(d.text) for d in docs)
+            return part
+        if kind in _ANSWER_KINDS | {"TOOL"} and _hidden(attrs):
+            part.no_content = _CAPTURE
             return part
         if kind == "TOOL":
             result = attrs.get(A.OUTPUT_VALUE)
