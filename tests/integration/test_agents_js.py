@@ -230,7 +230,7 @@ def test_two_searches_before_the_answer_are_both_retrieved(
     ("case", "setting"),
     [
         ("vercel-content-off", "experimental_telemetry recordInputs and recordOutputs"),
-        ("langgraph-content-off", "OpenInference's hideOutputs / hide_outputs"),
+        ("langgraph-content-off", "OpenInference's OPENINFERENCE_HIDE_OUTPUTS=false"),
     ],
 )
 def test_content_capture_off_is_counted_and_explained(

@@ -34,12 +34,6 @@ __all__ = ["OpenInference"]
 _ANSWER_KINDS: Final = frozenset({"CHAIN", "LLM", "AGENT"})
 _DOC_PREFIX_LEN: Final = len(A.RETRIEVAL_DOCUMENTS_PREFIX)
 _OUTPUT_MESSAGES: Final = "llm.output_messages."
-_REDACTED: Final = "__REDACTED__"
-"""What OpenInference records in place of an input or output it was told to hide."""
-_CAPTURE: Final = (
-    "OpenInference's hideOutputs / hide_outputs and hideInputs / hide_inputs off "
-    "(OPENINFERENCE_HIDE_OUTPUTS, OPENINFERENCE_HIDE_INPUTS: false, their default)"
-)
 _TOOL_NAME: Final = "tool.name"
 _REDACTED: Final = "__REDACTED__"
 """What OpenInference records in place of a value its ``TraceConfig`` hides: never text."""
@@ -202,10 +196,6 @@ class OpenInference:
         if is_answer:
             return _record(raw, limits) or NOT_AN_ANSWER
         part = TraceSpan.of(raw, kind=kind, dialect=self.name)
-        if attrs.get(A.OUTPUT_VALUE) == _REDACTED and (kind == "TOOL" or kind in _ANSWER_KINDS):
-            # Recorded with hideOutputs: the placeholder is no answer and no tool result.
-            part.no_content = _CAPTURE
-            return part
         if kind == "RETRIEVER" and has_docs:
             docs, missing = _documents(attrs, limits.max_passages)
             check_context(docs, limits.max_context_bytes)
