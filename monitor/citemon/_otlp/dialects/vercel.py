@@ -1,5 +1,6 @@
 """The Vercel AI SDK's telemetry (``experimental_telemetry: {isEnabled: true}``), read from
-traces made by ``ai`` 6 (tests/js). Every span carries ``ai.operationId``:
+traces made by ``ai`` 6 (tests/js; ``ai`` 5 records the same). Every span carries
+``ai.operationId``:
 
 * ``ai.toolCall`` — one per tool call the SDK executes: ``ai.toolCall.name``, ``ai.toolCall.args``
   and the tool's return value JSON-encoded in ``ai.toolCall.result``; a search tool's result is
