@@ -183,6 +183,17 @@ def test_each_tools_own_result_reads_as_the_three_passages(
     assert [(d.id, d.text) for d in docs] == list(PASSAGES.items()), shape
 
 
+@pytest.mark.parametrize("case", ["pydantic-ai", "pydantic-ai-v2", "pydantic-ai-two-searches"])
+def test_tool_results_in_the_chat_messages_read_alike(
+    agent_traces: dict[str, bytes], case: str
+) -> None:
+    """Pydantic AI's last chat span carries every ``tool_call_response`` in its input: the same
+    passages, in order (used only when no tool span is there)."""
+    spans = decode_otlp_proto(agent_traces[case]).spans
+    last = max((s for s in spans if s.from_messages), key=lambda s: s.start_ns)
+    assert [(d.id, d.text) for d in last.documents or []] == list(PASSAGES.items())
+
+
 def test_two_searches_are_both_retrieved_in_the_order_the_model_saw_them(
     agent_traces: dict[str, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
