@@ -23,6 +23,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from citemon._otlp.decoding import decode_otlp_proto
 from citemon._otlp.dialects.agents import ToolSelection, configure
 from citemon.cli import main
 from tests.conftest import REPO
@@ -155,6 +156,42 @@ def test_explain_input_names_the_tool_and_the_final_turn(
     assert lines[1].endswith(": 3 document(s)") and ";" not in lines[1], lines[1]
     assert lines[2].startswith("  answer:    span ") and answer in lines[2], lines[2]
     assert "cut short" not in lines[2]
+
+
+@pytest.mark.parametrize(
+    ("case", "shape"),
+    [
+        ("langgraph-retriever-tool", "[ID] text blocks in a serialised ToolMessage"),
+        ("langchain-create-agent", "[ID] text blocks in a serialised ToolMessage"),
+        ("langgraph-tool", "a Python repr of Documents"),
+        ("llamaindex-agent", "LlamaIndex's metadata rendering in a ToolOutput"),
+        ("openai-agents", "a JSON list"),
+        ("openai-agents-v2", "a JSON list"),
+        ("pydantic-ai-v2", "a JSON list"),
+        ("smolagents", "smolagents' headed blocks"),
+    ],
+)
+def test_each_tools_own_result_reads_as_the_three_passages(
+    agent_traces: dict[str, bytes], case: str, shape: str
+) -> None:
+    """The tool span's result, in each framework's real rendering, reads as the passages the
+    model saw, in order, even where a retriever span inside the tool is taken instead."""
+    spans = decode_otlp_proto(agent_traces[case]).spans
+    tools = [s for s in spans if s.tool == "search_docs" and not s.from_messages]
+    assert len(tools) == 1, shape
+    docs = tools[0].documents or []
+    assert [(d.id, d.text) for d in docs] == list(PASSAGES.items()), shape
+
+
+@pytest.mark.parametrize("case", ["pydantic-ai", "pydantic-ai-v2", "pydantic-ai-two-searches"])
+def test_tool_results_in_the_chat_messages_read_alike(
+    agent_traces: dict[str, bytes], case: str
+) -> None:
+    """Pydantic AI's last chat span carries every ``tool_call_response`` in its input: the same
+    passages, in order (used only when no tool span is there)."""
+    spans = decode_otlp_proto(agent_traces[case]).spans
+    last = max((s for s in spans if s.from_messages), key=lambda s: s.start_ns)
+    assert [(d.id, d.text) for d in last.documents or []] == list(PASSAGES.items())
 
 
 def test_two_searches_are_both_retrieved_in_the_order_the_model_saw_them(

@@ -340,3 +340,21 @@ def test_openinference_redacted_values_are_no_text() -> None:
     assert "OPENINFERENCE_HIDE_OUTPUTS=false" in str(explain(item, ["retrieve", "search", "llm"]))
     (docs,) = [p.documents for p in item.parts if p.documents is not None]
     assert [(d.id, d.text) for d in docs] == [("p-1", "")]
+
+
+def test_a_node_whose_output_is_a_tool_message_is_no_answer() -> None:
+    """LangGraph's ``tools`` node outputs the tool's message: without the root (another
+    service's, or late) it must not be taken for the answer."""
+    node = raw(
+        "5",
+        "tools",
+        {
+            "openinference.span.kind": "CHAIN",
+            "output.value": json.dumps(
+                {"messages": [{"type": "tool", "data": {"content": json.dumps(DOCS)}}]}
+            ),
+        },
+        start=2,
+        end=5,
+    )
+    assert read_spans([node, ROOT]).spans == [read_spans([ROOT]).spans[0]]  # the bare root only

@@ -153,8 +153,18 @@ def _answer_text(kind: str, attrs: Mapping[str, Any]) -> str | None:
             return value
         if kind == "LLM" and isinstance(obj, dict) and "tools" in obj:
             return None  # the request prepared for the model (LlamaIndex), not its reply
+        if _ends_with_tool_message(obj):
+            return None  # LangGraph's tool node: the tool's result, not the model's answer
         return text_from_json(obj)
     return value
+
+
+def _ends_with_tool_message(obj: Any) -> bool:
+    """``{"messages": [..., {"type": "tool", …}]}``: a LangGraph node whose output is a tool's
+    result (a search tool's documents would otherwise read as an answer)."""
+    messages = obj.get("messages") if isinstance(obj, dict) else None
+    last = messages[-1] if isinstance(messages, list) and messages else None
+    return isinstance(last, dict) and last.get("type") == "tool"
 
 
 def _hidden(attrs: Mapping[str, Any]) -> bool:
