@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install llama tools browser label-studio postgres chroma shim-pythons kafka-up kafka-down collector collector-for-tests demo demo-collector test test-slow unit lint docs bench clean
+.PHONY: install llama tools browser label-studio postgres chroma shim-pythons js-traces js-traces-for-tests kafka-up kafka-down collector collector-for-tests demo demo-collector test test-slow unit lint docs bench clean
 
 install: $(STAMP)
 
@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml instrumentation/pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check "uv==$(UV_VERSION)"
 	$(BIN)/uv pip install -q --python $(BIN)/python --upgrade pip
-	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python -e ./instrumentation -e '.[dev,dialects,providers]'
+	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python -e ./instrumentation -e '.[dev,dialects,providers,agents]'
 	@touch $(STAMP)
 
 # llama.cpp's OpenAI-compatible server (llama-cpp-python) and `gguf`, for the tests that drive
@@ -94,6 +94,18 @@ $(CHROMA_VENV)/.installed:
 shim-pythons:
 	@scripts/shim_pythons.sh $(HOME)/.cache/citemon/shim-pythons
 
+# The JavaScript agents whose traces the agent dialect tests make (tests/js: the Vercel AI SDK,
+# LangGraph.js under OpenInference): `npm ci` of tests/js/package-lock.json into ~/.cache/citemon,
+# once per lock, linked as tests/js/node_modules (scripts/js_agents.sh).
+js-traces:
+	@scripts/js_agents.sh
+
+# For `make test`: packages that cannot be installed (no Node.js) fail the run under CI=true;
+# elsewhere the tests that need them skip and say why.
+js-traces-for-tests:
+	@scripts/js_agents.sh || { [[ "$${CI:-}" != true ]] && \
+	  echo "make: the JavaScript agents could not be installed; their tests will skip (they fail under CI=true)" >&2; }
+
 kafka-up:
 	@deploy/kafka.sh up
 
@@ -118,7 +130,7 @@ demo: install kafka-up
 demo-collector: install kafka-up collector
 	$(BIN)/citemon demo --via-collector
 
-test: install llama tools browser label-studio postgres chroma shim-pythons kafka-up collector-for-tests docs
+test: install llama tools browser label-studio postgres chroma shim-pythons js-traces-for-tests kafka-up collector-for-tests docs
 	$(BIN)/ruff check monitor instrumentation tests bench scripts deploy
 	$(BIN)/mypy
 	PYTHON=$(BIN)/python .ci/pytest -q -m "not slow"

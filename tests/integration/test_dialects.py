@@ -174,7 +174,7 @@ def test_traces_without_an_answer_are_explained(
     assert "missing an answer; looked for openinference: " in no_answer
     assert "missing retrieved passages" not in no_answer
     assert "(unrecognized): 2 span(s) seen: 'SELECT 1', 'GET /health'" in unrecognized
-    assert "dialects tried: openinference, openllmetry, mlflow, genai" in unrecognized
+    assert "dialects tried: openinference, openllmetry, mlflow, vercel, genai" in unrecognized
     assert "missing retrieved passages" in unrecognized and "missing an answer" in unrecognized
     assert last.startswith("no answers in ") and "2 trace(s) gave none" in last
 

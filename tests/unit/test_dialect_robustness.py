@@ -26,6 +26,9 @@ KEYS = (
     "output.value",
     "retrieval.documents.0.document.content",
     "retrieval.documents.0.document.metadata",
+    "ai.toolCall.result",
+    "ai.response.text",
+    "ai.prompt",
 )
 VALUES: tuple[Any, ...] = (
     1,
@@ -50,6 +53,11 @@ VALUES: tuple[Any, ...] = (
     '[{"role": "assistant", "parts": [{"type": "text", "content": 5}]}]',
     '[{"id": {"a": 1}, "content": "t"}]',
     '{"outputs": [1], "response": {"x": 1}}',
+    '{"prompt": [{"role": "user", "content": 5}]}',
+    '{"messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]}',
+    '[{"id": "p-1", "text": "t"}, {"id": 2}]',
+    '"\\ud800"',
+    '[{"id": "p-1", "text": "\\ud800"}]',
     "[" * 5000,
     ["a", "b"],
 )
@@ -64,6 +72,8 @@ SETTINGS = (
     {"openinference.span.kind": "RETRIEVER"},
     {"openinference.span.kind": "CHAIN"},
     {"openinference.span.kind": "LLM"},
+    {"ai.operationId": "ai.toolCall"},
+    {"ai.operationId": "ai.generateText"},
 )
 
 

@@ -162,6 +162,7 @@ def test_trace_outcomes_are_exported_from_the_assembler() -> None:
     assembler.dropped_incomplete, assembler.superseded = 4, 5
     assembler.unrecognized, assembler.no_passages, assembler.no_answer = 6, 3, 1
     assembler.citations_not_recorded = 7
+    assembler.no_content = 8
     got = {
         o: registry.get_sample_value("citemon_traces_total", {"outcome": o}) for o in TRACE_OUTCOMES
     }
@@ -175,6 +176,7 @@ def test_trace_outcomes_are_exported_from_the_assembler() -> None:
         "no_passages": 3,
         "no_answer": 1,
         "citations_not_recorded": 7,
+        "no_content": 8,
     }
     assert pipeline.assembler is assembler
 

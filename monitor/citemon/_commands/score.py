@@ -29,6 +29,7 @@ from citemon._engine.passage_text import fill_from_store
 from citemon._engine.scoring import Scorer
 from citemon._engine.summary import summarize
 from citemon._otlp.files import NoAnswer, iter_otlp_json_lines
+from citemon._otlp.settings import AgentSettings
 from citemon._passages import ManagedStore, add_passage_store_arguments, open_store
 from citemon._review.sample import (
     DEFAULT_REVIEW_PASSAGE_CHARS,
@@ -84,6 +85,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_judge_arguments(parser)
     add_passage_store_arguments(parser)
+    AgentSettings.add_arguments(parser, title=AgentSettings.TITLE)
 
 
 Item = AnswerRecord | CitemonError | NoAnswer
@@ -171,6 +173,7 @@ def _write_review(out: IO[str], score: AnswerScore, args: argparse.Namespace) ->
 
 
 async def _run(args: argparse.Namespace) -> int:
+    AgentSettings.from_args(args).apply()  # how agents' tool calls are read, process-wide
     review_out = _review_file(args)
     reviewed = 0
     calibration = Calibration.load(args.calibration) if args.calibration else None

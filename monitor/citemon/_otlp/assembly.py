@@ -23,6 +23,8 @@ __all__ = [
     "TraceAssembler",
     "Unanswered",
     "describe",
+    "looks_cut",
+    "retrievals",
 ]
 DEFAULT_WINDOW_S: Final = 30.0
 """How long the assembler waits for the rest of a trace, in seconds."""
@@ -30,10 +32,17 @@ DEFAULT_MAX_TRACES: Final = 10_000
 """Incomplete traces the assembler holds at once."""
 DEFAULT_MAX_BYTES: Final = 64 * 1024 * 1024
 """Approximate text bytes the assembler holds at once."""
-NO_ANSWER_OUTCOMES: Final = ("unrecognized", "no_passages", "no_answer", "citations_not_recorded")
+NO_ANSWER_OUTCOMES: Final = (
+    "unrecognized",
+    "no_passages",
+    "no_answer",
+    "no_content",
+    "citations_not_recorded",
+)
 """Why a trace gave no answer (``citemon_traces_total{outcome}``): ``unrecognized`` — it ended
 (its root arrived), no dialect read anything from it and nothing more came within the window;
 ``no_passages`` — an answer but no retrieved documents; ``no_answer`` — documents but no answer;
+``no_content`` — its spans were recorded with content capture off (no text, IDs or results);
 ``citations_not_recorded`` — the request asked the provider for citations and the
 instrumentation recorded none (:mod:`citemon._otlp.dropped_citations`): not scored, since its
 claims would count as uncited when the model did cite."""
@@ -53,8 +62,8 @@ and read by the metrics at scrape time (:meth:`TraceAssembler.outcomes`).
 ``dropped_incomplete``: settled without documents or an answer, not scored; ``evicted``: settled
 or dropped *early* to keep the assembler within its caps (also counted in one of those two);
 ``superseded``: the trace carried a self-contained ``rag.answer`` span, which was scored
-instead; and :data:`NO_ANSWER_OUTCOMES` (``no_passages`` and ``no_answer`` are each also
-``dropped_incomplete``)."""
+instead; and :data:`NO_ANSWER_OUTCOMES` (``no_passages``, ``no_answer`` and ``no_content`` are
+each also ``dropped_incomplete``)."""
 _MAX_UNANSWERED: Final = 1000
 
 
@@ -134,6 +143,7 @@ class TraceAssembler:
         self.no_passages = 0
         self.no_answer = 0
         self.citations_not_recorded = 0
+        self.no_content = 0
         self.explain = explain
         self._unanswered: list[Unanswered] = []
 
@@ -193,7 +203,7 @@ class TraceAssembler:
                 continue
             pending = self._traces.get(tid)
             if pending is None:
-                if s.documents is None and s.answer is None and not s.is_root:
+                if s.documents is None and s.answer is None and not s.is_root and not s.no_content:
                     continue
                 # A bare root (no dialect read anything from it) is held too: the rest of its
                 # trace may still come (another exporter's batch, another partition), and the
@@ -282,6 +292,12 @@ class TraceAssembler:
         record = self._assemble(pending)
         if record is None and dropped_citations(pending.spans) is not None:
             self._not_recorded(pending)
+        elif record is None and any(s.no_content for s in pending.spans):
+            # Recorded with content capture off: nothing to read, and the fix is a setting.
+            self.dropped_incomplete += 1
+            self.no_content += 1
+            tid = pending.spans[0].trace_id if pending.spans else ""
+            self._unanswered_add(Unanswered(tid, "no_content", pending.spans))
         elif record is None and all(
             s.documents is None and s.answer is None for s in pending.spans
         ):
@@ -309,15 +325,15 @@ class TraceAssembler:
         self._unanswered_add(Unanswered(tid, "citations_not_recorded", pending.spans))
 
     def _assemble(self, pending: _Pending) -> AnswerRecord | None:
-        retrievers = sorted(
-            (s for s in pending.spans if s.documents is not None), key=lambda s: s.start_ns
-        )
+        retrievers = sorted(retrievals(pending.spans), key=lambda s: s.start_ns)
         answers = [s for s in pending.spans if s.answer is not None]
         if not retrievers or not answers:
             return None
         retrieved_by = max(s.end_ns for s in retrievers)
         after = [s for s in answers if s.end_ns >= retrieved_by] or answers
-        best = min(after, key=lambda s: (s.start_ns, -s.end_ns))
+        # A candidate cut short (a framework's repr ending in "...") loses to a whole one.
+        whole = [s for s in after if not looks_cut(s.answer or "")]
+        best = min(whole or after, key=lambda s: (s.start_ns, -s.end_ns))
         # The provider's own citations of this answer (an outer chain may repeat the model's
         # text): they name the documents the model was given, which are then the passages.
         native = next(
@@ -329,7 +345,7 @@ class TraceAssembler:
         elif dropped_citations(pending.spans) is not None:
             return None  # not uncited: the instrumentation dropped them (_settle counts it)
         passages: list[Passage] = []
-        truncated = best.truncated
+        truncated = best.truncated or not whole
         seen: set[tuple[str, str]] = set()
         for r in retrievers:
             truncated |= r.truncated
@@ -367,9 +383,40 @@ class TraceAssembler:
             passages="; ".join(
                 f"{describe(r)}: {len(r.documents or ())} document(s)" for r in retrievers
             ),
-            answer=describe(best),
+            answer=describe(best) + ("" if whole else " (cut short: ends with '...')"),
         )
         return record
+
+
+def retrievals(parts: Iterable[TraceSpan]) -> list[TraceSpan]:
+    """The parts whose documents are the answer's retrieved passages. A tool's result gives way
+    to a retriever span inside the tool (it holds the same documents, better: scores,
+    metadata); tool results read from chat messages count only when no tool span was read, and
+    then only the latest chat span's (its input holds every earlier result)."""
+    parts = [p for p in parts if p.documents is not None]
+    retrievers = [p for p in parts if not p.tool and not p.from_messages]
+    spans = [p for p in parts if p.tool and not p.from_messages]
+    spans = [t for t in spans if not any(_inside(r, t) for r in retrievers)]
+    if spans or retrievers:
+        return [*retrievers, *spans]
+    in_messages = [p for p in parts if p.from_messages]
+    return [max(in_messages, key=lambda p: p.start_ns)] if in_messages else []
+
+
+def _inside(retriever: TraceSpan, tool: TraceSpan) -> bool:
+    """Whether the retriever ran inside the tool: its child, or within the tool's time. The
+    parent link decides where times cannot: OpenInference's LangChain.js instrumentation starts
+    spans at LangChain's millisecond ``Date.now()`` and ends them on the high-resolution clock,
+    so a retriever inside a tool can seem to start after the tool ended."""
+    if retriever.parent_span_id == tool.span_id:
+        return True
+    return tool.start_ns <= retriever.start_ns and retriever.end_ns <= tool.end_ns
+
+
+def looks_cut(text: str) -> bool:
+    """An output cut short for display (LlamaIndex's ``FunctionAgent.run`` records the repr of
+    its result, cut at 200 characters with ``...``)."""
+    return text.rstrip().endswith(("...", "…"))
 
 
 def describe(part: TraceSpan) -> str:

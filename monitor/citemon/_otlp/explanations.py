@@ -12,12 +12,14 @@ from citemon._otlp.dialects import DIALECTS, Dialect
 __all__ = ["NoAnswer", "explain"]
 
 _MAX_NAMES = 12
+_MAX_OFF_NAMES = 4
 
 
 @dataclass(frozen=True, slots=True)
 class NoAnswer:
     """A trace that gave no answer: its outcome (``unrecognized``, ``no_passages``,
-    ``no_answer``, ``citations_not_recorded``) and the explanation."""
+    ``no_answer``, ``no_content``,
+    ``citations_not_recorded``) and the explanation."""
 
     trace_id: str
     outcome: str
@@ -39,6 +41,17 @@ def explain(
         f"{len(seen)} span(s) seen: {names or 'none'}",
         f"  dialects tried: {', '.join(d.name for d in dialects)}",
     ]
+    off = list(dict.fromkeys(p.no_content for p in item.parts if p.no_content))
+    if off:
+        hidden = list(dict.fromkeys(p.name for p in item.parts if p.no_content))
+        shown = ", ".join(repr(n) for n in hidden[:_MAX_OFF_NAMES])
+        if len(hidden) > _MAX_OFF_NAMES:
+            shown += ", …"
+        lines.append(
+            f"  recorded with content capture off (no text, IDs or tool results on {shown}); "
+            f"turn it on with {' or '.join(off)}"
+        )
+        return NoAnswer(item.trace_id, item.outcome, "\n".join(lines))
     docs = [p for p in item.parts if p.documents is not None]
     answers = [p for p in item.parts if p.answer is not None]
     for p in docs:

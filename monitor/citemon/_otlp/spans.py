@@ -135,6 +135,14 @@ class TraceSpan:
     citations_dropped: str | None = None
     """Set on an answer whose request asked for citations that the instrumentation does not
     record: why, and what records them instead (:mod:`citemon._otlp.dropped_citations`)."""
+    tool: str = ""
+    """The tool whose result ``documents`` are (:mod:`citemon._otlp.agents`); ``""`` for a
+    retriever's documents."""
+    from_messages: bool = False
+    """``documents`` read from tool results in a chat span's input messages (a fallback for
+    traces that carry no tool span)."""
+    no_content: str = ""
+    """Set on a span recorded with content capture off: the setting that turns it on."""
 
     @property
     def is_root(self) -> bool:

@@ -4,7 +4,8 @@
 
 Every span is offered to the dialects in this order; the first that reads something from it
 wins. OpenInference comes first (it is also the citemon shim's), the OpenTelemetry GenAI
-conventions last (other dialects emit some ``gen_ai.*`` attributes too).
+conventions last (other dialects emit some ``gen_ai.*`` attributes too: the Vercel AI SDK's
+model turns, for one).
 """
 
 from __future__ import annotations
@@ -16,8 +17,15 @@ from citemon._otlp.dialects.genai import GenAI
 from citemon._otlp.dialects.mlflow import MLflow
 from citemon._otlp.dialects.openinference import OpenInference
 from citemon._otlp.dialects.openllmetry import OpenLLMetry
+from citemon._otlp.dialects.vercel import Vercel
 
 __all__ = ["DIALECTS", "Dialect"]
 
-DIALECTS: Final[tuple[Dialect, ...]] = (OpenInference(), OpenLLMetry(), MLflow(), GenAI())
+DIALECTS: Final[tuple[Dialect, ...]] = (
+    OpenInference(),
+    OpenLLMetry(),
+    MLflow(),
+    Vercel(),
+    GenAI(),
+)
 """The dialects citemon reads, in the order they are tried on each span."""

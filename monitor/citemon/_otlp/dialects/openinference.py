@@ -1,7 +1,9 @@
 """The citemon shim and OpenInference (Phoenix; LangChain, LlamaIndex, Haystack, DSPy, …):
 ``retrieval.documents.{i}.document.{id,content,score,metadata}`` on the answer span or a
-``RETRIEVER`` span; the answer in ``output.value`` of the answer span or an answer-bearing
-``CHAIN``/``AGENT`` span when it is text, else an ``LLM`` span's output message.
+``RETRIEVER`` span, or a search tool's result in a ``TOOL`` span's ``output.value``
+(:mod:`~citemon._otlp.dialects.agents`); the answer in ``output.value`` of the answer span or an
+answer-bearing ``CHAIN``/``AGENT`` span when it is text, else an ``LLM`` span's output message
+(a model turn that only calls tools is no answer), or a final-answer tool's result.
 
 The shim's ``rag.answer`` span (or any non-retriever span with both documents and
 ``output.value``) is a self-contained answer, read on the spot.
@@ -15,6 +17,7 @@ from typing import Any, Final
 
 from citemon._core.errors import DecodeError
 from citemon._core.records import AnswerRecord, Passage
+from citemon._otlp.dialects import agents
 from citemon._otlp.dialects.base import SpanReading
 from citemon._otlp.dialects.values import (
     ID_KEYS,
@@ -31,6 +34,14 @@ __all__ = ["OpenInference"]
 
 _ANSWER_KINDS: Final = frozenset({"CHAIN", "LLM", "AGENT"})
 _DOC_PREFIX_LEN: Final = len(A.RETRIEVAL_DOCUMENTS_PREFIX)
+_OUTPUT_MESSAGES: Final = "llm.output_messages."
+_TOOL_NAME: Final = "tool.name"
+_REDACTED: Final = "__REDACTED__"
+"""What OpenInference records in place of a value its ``TraceConfig`` hides: never text."""
+_CAPTURE: Final = (
+    "OpenInference's OPENINFERENCE_HIDE_OUTPUTS=false and OPENINFERENCE_HIDE_OUTPUT_MESSAGES=false "
+    "(TraceConfig(hide_outputs=False, hide_output_messages=False))"
+)
 
 
 def _documents(attrs: Mapping[str, Any], max_passages: int) -> tuple[list[Passage], bool]:
@@ -71,7 +82,7 @@ def _documents(attrs: Mapping[str, Any], max_passages: int) -> tuple[list[Passag
     for index in sorted(docs, key=int):
         d = docs[index]
         content = d.get(A.DOCUMENT_CONTENT)
-        if content is None:
+        if content is None or content == _REDACTED:
             missing, content = True, ""
         out.append(
             make_passage(
@@ -131,20 +142,44 @@ def _answer_text(kind: str, attrs: Mapping[str, Any]) -> str | None:
         content = attrs.get(A.LLM_OUTPUT_MESSAGE_CONTENT)
         if isinstance(content, str):
             return content
+        if any(k.startswith(_OUTPUT_MESSAGES) for k in attrs):
+            return None  # output messages without text: a turn that only calls tools
     value = attrs.get(A.OUTPUT_VALUE)
     if not isinstance(value, str):
         return None
     if attrs.get(A.OUTPUT_MIME_TYPE) == "application/json" or value.startswith(("{", "[")):
         try:
-            return text_from_json(json.loads(value))
+            obj = json.loads(value)
         except (json.JSONDecodeError, RecursionError):
-            pass
+            return value
+        if kind == "LLM" and isinstance(obj, dict) and "tools" in obj:
+            return None  # the request prepared for the model (LlamaIndex), not its reply
+        if _ends_with_tool_message(obj):
+            return None  # LangGraph's tool node: the tool's result, not the model's answer
+        return text_from_json(obj)
     return value
+
+
+def _ends_with_tool_message(obj: Any) -> bool:
+    """``{"messages": [..., {"type": "tool", …}]}``: a LangGraph node whose output is a tool's
+    result (a search tool's documents would otherwise read as an answer)."""
+    messages = obj.get("messages") if isinstance(obj, dict) else None
+    last = messages[-1] if isinstance(messages, list) and messages else None
+    return isinstance(last, dict) and last.get("type") == "tool"
+
+
+def _hidden(attrs: Mapping[str, Any]) -> bool:
+    """The span's output was hidden by OpenInference's ``TraceConfig`` (and no output message
+    text is left in its place)."""
+    if attrs.get(A.OUTPUT_VALUE) != _REDACTED:
+        return False
+    content = attrs.get(A.LLM_OUTPUT_MESSAGE_CONTENT)
+    return not isinstance(content, str) or content == _REDACTED
 
 
 def _plain(attrs: Mapping[str, Any], key: str, mime_key: str) -> str | None:
     v = attrs.get(key)
-    if isinstance(v, str) and attrs.get(mime_key) != "application/json":
+    if isinstance(v, str) and v != _REDACTED and attrs.get(mime_key) != "application/json":
         return v
     return None
 
@@ -154,7 +189,8 @@ class OpenInference:
 
     name: Final = "openinference"
     looks_for: Final = (
-        "retrieval.documents.{i}.document.* on a RETRIEVER or answer span",
+        "retrieval.documents.{i}.document.* on a RETRIEVER or answer span, or a search tool's "
+        "output.value on a TOOL span",
         "output.value of a CHAIN/AGENT span (text), or an LLM span's llm.output_messages",
     )
 
@@ -175,6 +211,9 @@ class OpenInference:
             docs, missing = _documents(attrs, limits.max_passages)
             check_context(docs, limits.max_context_bytes)
             _ids_from_output(attrs, docs)
+            out = attrs.get(A.OUTPUT_VALUE)
+            if missing and isinstance(out, str):
+                missing = not agents.fill_missing_text(docs, out)
             part.documents = docs
             part.truncated |= missing
             part.question = _plain(attrs, A.INPUT_VALUE, "input.mime_type")
@@ -182,8 +221,24 @@ class OpenInference:
                 check_text(part.question, "question", limits.max_answer_bytes)
             part.nbytes += sum(len(d.text) for d in docs)
             return part
+        if kind in _ANSWER_KINDS | {"TOOL"} and _hidden(attrs):
+            part.no_content = _CAPTURE
+            return part
         if kind == "LLM" and (native := read_native(attrs, limits)) is not None:
             return native_part(part, native)
+        if kind == "TOOL":
+            result = attrs.get(A.OUTPUT_VALUE)
+            if not isinstance(result, str):
+                return None
+            name = attrs.get(_TOOL_NAME)
+            return agents.tool_part(
+                raw,
+                dialect=self.name,
+                kind=kind,
+                tool=name if isinstance(name, str) else raw.name,
+                result=agents.unwrap_tool_output(result),
+                limits=limits,
+            )
         if kind in _ANSWER_KINDS:
             answer = _answer_text(kind, attrs)
             if answer is not None:

@@ -1,0 +1,63 @@
+"""How agents' traces are read, as settings (``score`` and ``run``): which tools are search
+tools, and a team's own reader of tool results (docs/dialects.md, "Agents")."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import field_validator
+
+from citemon._core.errors import ConfigError
+from citemon._core.settings import Flag, FlagSettings
+from citemon._otlp.dialects.agents import ToolSelection, configure
+from citemon._otlp.tool_results import reader_from_spec
+
+__all__ = ["AGENT_FLAGS", "AgentSettings"]
+
+AGENT_FLAGS: tuple[Flag, ...] = (
+    Flag(
+        "--retrieval-tools",
+        "retrieval_tools",
+        "which tools' results are retrieved passages: * (default) any whose result reads as "
+        "documents; NAME,NAME only those (read whatever their shape); *,-NAME all but those",
+        metavar="TOOLS",
+    ),
+    Flag(
+        "--tool-result-reader",
+        "tool_result_reader",
+        "your own reader of search tools' results, tried first: package.module:factory "
+        "(factory() returns a callable text -> list of Passage or None) or re:PATTERN (named "
+        "groups id and text)",
+        metavar="SPEC",
+    ),
+)
+"""The agent-reading flags."""
+
+
+class AgentSettings(FlagSettings):
+    """How agents' tool calls are read. Field ``x`` ⇔ env ``CITEMON_X``."""
+
+    FLAGS: ClassVar[tuple[Flag, ...]] = AGENT_FLAGS
+    TITLE: ClassVar[str] = "agents"
+
+    retrieval_tools: str = "*"
+    """``CITEMON_RETRIEVAL_TOOLS``."""
+    tool_result_reader: str = ""
+    """``CITEMON_TOOL_RESULT_READER``; empty: the built-in readers only."""
+
+    @field_validator("retrieval_tools")
+    @classmethod
+    def _a_selection(cls, value: str) -> str:
+        try:
+            ToolSelection.parse(value)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    def apply(self) -> None:
+        """Make these the process's settings for reading traces (every span of every trace is
+        read alike, so they are process-wide); loads the reader, a ``ConfigError`` if it
+        cannot work."""
+        spec = self.tool_result_reader.strip()
+        readers = (reader_from_spec(spec),) if spec else ()
+        configure(ToolSelection.parse(self.retrieval_tools), readers)

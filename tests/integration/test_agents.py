@@ -1,0 +1,333 @@
+"""Agents: passages that come back from a tool call (docs/design.md, "Agents"; docs/dialects.md).
+
+Each case is the specimen answered by a real agent — LangGraph, the OpenAI Agents SDK, Pydantic
+AI, LlamaIndex's ``FunctionAgent``, smolagents — traced by its real instrumentation
+(OpenInference, the OpenTelemetry GenAI instrumentation of the Agents SDK, Pydantic AI's own),
+with only the LLM faked (:mod:`tests.integration.agent_traces`, run once per module in a child
+process). Each must score the specimen exactly, offline (``citemon score --input-format
+otlp-json``) and through Kafka (``citemon run``): accuracy 0.33, coverage 1.00, faithfulness
+1.00, 2 misattributed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaProducer
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from citemon._otlp.decoding import decode_otlp_proto
+from citemon._otlp.dialects.agents import ToolSelection, configure
+from citemon.cli import main
+from tests.conftest import REPO
+from tests.integration.conftest import TopicFactory
+from tests.integration.dialect_traces import PASSAGES
+from tests.integration.monitor_support import metric_sum, run_monitor, settings_for, wait_for
+from tests.otlp_json import otlp_json
+
+JUDGE = "tests.oracles:specimen_text_judge"
+
+#: Cases that are the whole specimen: one answer, accuracy 0.33, faithfulness 1.00. Every agent
+#: saw the passages in the specimen's order, so the second claim cites the top passage
+#: (first_retrieved) and the third is other.
+SPECIMEN_CASES = (
+    "langgraph-retriever-tool",
+    "langchain-create-agent",
+    "langgraph-tool",
+    "langgraph-two-searches",
+    "langgraph-numbered",
+    "openai-agents",
+    "openai-agents-retriever-kind",
+    "openai-agents-v2",
+    "pydantic-ai",
+    "pydantic-ai-v6",
+    "pydantic-ai-v2",
+    "pydantic-ai-two-searches",
+    "llamaindex-agent",
+    "smolagents",
+    "smolagents-two-searches",
+)
+CONTENT_OFF = {
+    "pydantic-ai-content-off": "InstrumentationSettings(include_content=True)",
+    "openai-agents-v2-content-off": "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+    "langgraph-hidden": "OPENINFERENCE_HIDE_OUTPUTS=false",
+}
+#: Seconds the child process may take to import every framework and make every trace.
+GENERATE_TIMEOUT_S = 300
+
+
+@pytest.fixture(scope="module")
+def agent_traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    """Every case's trace (OTLP protobuf), made once by the real frameworks."""
+    out = tmp_path_factory.mktemp("agent-traces")
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.integration.agent_traces", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=GENERATE_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    print(f"agent traces made in {time.monotonic() - started:.1f} s")  # shown with -s
+    return {p.stem: p.read_bytes() for p in out.glob("*.pb")}
+
+
+@pytest.fixture(autouse=True)
+def default_tool_reading() -> Iterator[None]:
+    """``score`` sets the process's tool reading from its flags: leave the defaults behind."""
+    yield
+    configure(ToolSelection())
+
+
+def score(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], payloads: list[bytes], *flags: str
+) -> tuple[int, Any, str]:
+    src = tmp_path / "traces.jsonl"
+    src.write_text("".join(otlp_json(p) + "\n" for p in payloads), encoding="utf-8")
+    code = main(["score", str(src), "--input-format", "otlp-json", "--judge", JUDGE, *flags])
+    captured = capsys.readouterr()
+    out = json.loads(captured.out) if "--format" in flags else captured.out
+    return code, out, captured.err
+
+
+def assert_specimen(out: dict[str, Any]) -> None:
+    summary = out["summary"]
+    assert summary["answers"] == 1
+    assert summary["citation_accuracy"] == 0.3333
+    assert summary["faithfulness"] == 1.0
+    assert summary["citation_coverage"] == 1.0
+    assert summary["verdicts"] == {
+        "correct": 1, "misattributed": 2, "multi_hop": 0, "unsupported": 0,
+        "dangling": 0, "unjudged": 0, "uncited": 0,
+    }  # fmt: skip
+    claims = out["answers"][0]["claims"]
+    assert [c.get("pattern") for c in claims] == [None, "first_retrieved", "other"]
+
+
+@pytest.mark.parametrize("case", SPECIMEN_CASES)
+def test_each_agent_scores_the_specimen_offline(
+    agent_traces: dict[str, bytes], case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = score(tmp_path, capsys, [agent_traces[case]], "--format", "json")
+    assert (code, err) == (0, "")
+    assert_specimen(out)
+    # The passages are the three the tool returned, with the IDs the model saw.
+    claims = out["answers"][0]["claims"]
+    if case == "langgraph-numbered":
+        assert [c["cited_ids"] for c in claims] == [["1"], ["1"], ["3"]]
+    elif case != "llamaindex-agent":  # LlamaIndex: node UUIDs, the app's IDs in metadata
+        assert [c["resolved_ids"] for c in claims] == [["p-3310"], ["p-3310"], ["p-3312"]]
+
+
+@pytest.mark.parametrize(
+    ("case", "passages", "answer"),
+    [
+        # A retriever span inside the tool is the better source: the tool's result is not
+        # counted again.
+        ("langgraph-retriever-tool", "'KnowledgeBase' ", "(openinference CHAIN)"),
+        ("openai-agents", "'search_docs' ", "'generation' "),
+        ("openai-agents-v2", "'execute_tool search_docs' ", "'invoke_agent support' "),
+        ("pydantic-ai-v2", "'running tool' ", "'chat function:model:' "),
+        # The root's output is a repr cut with "...": the whole last model turn wins.
+        ("llamaindex-agent", "'KnowledgeBase.aretrieve' ", "'MockFunctionCallingLLM.astream_chat'"),
+        ("smolagents", "'RetrieverTool' ", "'ToolCallingAgent.run' "),
+    ],
+)
+def test_explain_input_names_the_tool_and_the_final_turn(
+    agent_traces: dict[str, bytes],
+    case: str,
+    passages: str,
+    answer: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _, out, _ = score(tmp_path, capsys, [agent_traces[case]], "--explain-input")
+    lines = out.splitlines()
+    assert lines[1].startswith(f"  passages:  span {passages}"), lines[1]
+    assert lines[1].endswith(": 3 document(s)") and ";" not in lines[1], lines[1]
+    assert lines[2].startswith("  answer:    span ") and answer in lines[2], lines[2]
+    assert "cut short" not in lines[2]
+
+
+@pytest.mark.parametrize(
+    ("case", "shape"),
+    [
+        ("langgraph-retriever-tool", "[ID] text blocks in a serialised ToolMessage"),
+        ("langchain-create-agent", "[ID] text blocks in a serialised ToolMessage"),
+        ("langgraph-tool", "a Python repr of Documents"),
+        ("llamaindex-agent", "LlamaIndex's metadata rendering in a ToolOutput"),
+        ("openai-agents", "a JSON list"),
+        ("openai-agents-v2", "a JSON list"),
+        ("pydantic-ai-v2", "a JSON list"),
+        ("smolagents", "smolagents' headed blocks"),
+    ],
+)
+def test_each_tools_own_result_reads_as_the_three_passages(
+    agent_traces: dict[str, bytes], case: str, shape: str
+) -> None:
+    """The tool span's result, in each framework's real rendering, reads as the passages the
+    model saw, in order, even where a retriever span inside the tool is taken instead."""
+    spans = decode_otlp_proto(agent_traces[case]).spans
+    tools = [s for s in spans if s.tool == "search_docs" and not s.from_messages]
+    assert len(tools) == 1, shape
+    docs = tools[0].documents or []
+    assert [(d.id, d.text) for d in docs] == list(PASSAGES.items()), shape
+
+
+@pytest.mark.parametrize("case", ["pydantic-ai", "pydantic-ai-v2", "pydantic-ai-two-searches"])
+def test_tool_results_in_the_chat_messages_read_alike(
+    agent_traces: dict[str, bytes], case: str
+) -> None:
+    """Pydantic AI's last chat span carries every ``tool_call_response`` in its input: the same
+    passages, in order (used only when no tool span is there)."""
+    spans = decode_otlp_proto(agent_traces[case]).spans
+    last = max((s for s in spans if s.from_messages), key=lambda s: s.start_ns)
+    assert [(d.id, d.text) for d in last.documents or []] == list(PASSAGES.items())
+
+
+def test_two_searches_are_both_retrieved_in_the_order_the_model_saw_them(
+    agent_traces: dict[str, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for case, span in (
+        ("langgraph-two-searches", "'search_docs'"),
+        ("pydantic-ai-two-searches", "'execute_tool search_docs'"),
+        ("smolagents-two-searches", "'RetrieverTool'"),
+    ):
+        _, out, _ = score(tmp_path, capsys, [agent_traces[case]], "--explain-input")
+        lines = out.splitlines()
+        searches = lines[1].removeprefix("  passages:  ").split("; ")
+        assert [s.split(" (")[0].rsplit(" ", 1)[0] for s in searches] == [f"span {span}"] * 2
+        assert [s.rsplit(": ", 1)[1] for s in searches] == ["2 document(s)", "1 document(s)"]
+        markers = [line for line in lines if line.startswith("  marker ")]
+        assert [m.split(" → ")[0] for m in markers] == ["  marker [p-3310]", "  marker [p-3312]"]
+
+
+def test_numeric_markers_resolve_by_the_numbering_the_model_saw(
+    agent_traces: dict[str, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The results carry no IDs: [3] is the third document the model saw, the one the second
+    search returned."""
+    _, out, _ = score(tmp_path, capsys, [agent_traces["langgraph-numbered"]], "--format", "json")
+    claims = out["answers"][0]["claims"]
+    assert [c["resolved_ids"] for c in claims] == [["1"], ["1"], ["3"]]
+    _, text, _ = score(tmp_path, capsys, [agent_traces["langgraph-numbered"]], "--explain-input")
+    # Numbered by the assembler in the order the results came, so [3] is that document's ID.
+    assert "  [3] 3: Enterprise agreements may include" in text
+    assert "  marker [3] → 3 (by document ID)" in text
+
+
+def test_id_only_results_are_filled_from_the_passage_store(
+    agent_traces: dict[str, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    payload = [agent_traces["pydantic-ai-ids-only"]]
+    code, out, _ = score(tmp_path, capsys, payload, "--format", "json")
+    assert code == 1 and out["summary"]["verdicts"]["unjudged"] == 3
+    assert {c["unjudged_cause"] for c in out["answers"][0]["claims"]} == {"no_passage_text"}
+    store = tmp_path / "kb.jsonl"
+    store.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in PASSAGES.items()))
+    code, out, err = score(
+        tmp_path, capsys, payload, "--format", "json", "--passage-store", str(store)
+    )
+    assert (code, err) == (0, "")
+    assert_specimen(out)
+
+
+def test_content_capture_off_is_explained_with_the_setting(
+    agent_traces: dict[str, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for case, setting in CONTENT_OFF.items():
+        code, _, err = score(tmp_path, capsys, [agent_traces[case]])
+        assert code == 1
+        assert "gave no answer (no_content)" in err, err
+        assert "recorded with content capture off" in err and setting in err, err
+        assert "1 trace(s) gave none" in err
+
+
+def test_retrieval_tools_narrow_and_widen(
+    agent_traces: dict[str, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    payload = [agent_traces["openai-agents"]]
+    # Excluded: the tool's result is not retrieval, and the trace has no passages.
+    code, _, err = score(tmp_path, capsys, payload, "--retrieval-tools", "*,-search_docs")
+    assert code == 1 and "gave no answer (no_passages)" in err
+    code, _, err = score(tmp_path, capsys, payload, "--retrieval-tools", "kb_lookup")
+    assert code == 1 and "gave no answer (no_passages)" in err
+    code, out, _ = score(
+        tmp_path, capsys, payload, "--format", "json", "--retrieval-tools", "search_docs"
+    )
+    assert_specimen(out)
+
+
+def test_a_teams_reader_reads_its_own_shape(
+    agent_traces: dict[str, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pattern with named groups takes precedence over the built-in readers: here it reads
+    only the first document of the JSON result, so the third claim's citation dangles and the
+    second, citing p-3310 for what p-3312 says, is unsupported by what was retrieved."""
+    pattern = r're:\{"id": "(?P<id>p-3310)", "text": "(?P<text>[^"]*)"\}'
+    _code, out, _ = score(
+        tmp_path,
+        capsys,
+        [agent_traces["openai-agents"]],
+        "--format",
+        "json",
+        "--tool-result-reader",
+        pattern,
+    )
+    assert out["summary"]["verdicts"]["dangling"] == 1
+    assert [c["verdict"] for c in out["answers"][0]["claims"]] == [
+        "correct",
+        "unsupported",
+        "dangling",
+    ]
+
+
+async def test_every_agent_through_kafka(
+    agent_traces: dict[str, bytes], kafka_bootstrap: str, kafka_topic: TopicFactory
+) -> None:
+    """``citemon run`` on the real broker, one monitor for every trace (each one message keyed
+    by its trace ID, as the Collector's kafka exporter writes them); the content-off traces
+    counted as ``no_content``."""
+    topic = await kafka_topic(partitions=2)
+    cases = [*SPECIMEN_CASES, *CONTENT_OFF]
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+    await producer.start()
+    try:
+        for case in cases:
+            payload = agent_traces[case]
+            req = ExportTraceServiceRequest.FromString(payload)
+            trace_id = req.resource_spans[0].scope_spans[0].spans[0].trace_id.hex()
+            await producer.send_and_wait(topic, payload, key=trace_id.encode())
+    finally:
+        await producer.stop()
+    settings = settings_for(kafka_bootstrap, topic, ("--judge", JUDGE), trace_window_s=1.0)
+    async with run_monitor(settings) as mon:
+        r = mon.registry
+        n = len(SPECIMEN_CASES)
+        await wait_for(
+            lambda: (
+                metric_sum(r, "citemon_answers_total") == n
+                and metric_sum(r, "citemon_traces_total", outcome="no_content") == len(CONTENT_OFF)
+            ),
+            60,
+            "every trace scored or counted",
+        )
+        assert metric_sum(r, "citemon_claims_total", verdict="correct") == n
+        assert metric_sum(r, "citemon_claims_total", verdict="misattributed") == 2 * n
+        assert metric_sum(r, "citemon_misattributions_total", pattern="first_retrieved") == n
+        assert metric_sum(r, "citemon_misattributions_total", pattern="other") == n
+        assert metric_sum(r, "citemon_faithful_claims_total") == 3 * n
+        for verdict in ("unjudged", "dangling", "uncited"):
+            assert metric_sum(r, "citemon_claims_total", verdict=verdict) == 0
+        for outcome in ("no_passages", "no_answer", "unrecognized"):
+            assert metric_sum(r, "citemon_traces_total", outcome=outcome) == 0
+        assert metric_sum(r, "citemon_dead_letters_total") == 0

@@ -1,0 +1,366 @@
+"""Agents built with the JavaScript frameworks, read from traces their real instrumentations made
+(docs/design.md, "Agents: passages that come back from a tool call"; docs/dialects.md).
+
+``tests/js/agents.mjs`` answers the specimen with real agents — the Vercel AI SDK's
+``generateText``, ``streamText`` and ``ToolLoopAgent`` with ``experimental_telemetry``; a
+LangGraph.js ReAct agent (with a retriever tool, and with a tool that renders the documents
+itself) and LangChain.js's ``createAgent``, traced by OpenInference's LangChain.js
+instrumentation — whose search tool returns the specimen's three passages, with only the LLM
+faked (each framework's own: ``MockLanguageModelV3`` from ``ai/test``, ``fakeModel()`` from
+``@langchain/core/testing``). It runs once per session under Node.js with the packages of
+``tests/js/package-lock.json`` (``make js-traces``), writing one OTLP/JSON request per case, as
+the OTLP/HTTP JSON exporter sends them. Each must score the specimen exactly, offline (``citemon
+score --input-format otlp-json``) and through Kafka (``citemon run``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaProducer
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from citemon._otlp.dialects.agents import ToolSelection, configure
+from citemon._otlp.dialects.vercel import Vercel
+from citemon._otlp.spans import Limits
+from citemon._otlp.wire import parse_otlp_json
+from citemon.cli import main
+from tests.conftest import REPO, need_server
+from tests.integration.conftest import TopicFactory
+from tests.integration.monitor_support import (
+    metric_sum,
+    read_topic,
+    run_monitor,
+    settings_for,
+    wait_for,
+)
+
+JUDGE = "tests.oracles:specimen_text_judge"
+JS_DIR = REPO / "tests" / "js"
+
+#: Cases that are the whole specimen: one answer, accuracy 0.33, faithfulness 1.00.
+SPECIMEN_CASES = (
+    "vercel-generate-text",
+    "vercel-generate-text-preamble",
+    "vercel-two-searches",
+    "vercel-numeric-markers",
+    "vercel-rendered-text",
+    "vercel-stream-text",
+    "vercel-tool-loop-agent",
+    "langgraph-react-agent",
+    "langchain-create-agent",
+    "langgraph-plain-tool",
+)
+#: The markers as cited: the IDs, except where the tool returned texts only and the model cited
+#: by number (the numbering it saw: positions across both searches, [3] the second's first).
+CITED = {"vercel-numeric-markers": [["1"], ["1"], ["3"]]}
+SPECIMEN_CITED = [["p-3310"], ["p-3310"], ["p-3312"]]
+#: Traces recorded with content capture off (the Vercel AI SDK's recordInputs/recordOutputs
+#: false; OpenInference's hideInputs/hideOutputs).
+CONTENT_OFF_CASES = ("vercel-content-off", "langgraph-content-off")
+#: Every search tool returns the specimen's order: the second claim cites the top passage
+#: (first_retrieved), the third cites p-3312 for p-3311's sentence (other).
+PATTERNS = ["first_retrieved", "other"]
+#: Seconds Node.js may take to load the frameworks and make every trace (about 1 s here).
+GENERATE_TIMEOUT_S = 120
+
+
+@pytest.fixture(scope="session")
+def js_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The directory where ``agents.mjs`` wrote every case's trace, made once: ``<case>.json``
+    (OTLP/JSON) and ``<case>.pb`` (protobuf), as the JavaScript SDK serialises them."""
+    node = shutil.which("node")
+    if node is None:
+        need_server("Node.js", "node is not on PATH (Node.js 20 or later; then `make js-traces`)")
+    modules = JS_DIR / "node_modules"
+    if not (modules / "ai" / "package.json").is_file():
+        need_server("tests/js/node_modules", "run `make js-traces` (npm ci, cached)")
+    # scripts/js_agents.sh installs each lock into a directory named by its hash.
+    lock = hashlib.sha256((JS_DIR / "package-lock.json").read_bytes()).hexdigest()[:16]
+    if modules.resolve().parent.name != lock:
+        need_server("tests/js/node_modules", "it is another lock's install: run `make js-traces`")
+    out = tmp_path_factory.mktemp("js-traces")
+    started = time.monotonic()
+    done = subprocess.run(
+        [str(node), str(JS_DIR / "agents.mjs"), str(out)],
+        cwd=JS_DIR,
+        capture_output=True,
+        text=True,
+        timeout=GENERATE_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    print(f"JavaScript traces made in {time.monotonic() - started:.1f} s")  # shown with -s
+    return out
+
+
+@pytest.fixture(scope="session")
+def js_traces(js_out: Path) -> dict[str, bytes]:
+    """Every case's trace in OTLP/JSON."""
+    traces = {p.stem: p.read_bytes() for p in js_out.glob("*.json")}
+    assert sorted(traces) == sorted((*SPECIMEN_CASES, *CONTENT_OFF_CASES))
+    return traces
+
+
+@pytest.fixture(scope="session")
+def js_protobuf(js_out: Path) -> dict[str, bytes]:
+    """Every case's trace in OTLP protobuf (what a Collector's kafka exporter writes by
+    default)."""
+    traces = {p.stem: p.read_bytes() for p in js_out.glob("*.pb")}
+    assert sorted(traces) == sorted((*SPECIMEN_CASES, *CONTENT_OFF_CASES))
+    return traces
+
+
+@pytest.fixture(autouse=True)
+def default_tool_reading() -> Iterator[None]:
+    """``score`` sets the process's tool reading from its flags (``--retrieval-tools``): leave
+    the defaults behind for the next test (``citemon run`` in-process does not set them)."""
+    yield
+    configure(ToolSelection())
+
+
+def score(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], payloads: list[bytes], *flags: str
+) -> tuple[int, Any, str]:
+    src = tmp_path / "traces.jsonl"
+    # The SDK's serialiser writes one line of JSON per request: an OTLP JSON-lines file as is.
+    src.write_bytes(b"".join(p.rstrip(b"\n") + b"\n" for p in payloads))
+    code = main(["score", str(src), "--input-format", "otlp-json", "--judge", JUDGE, *flags])
+    captured = capsys.readouterr()
+    out = json.loads(captured.out) if "--format" in flags else captured.out
+    return code, out, captured.err
+
+
+def trace_id(payload: bytes) -> str:
+    """The trace ID of a request of one trace, OTLP/JSON or protobuf."""
+    if payload.startswith(b"{"):
+        spans = json.loads(payload)["resourceSpans"][0]["scopeSpans"][0]["spans"]
+        return str(spans[0]["traceId"])
+    req = ExportTraceServiceRequest.FromString(payload)
+    return req.resource_spans[0].scope_spans[0].spans[0].trace_id.hex()
+
+
+@pytest.mark.parametrize("case", SPECIMEN_CASES)
+def test_each_js_agent_scores_the_specimen_offline(
+    js_traces: dict[str, bytes], case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = score(tmp_path, capsys, [js_traces[case]], "--format", "json")
+    assert (code, err) == (0, "")
+    summary = out["summary"]
+    assert summary["answers"] == 1
+    assert summary["citation_accuracy"] == 0.3333
+    assert summary["faithfulness"] == 1.0
+    assert summary["citation_coverage"] == 1.0
+    assert summary["verdicts"] == {
+        "correct": 1, "misattributed": 2, "multi_hop": 0, "unsupported": 0,
+        "dangling": 0, "unjudged": 0, "uncited": 0,
+    }  # fmt: skip
+    claims = out["answers"][0]["claims"]
+    assert [c["cited_ids"] for c in claims] == CITED.get(case, SPECIMEN_CITED)
+    assert [c["resolved_ids"] for c in claims] == CITED.get(case, SPECIMEN_CITED)
+    assert [c.get("pattern") for c in claims] == [None, *PATTERNS]
+    assert out["answers"][0]["service"] == "kb-agent"
+
+
+@pytest.mark.parametrize(
+    ("case", "passages_from", "answer_from"),
+    [
+        ("vercel-generate-text", "'ai.toolCall'", "'ai.generateText'"),
+        ("vercel-stream-text", "'ai.toolCall'", "'ai.streamText'"),
+        ("vercel-rendered-text", "'ai.toolCall'", "'ai.generateText'"),
+        ("langgraph-react-agent", "'KnowledgeBase'", "'FakeBuiltModel'"),
+        ("langchain-create-agent", "'KnowledgeBase'", "'FakeBuiltModel'"),
+        ("langgraph-plain-tool", "'search_docs'", "'FakeBuiltModel'"),
+    ],
+)
+def test_explain_input_names_the_tool_call_and_the_final_turn(
+    js_traces: dict[str, bytes],
+    case: str,
+    passages_from: str,
+    answer_from: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _, out, _ = score(tmp_path, capsys, [js_traces[case]], "--explain-input")
+    lines = out.splitlines()
+    assert lines[1].startswith(f"  passages:  span {passages_from} ")
+    assert lines[1].endswith(": 3 document(s)")
+    assert lines[2].startswith(f"  answer:    span {answer_from} ")
+    if case.startswith("vercel"):
+        assert lines[1].endswith("(vercel tool search_docs): 3 document(s)")
+    elif case == "langgraph-plain-tool":  # no retriever: the tool's ToolMessage, unwrapped
+        assert lines[1].endswith("(openinference TOOL): 3 document(s)")
+    else:  # the retriever inside the tool (its documents' own IDs); the tool's result gives way
+        assert lines[1].endswith("(openinference RETRIEVER): 3 document(s)")
+    assert [line for line in lines if line.startswith("  marker ")] == [
+        "  marker [p-3310] → p-3310 (by document ID)",
+        "  marker [p-3312] → p-3312 (by document ID)",
+    ]
+
+
+def test_two_searches_before_the_answer_are_both_retrieved(
+    js_traces: dict[str, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The agent searches twice (p-3310 and p-3311, then p-3312) before answering: both
+    results are the answer's passages, in the order the model saw them, and the markers
+    resolve across them (the specimen's score: the offline test above)."""
+    _, out, _ = score(tmp_path, capsys, [js_traces["vercel-two-searches"]], "--explain-input")
+    lines = out.splitlines()
+    first, second = lines[1].removeprefix("  passages:  ").split("; ")
+    assert first.startswith("span 'ai.toolCall' ")
+    assert first.endswith("(vercel tool search_docs): 2 document(s)")
+    assert second.startswith("span 'ai.toolCall' ")
+    assert second.endswith("(vercel tool search_docs): 1 document(s)")
+    assert [line[:12] for line in lines[3:6]] == ["  [1] p-3310", "  [2] p-3311", "  [3] p-3312"]
+    assert [line for line in lines if line.startswith("  marker ")] == [
+        "  marker [p-3310] → p-3310 (by document ID)",
+        "  marker [p-3312] → p-3312 (by document ID)",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("case", "setting"),
+    [
+        ("vercel-content-off", "experimental_telemetry recordInputs and recordOutputs"),
+        ("langgraph-content-off", "OpenInference's OPENINFERENCE_HIDE_OUTPUTS=false"),
+    ],
+)
+def test_content_capture_off_is_counted_and_explained(
+    js_traces: dict[str, bytes],
+    case: str,
+    setting: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Recorded with content capture off (the SDK's ``recordInputs``/``recordOutputs: false``;
+    OpenInference's ``hideInputs``/``hideOutputs``, whose ``__REDACTED__`` placeholder is no
+    answer): no answer, explained, naming the setting that turns capture on."""
+    code, out, err = score(tmp_path, capsys, [js_traces[case]], "--format", "json")
+    assert code == 1
+    assert out["summary"]["answers"] == 0 and out["answers"] == []
+    first, last = err.split("citemon: ")[1:]
+    assert "gave no answer (no_content)" in first
+    assert "recorded with content capture off" in first and setting in first
+    assert "__REDACTED__" not in err
+    assert last.startswith("no answers in ") and "1 trace(s) gave none" in last
+
+
+def test_retrieval_tools_says_which_vercel_tools_search(
+    js_traces: dict[str, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--retrieval-tools`` applies to the SDK's tool calls as to every dialect's: the tool
+    left out, its result is no retrieval (the trace has an answer and no passages); named, it
+    is."""
+    trace = [js_traces["vercel-generate-text"]]
+    code, _, err = score(tmp_path, capsys, trace, "--retrieval-tools", "*,-search_docs")
+    assert code == 1 and "gave no answer (no_passages)" in err
+    code, out, err = score(
+        tmp_path, capsys, trace, "--retrieval-tools", "search_docs", "--format", "json"
+    )
+    assert (code, err) == (0, "")
+    assert out["summary"]["citation_accuracy"] == 0.3333
+
+
+def test_vercel_intermediate_turns_are_not_answers(js_traces: dict[str, bytes]) -> None:
+    """The model turn that calls the tool (here also saying something beside the call) is a
+    ``doGenerate`` span with its own ``ai.response.text``; only the top ``ai.generateText``
+    span's text, the final step's, is the answer, and its question is the user's."""
+    spans = list(parse_otlp_json(js_traces["vercel-generate-text-preamble"]))
+    readings: dict[str, list[Any]] = {}
+    for raw in spans:
+        readings.setdefault(raw.name, []).append(Vercel().read_span(raw, Limits()))
+    turns = [raw for raw in spans if raw.name == "ai.generateText.doGenerate"]
+    assert [raw.attrs["ai.response.text"][:20] for raw in turns] == [
+        "Let me search the kn",  # said beside the tool call: an intermediate turn
+        "Audit logs are retai",
+    ]
+    assert readings["ai.generateText.doGenerate"] == [None, None]
+    (top,) = readings["ai.generateText"]
+    assert top.answer.startswith("Audit logs are retained for 90 days")
+    assert top.answer.endswith("[p-3312]") and "Let me search" not in top.answer
+    assert top.question == "How long do we keep audit logs, and can I extend it?"
+    (tool,) = readings["ai.toolCall"]
+    assert [(p.id, p.text[:16]) for p in tool.documents] == [
+        ("p-3310", "Audit log retent"),
+        ("p-3311", "Retention cannot"),
+        ("p-3312", "Enterprise agree"),
+    ]
+
+
+def test_stream_text_reads_the_question_from_its_messages(js_traces: dict[str, bytes]) -> None:
+    """``streamText`` called with ``messages`` (not ``prompt``): the question is the last user
+    message's text."""
+    (top,) = [
+        Vercel().read_span(raw, Limits())
+        for raw in parse_otlp_json(js_traces["vercel-stream-text"])
+        if raw.name == "ai.streamText"
+    ]
+    assert (
+        top is not None and top.question == "How long do we keep audit logs, and can I extend it?"
+    )
+
+
+async def test_every_js_agent_through_kafka(
+    js_traces: dict[str, bytes],
+    js_protobuf: dict[str, bytes],
+    kafka_bootstrap: str,
+    kafka_topic: TopicFactory,
+) -> None:
+    """``citemon run`` on the real broker: each trace one message keyed by its trace ID, as the
+    JavaScript SDK serialised it (OTLP/JSON or protobuf); the content-off traces counted as
+    such."""
+    topic = await kafka_topic(partitions=2)
+    results = await kafka_topic(partitions=1)
+    trace_ids = {}
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+    await producer.start()
+    try:
+        # Every other trace in each encoding: the JSON an OTLP/HTTP JSON exporter (or a
+        # Collector with encoding otlp_json) sends, the protobuf a Collector writes by default.
+        for n, case in enumerate((*SPECIMEN_CASES, *CONTENT_OFF_CASES)):
+            payload = (js_traces if n % 2 else js_protobuf)[case]
+            trace_ids[trace_id(payload)] = case
+            await producer.send_and_wait(topic, payload, key=trace_id(payload).encode())
+    finally:
+        await producer.stop()
+    settings = settings_for(
+        kafka_bootstrap, topic, ("--judge", JUDGE), trace_window_s=1.0, results_topic=results
+    )
+    async with run_monitor(settings) as mon:
+        r = mon.registry
+        n = len(SPECIMEN_CASES)
+        await wait_for(
+            lambda: (
+                metric_sum(r, "citemon_answers_total") == n
+                and metric_sum(r, "citemon_traces_total", outcome="no_content") == 2
+            ),
+            60,
+            "every trace scored or counted",
+        )
+        # Each answer's results record: the markers as cited, the specimen's verdicts and patterns.
+        bodies = [json.loads(m.value) for m in await read_topic(kafka_bootstrap, results)]
+        assert {trace_ids[b["trace_id"]]: b for b in bodies}.keys() == set(SPECIMEN_CASES)
+        for body in bodies:
+            claims = body["claims"]
+            case = trace_ids[body["trace_id"]]
+            assert [c["cited_ids"] for c in claims] == CITED.get(case, SPECIMEN_CITED)
+            assert [c.get("pattern") for c in claims] == [None, *PATTERNS], (case, claims)
+        assert metric_sum(r, "citemon_claims_total", verdict="correct") == n
+        assert metric_sum(r, "citemon_claims_total", verdict="misattributed") == 2 * n
+        assert metric_sum(r, "citemon_misattributions_total", pattern="first_retrieved") == n
+        assert metric_sum(r, "citemon_misattributions_total", pattern="other") == n
+        assert metric_sum(r, "citemon_faithful_claims_total") == 3 * n
+        for verdict in ("unjudged", "dangling", "uncited", "unsupported"):
+            assert metric_sum(r, "citemon_claims_total", verdict=verdict) == 0
+        assert metric_sum(r, "citemon_dead_letters_total") == 0
+        assert metric_sum(r, "citemon_traces_total", outcome="completed") == n
+        for outcome in ("unrecognized", "no_passages", "no_answer"):
+            assert metric_sum(r, "citemon_traces_total", outcome=outcome) == 0
