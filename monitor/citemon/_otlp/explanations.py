@@ -57,6 +57,14 @@ def explain(
         lines.append(f"  passages: {describe(p)}: {len(p.documents or ())} document(s)")
     for p in answers:
         lines.append(f"  answer candidate: {describe(p)}")
+    unread = [p for p in item.parts if p.tool and p.documents is None and p.answer is None]
+    if unread and not docs:
+        tools = ", ".join(repr(t) for t in dict.fromkeys(p.tool for p in unread))
+        lines.append(
+            f"  tool results that do not read as documents: {tools}; name a search tool in "
+            "--retrieval-tools to take its result whole, or read its shape with "
+            "--tool-result-reader"
+        )
     wanted = []
     if not docs:
         wanted.append((0, "retrieved passages"))
