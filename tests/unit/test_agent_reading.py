@@ -167,6 +167,18 @@ def test_tools_not_chosen_and_final_answers_are_not_searches() -> None:
         ROOT,
     )
     assert got == [] and assembler.no_passages == 1
+    (item,) = assembler.take_unanswered()
+    assert "tool results that do not read as documents" not in str(explain(item, []))
+    # Any tool, by default: one whose result no reader knows is named in the explanation.
+    configure(ToolSelection())
+    assembler, got = assemble(
+        tool_span("2", "It is sunny.", start=3, end=4, tool="weather"),
+        tool_span("3", "The answer. [p-1]", start=5, end=6, tool="final_answer"),
+        ROOT,
+    )
+    (item,) = assembler.take_unanswered()
+    assert got == [] and item.outcome == "no_passages"
+    assert "tool results that do not read as documents: 'weather'; name" in str(explain(item, []))
     # Named, a tool's result is retrieval whatever its shape: one passage, numbered.
     configure(ToolSelection.parse("kb"))
     _, got = assemble(

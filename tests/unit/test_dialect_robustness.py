@@ -29,6 +29,8 @@ KEYS = (
     "ai.toolCall.result",
     "ai.response.text",
     "ai.prompt",
+    "gen_ai.tool.call.result",
+    "tool_response",
 )
 VALUES: tuple[Any, ...] = (
     1,
@@ -60,6 +62,17 @@ VALUES: tuple[Any, ...] = (
     '[{"id": "p-1", "text": "\\ud800"}]',
     "[" * 5000,
     ["a", "b"],
+    # Tool results (agents): shapes the readers try, malformed.
+    '[{"id": "p-1", "text": 5}]',
+    '[{"id": 1e400, "text": "t"}]',
+    '[{"id": "p-1", "score": "x", "text": "t", "metadata": 3}]',
+    "[Document(id='p-1', page_content=5)]",
+    "[Document(id=b'p', page_content='t', metadata={1: 2})]",
+    "[{'id': 'p-1', 'text': '\ud800'}]",
+    "===== Document p-1 =====",
+    "passage_id: p-1\n\n",
+    "[p-1]",
+    "__REDACTED__",
 )
 SETTINGS = (
     {},
@@ -74,6 +87,9 @@ SETTINGS = (
     {"openinference.span.kind": "LLM"},
     {"ai.operationId": "ai.toolCall"},
     {"ai.operationId": "ai.generateText"},
+    {"openinference.span.kind": "TOOL"},
+    {"openinference.span.kind": "TOOL", "tool.name": "final_answer"},
+    {"gen_ai.operation.name": "execute_tool"},
 )
 
 

@@ -203,8 +203,14 @@ class TraceAssembler:
                 continue
             pending = self._traces.get(tid)
             if pending is None:
-                if s.documents is None and s.answer is None and not s.is_root and not s.no_content:
-                    continue
+                if not (
+                    s.documents is not None
+                    or s.answer is not None
+                    or s.is_root
+                    or s.no_content
+                    or s.tool
+                ):
+                    continue  # nothing read; a content-off span or an unread tool is kept
                 # A bare root (no dialect read anything from it) is held too: the rest of its
                 # trace may still come (another exporter's batch, another partition), and the
                 # trace is counted once, when it completes or when its window ends

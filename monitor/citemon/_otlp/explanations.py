@@ -60,6 +60,14 @@ def explain(
         lines.append(f"  answer candidate: {describe(p)}")
         if item.outcome == "citations_not_recorded" and p.citations_dropped:
             lines.append(f"  citations not recorded: {p.citations_dropped}")
+    unread = [p for p in item.parts if p.tool and p.documents is None and p.answer is None]
+    if unread and not docs:
+        tools = ", ".join(repr(t) for t in dict.fromkeys(p.tool for p in unread))
+        lines.append(
+            f"  tool results that do not read as documents: {tools}; name a search tool in "
+            "--retrieval-tools to take its result whole, or read its shape with "
+            "--tool-result-reader"
+        )
     if item.outcome == "citations_not_recorded":
         return NoAnswer(item.trace_id, item.outcome, "\n".join(lines))
     wanted = []

@@ -166,7 +166,9 @@ def tool_part(
 ) -> TraceSpan | None:
     """A tool call's span as a trace part: its result's passages when ``tool`` is a search tool
     and the result reads as documents (:func:`~citemon._otlp.tool_results.read_tool_result`);
-    the answer when ``tool`` is a final-answer tool; else ``None``."""
+    the answer when ``tool`` is a final-answer tool; a part with neither when the result does
+    not read as documents (kept so that a trace without passages can say which tools it
+    saw); ``None`` for a tool left out by ``--retrieval-tools``."""
     part = TraceSpan.of(raw, kind=kind, dialect=dialect)
     part.tool = tool
     if is_final_answer_tool(tool):
@@ -176,7 +178,7 @@ def tool_part(
         return part
     docs = tool_documents(tool, result, limits)
     if docs is None:
-        return None
+        return part if _selection.wants(tool) else None
     part.documents = checked(docs, limits)
     part.nbytes += sum(len(d.text) for d in docs)
     return part
