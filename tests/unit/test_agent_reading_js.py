@@ -117,4 +117,5 @@ def test_vercel_tool_results_rendered_as_text_are_read() -> None:
     assert isinstance(part, TraceSpan) and part.documents is not None
     assert [p.id for p in part.documents] == ["p-3310", "p-3312"]
     weather = vercel("2", "ai.toolCall", {"ai.toolCall.result": json.dumps("Sunny, 21 °C")})
-    assert weather is None  # not documents: not a search
+    # Not documents, not a search: a part with neither, kept so an unread trace can name it.
+    assert isinstance(weather, TraceSpan) and weather.documents is None and weather.answer is None
