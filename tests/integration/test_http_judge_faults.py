@@ -25,17 +25,21 @@ import pytest
 
 from citemon._checks.calibration import JudgedPair, evaluate
 from citemon._checks.labelled_pairs import LabelledPair
-from citemon._core.errors import (
-    ConfigError,
+from citemon._core.errors import ConfigError
+from citemon.judges import (  # the public judge API, as a judge's author imports it
+    CitedVerdict,
+    HTTPBatchJudge,
+    HTTPJudge,
+    Judge,
     JudgeError,
     JudgeHTTPError,
     JudgeInvalidReply,
+    JudgeObserver,
     JudgeRateLimited,
     JudgeTimeout,
+    Verdict,
 )
-from citemon._core.judge import CitedVerdict, Judge, JudgeObserver
-from citemon._core.records import Verdict
-from citemon.judges.http import MINICHECK_MAX_TOKENS, HTTPBatchJudge, HTTPJudge
+from citemon.judges.http import MINICHECK_MAX_TOKENS
 from citemon.judges.prompts import MINICHECK_SYSTEM
 from tests.judge_server import REFUSALS, Fault, JudgeServer, RecordedRequest
 
