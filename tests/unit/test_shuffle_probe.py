@@ -31,8 +31,10 @@ from citemon._service.pipeline import Pipeline
 from citemon._service.sampling import ratio_bound, trace_id_sampled
 from citemon._service.settings import Settings, settings_from_args
 from citemon.cli import build_parser
+from citemon.judges.cache import ReplyCache
 from citemon.judges.http import HTTPBatchJudge
 from citemon.judges.lexical import LexicalJudge
+from citemon.judges.transport import HTTPTransport
 from tests.judge_server import JudgeServer
 from tests.oracles import SPECIMEN_TRUTH, EntailsBatch, OracleJudge, YesJudge
 from tests.unit.test_metrics import SVE, FakeClock, answer, claim
@@ -115,7 +117,10 @@ async def test_a_v2_judge_is_asked_once_per_cited_set_with_the_real_scores_promp
         r.model_copy(update={"trace_id": t})
         for r, t in zip(sample_records(), trace_ids(40, seed=5), strict=False)
     ]
-    async with JudgeServer() as server, HTTPBatchJudge(server.base_url, "m", cache_size=0) as judge:
+    async with (
+        JudgeServer() as server,
+        HTTPBatchJudge(HTTPTransport(server.base_url, "m"), cache=ReplyCache(0)) as judge,
+    ):
         scorer = Scorer(judge)
         asked = 0
         for record in records:
