@@ -22,7 +22,8 @@ from citemon._core.errors import JudgeHTTPError, JudgeInvalidReply
 from citemon._core.judge import BatchJudge, CitedVerdict, SupportVerdict
 from citemon._core.records import AnswerRecord, AnswerScore, Passage
 from citemon._demo.data import sample_records, specimen
-from citemon._engine.scoring import Scorer, ScoringOptions
+from citemon._engine.scoring import Scorer
+from citemon._engine.settings import ScoringSettings
 from citemon._engine.summary import summarize
 from citemon.judges import JudgeSettings, add_judge_arguments, judge_options, load_judge
 from citemon.judges.http import HTTPBatchJudge, HTTPJudge
@@ -238,7 +239,7 @@ async def test_batch_path_matches_per_claim_path_on_oracle_cases(policy: str) ->
         ),
         (specimen(), OracleJudge(SPECIMEN_TRUTH)),
     ]
-    options = ScoringOptions(policy=policy)  # type: ignore[arg-type]
+    options = ScoringSettings(policy=policy)  # type: ignore[arg-type]
     for record, oracle in cases:
         one = await Scorer(oracle, options).score(record)
         two = await Scorer(EntailsBatch(oracle), options).score(record)
@@ -357,7 +358,7 @@ async def test_no_support_search_when_every_citation_holds(judge_server: JudgeSe
 @pytest.mark.parametrize("policy", ["any_of", "single"])
 async def test_v1_and_v2_give_the_same_verdicts_on_the_sample(rule: Any, policy: str) -> None:
     records = sample_records()
-    options = ScoringOptions(policy=policy)  # type: ignore[arg-type]
+    options = ScoringSettings(policy=policy)  # type: ignore[arg-type]
     async with JudgeServer(rule=rule) as server:
         async with HTTPJudge(HTTPTransport(server.base_url, "m")) as v1:
             one = await Scorer(v1, options).score_many(records)

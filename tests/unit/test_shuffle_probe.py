@@ -24,7 +24,8 @@ from citemon._core.probe import ProbeCounts, cited_counts, probe_sensitivity
 from citemon._core.records import AnswerRecord, Verdict
 from citemon._core.tally import Tally
 from citemon._demo.data import sample_records, specimen
-from citemon._engine.scoring import Scorer, ScoringOptions
+from citemon._engine.scoring import Scorer
+from citemon._engine.settings import ScoringSettings
 from citemon._engine.summary import Summary
 from citemon._metrics import Metrics
 from citemon._service.pipeline import Pipeline
@@ -97,7 +98,7 @@ async def test_check_only_counts_equal_full_scoring_of_the_rotated_claims() -> N
     judges = (LexicalJudge(), OracleJudge(SPECIMEN_TRUTH), YesJudge(), EntailsBatch(LexicalJudge()))
     for judge in judges:
         for policy in ("any_of", "single"):
-            scorer = Scorer(judge, ScoringOptions(policy=policy))  # type: ignore[arg-type]
+            scorer = Scorer(judge, ScoringSettings(policy=policy))  # type: ignore[arg-type]
             for record in records:
                 got = await shuffled_check(scorer, record)
                 claims = await scorer.claims(record)

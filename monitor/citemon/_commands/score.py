@@ -131,7 +131,7 @@ async def score_stream(
                 item, _ = await fill_from_store(
                     item, scorer.passages, hash_key=scorer.passage_hash_key
                 )
-            print(explain_input(item, scorer.options.syntax))
+            print(explain_input(item, scorer.syntax))
         window.append(asyncio.create_task(scorer.score(item)))
         if len(window) >= concurrency:
             yield await window.pop(0)

@@ -194,8 +194,8 @@ def _transport(options: JudgeSettings, observer: JudgeObserver | None) -> HTTPTr
     return HTTPTransport(
         options.base_url,
         options.model,
-        max_inflight=options.concurrency,
-        timeout_s=options.timeout,
+        max_inflight=options.max_inflight,
+        timeout_s=options.timeout_s,
         retries=options.retries,
         api_key=options.api_key.get_secret_value() if options.api_key is not None else None,
         observer=observer,

@@ -73,11 +73,11 @@ JUDGE_FLAGS: Final = (
     Flag("--judge-model", "model", "model name sent to the judge server (default judge)"),
     Flag(
         "--judge-concurrency",
-        "concurrency",
+        "max_inflight",
         "hard cap on judge requests in flight (default 8)",
         int,
     ),
-    Flag("--judge-timeout", "timeout", "seconds per judge request (default 30)", float),
+    Flag("--judge-timeout", "timeout_s", "seconds per judge request (default 30)", float),
     Flag("--judge-retries", "retries", "retries after a failed judge request (default 3)", int),
     Flag(
         "--judge-protocol",
@@ -142,8 +142,9 @@ class JudgeSettings(FlagSettings):
     judge: str = Field("lexical", validation_alias=JUDGE_ENV)
     base_url: str = Field("http://127.0.0.1:8000/v1", validation_alias=BASE_URL_ENV)
     model: str = Field("judge", validation_alias=MODEL_ENV)
-    concurrency: int = Field(8, validation_alias=CONCURRENCY_ENV)
-    timeout: float = Field(30.0, validation_alias=TIMEOUT_ENV)
+    # Named as the transport names them (HTTPTransport's keywords), so load_judge copies none.
+    max_inflight: int = Field(8, validation_alias=CONCURRENCY_ENV)
+    timeout_s: float = Field(30.0, validation_alias=TIMEOUT_ENV)
     retries: int = Field(3, validation_alias=RETRIES_ENV)
     protocol: str = Field("v1", validation_alias=PROTOCOL_ENV)
     label: str = Field("entailment", validation_alias=LABEL_ENV)
@@ -159,7 +160,7 @@ class JudgeSettings(FlagSettings):
     def _empty_is_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
 
-    @field_validator("concurrency")
+    @field_validator("max_inflight")
     @classmethod
     def _at_least_one(cls, value: int) -> int:
         if value < 1:
