@@ -515,3 +515,30 @@ def test_score_refuses_a_bad_judge_format_with_exit_2(
     assert main(["score", str(specimen), "--judge", "http", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+async def test_the_key_may_come_from_a_file_never_from_both(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The one rule for secrets: ``--judge-api-key-file`` (a mounted secret, its newline
+    dropped) instead of the variable; both at once is a usage error naming neither value."""
+    key_file = tmp_path / "judge-key"
+    key_file.write_text("sk-from-file-0123\n")
+    args = judge_args("--judge", "http", "--judge-api-key-file", str(key_file))
+    judge = load_judge("http", judge_options(args))
+    assert isinstance(judge, HTTPJudge)
+    assert judge.transport._headers == {"Authorization": "Bearer sk-from-file-0123"}
+    await judge.aclose()
+    monkeypatch.setenv("CITEMON_JUDGE_API_KEY", "sk-from-env-4567")
+    with pytest.raises(ConfigError, match="judge API key by env or by file, not both") as info:
+        judge_options(judge_args("--judge-api-key-file", str(key_file)))
+    assert "sk-from" not in str(info.value)
+    monkeypatch.delenv("CITEMON_JUDGE_API_KEY")
+    with pytest.raises(ConfigError, match="cannot read --judge-api-key-file"):
+        JudgeSettings(api_key_file=tmp_path / "missing").secret_api_key()  # type: ignore[call-arg]
+
+
+def judge_args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_judge_arguments(parser)
+    return parser.parse_args(list(argv))

@@ -197,7 +197,7 @@ def _transport(options: JudgeSettings, observer: JudgeObserver | None) -> HTTPTr
         max_inflight=options.max_inflight,
         timeout_s=options.timeout_s,
         retries=options.retries,
-        api_key=options.api_key.get_secret_value() if options.api_key is not None else None,
+        api_key=options.secret_api_key(),
         observer=observer,
     )
 
