@@ -18,7 +18,8 @@ its own copy and none can get it wrong:
   never a guessed verdict;
 * the API key never appears in logs, reprs, error messages or metrics; nor do credentials in
   the base URL (``http://user:key@host/v1`` is sent as HTTP Basic auth and shown without them),
-  nor an ``Authorization`` value a server echoes back in an error body.
+  nor an ``Authorization`` value a server echoes back in an error body (the parsing and the
+  redaction are :class:`~citemon.judges.credentials.Credentials`).
 
 httpx errors are mapped to citemon's in one place, :meth:`HTTPTransport.send`; a reply's status
 in one other, :func:`raise_for_status`, which a wire calls once it has read what its endpoint
@@ -30,12 +31,10 @@ single-flight, are the judge's own (:mod:`citemon.judges.cache`).
 from __future__ import annotations
 
 import asyncio
-import base64
 import email.utils
 import logging
 import math
 import random
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,6 +52,7 @@ from citemon._core.errors import (
     JudgeTimeout,
 )
 from citemon._core.judge import JudgeObserver
+from citemon.judges.credentials import Credentials
 from citemon.judges.replies import snippet
 from citemon.judges.settings import API_KEY_ENV
 
@@ -74,8 +74,6 @@ DEFAULT_MAX_REPLY_BYTES: Final = 4 * 1024 * 1024
 logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
-# A credential a server echoes back ("authorization": "Bearer sk-…"), whatever key it holds.
-_AUTH_VALUE = re.compile(r"(?i)\b(bearer|basic|token)(\s+)[^\s\"',;}]+")
 
 
 def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
@@ -198,37 +196,9 @@ class HTTPTransport:
             raise ConfigError("backoff_base_s and backoff_max_s must not be negative")
         if not base_url.strip() or not model.strip():
             raise ConfigError("the HTTP judge needs a base URL and a model name")
-        try:
-            parsed = httpx.URL(base_url.strip().rstrip("/"))
-        except httpx.InvalidURL:
-            raise ConfigError("the judge base URL is not a valid URL") from None  # may hold a key
-        if parsed.scheme not in ("http", "https") or not parsed.host:
-            raise ConfigError(
-                "the judge base URL must be absolute, http:// or https:// with a host "
-                "(e.g. http://127.0.0.1:8000/v1)"
-            )
-        # A key read from a file often ends in a newline; inside, only visible ASCII can be sent
-        # (anything else makes httpx raise with the header, key included, in its message).
-        self._api_key = (api_key or "").strip() or None
-        if self._api_key and not all("!" <= ch <= "~" for ch in self._api_key):
-            raise ConfigError(
-                f"the judge API key ({API_KEY_ENV}) holds a space, control or non-ASCII "
-                "character, which an HTTP header cannot carry (the key is not shown)"
-            )
-        # Credentials in the URL become Basic auth; the URL kept and shown is without them.
-        self._auth: httpx.BasicAuth | None = None
-        secrets = [self._api_key or ""]
-        if parsed.userinfo:
-            user, password = parsed.username, parsed.password
-            self._auth = httpx.BasicAuth(user, password)
-            token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
-            raw_password = parsed.userinfo.decode("ascii").partition(":")[2]
-            secrets += [password, raw_password, token]
-            parsed = parsed.copy_with(username=None, password=None)
-        self._secrets = tuple(sorted({x for x in secrets if x}, key=len, reverse=True))
-        self._base_url = str(parsed)
-        # What messages and logs show: no credentials, no query string (`?api-key=…`).
-        self._shown_base = str(parsed.copy_with(query=None, fragment=None))
+        self._credentials = Credentials.parse(base_url, api_key)
+        self._headers = self._credentials.headers
+        self._shown_base = self._credentials.shown_base
         self._sites: dict[str, tuple[str, Site]] = {}  # endpoint → (URL sent to, Site shown)
         self._model = model
         self._max_inflight = max_inflight
@@ -236,7 +206,6 @@ class HTTPTransport:
         self._retries = retries
         self._backoff_base_s = backoff_base_s
         self._backoff_max_s = backoff_max_s
-        self._headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         self._observer = observer
         self._rng = rng or random.Random()
         self._owns_client = client is None
@@ -259,7 +228,7 @@ class HTTPTransport:
             f"base_url={self._shown_base!r}, model={self._model!r}, "
             f"max_inflight={self._max_inflight}, timeout_s={self._timeout_s:g}, "
             f"retries={self._retries}, {extra}"
-            f"api_key={'***' if self._api_key else None!r}"
+            f"api_key={'***' if self._credentials.api_key else None!r}"
         )
 
     @property
@@ -281,10 +250,8 @@ class HTTPTransport:
 
     def _endpoint(self, endpoint: str) -> tuple[str, Site]:
         if endpoint not in self._sites:
-            parsed = httpx.URL(self._base_url)
-            # The path gets the endpoint; a query string (`?api-version=…`) stays after it.
-            url = str(parsed.copy_with(path=parsed.path.rstrip("/") + "/" + endpoint))
-            shown = Site(f"{self._shown_base}/{endpoint}", self._model, self._redact)
+            url = self._credentials.url(endpoint)
+            shown = Site(f"{self._shown_base}/{endpoint}", self._model, self._credentials.redact)
             self._sites[endpoint] = (url, shown)
         return self._sites[endpoint]
 
@@ -386,7 +353,7 @@ class HTTPTransport:
 
         The wire makes the request once it holds its slot, so requests queued behind a refusal
         already ask for less."""
-        auth: dict[str, Any] = {} if self._auth is None else {"auth": self._auth}
+        auth = self._credentials.request_auth
         url, site = self._endpoint(wire.endpoint)
         async with self._semaphore:
             exchange = wire.exchange(request, site)
@@ -404,7 +371,7 @@ class HTTPTransport:
                 except httpx.TransportError as exc:
                     raise JudgeHTTPError(
                         f"judge at {site.url} failed: {type(exc).__name__}: "
-                        f"{self._redact(str(exc))}"
+                        f"{self._credentials.redact(str(exc))}"
                     ) from exc
                 result = exchange.read(response)  # Refused: outcome stays "error", it failed
                 # A reply valid only in part (a v2 reply missing claims) is invalid too.
@@ -459,9 +426,8 @@ class HTTPTransport:
         """``GET {base_url}/{path}`` as JSON, or None when the server has none or fails (a reply
         over 1 MB included): for optional hints (TEI's ``/info``). One request, outside the
         in-flight cap, the retries and the metrics."""
-        parsed = httpx.URL(self._base_url)
-        url = str(parsed.copy_with(path=parsed.path.rstrip("/") + "/" + path))
-        auth: dict[str, Any] = {} if self._auth is None else {"auth": self._auth}
+        url = self._credentials.url(path)
+        auth = self._credentials.request_auth
         try:
             async with asyncio.timeout(self._timeout_s):
                 response = await self._client.get(url, headers=self._headers, **auth)
@@ -471,14 +437,7 @@ class HTTPTransport:
         except (TimeoutError, httpx.HTTPError, ValueError):
             return None
 
-    # -- secrets and the observer --------------------------------------------------------
-
-    def _redact(self, text: str) -> str:
-        # A misbehaving server may echo request headers back in an error body, and a transport
-        # error may quote the URL: take out every form of the credentials this judge sends.
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return _AUTH_VALUE.sub(r"\1\2***", text)
+    # -- the observer ----------------------------------------------------------------------
 
     def _observe_inflight(self, delta: int) -> None:
         if self._observer is not None:
