@@ -21,7 +21,9 @@ from pathlib import Path
 
 from citemon._core.records import AnswerRecord, AnswerScore, Verdict
 from citemon._engine.scoring import Scorer
+from citemon.judges.cache import ReplyCache
 from citemon.judges.classifier import ClassifierJudge
+from citemon.judges.transport import HTTPTransport
 
 __all__ = ["DATA", "Counted", "measure", "run"]
 
@@ -50,7 +52,9 @@ async def _count(records: Sequence[AnswerRecord], *, batched: bool) -> Counted:
     from tests.tei_server import TEIServer  # the benchmark's server lives with the tests
 
     async with TEIServer() as server:
-        judge = ClassifierJudge(server.base_url, cache_size=0, max_inflight=8)
+        judge = ClassifierJudge(
+            HTTPTransport(server.base_url, "classifier", max_inflight=8), cache=ReplyCache(0)
+        )
         try:
             scorer = Scorer(judge if batched else _EntailsOnly(judge))
             scores = await scorer.score_many(records, max_concurrent_answers=16)

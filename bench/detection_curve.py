@@ -64,6 +64,7 @@ import yaml
 from scipy.sparse import csr_matrix, identity
 from scipy.sparse.linalg import spsolve
 
+from bench._promtool_series import claims_labels, counter
 from citemon._core.stats import msprt_p_value, two_proportion_variance
 
 __all__ = ["cusum_threshold", "false_pages", "first_pages", "run"]
@@ -164,18 +165,8 @@ def _claims_per_scrape(rate: float, step_s: int, samples: int) -> np.ndarray:
 def _series(
     service: str, version: str, verdict: str, increments: Sequence[int | None]
 ) -> dict[str, str]:
-    total, out = 0, []
-    for inc in increments:
-        if inc is None:
-            out.append("_")
-        else:
-            total += inc
-            out.append(str(total))
-    labels = (
-        f'service="{service}",version="{version}",environment="prod",verdict="{verdict}",'
-        'instance="m-0",job="citemon"'
-    )
-    return {"series": f"citemon_claims_total{{{labels}}}", "values": " ".join(out)}
+    labels = claims_labels(service, version, verdict)
+    return {"series": f"citemon_claims_total{{{labels}}}", "values": counter(increments)}
 
 
 def _promtool(test: Mapping[str, object], workdir: Path, name: str) -> str:

@@ -1,4 +1,5 @@
-"""Judge quality on ../shared/data: the learned judge (on pairs it was not trained on) vs lexical.
+"""Judge quality on the labelled data sets: the learned judge (on pairs it was not trained on)
+vs lexical. The data sets are found by ``tests/labelled_data.py`` (``CITEMON_LABELLED_DATA``).
 
 Balanced accuracy against human labels (WiCE: supported vs partially/not supported; ExpertQA:
 Complete vs Partial/Incomplete, cited passages with text only). ``learned_cv``: grouped 5-fold
@@ -9,12 +10,11 @@ the other dataset only; ``lexical``: the heuristic judge, which has nothing to t
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from bench._training import quality_report
 from citemon.judges.lexical import LexicalJudge
+from tests.labelled_data import labelled_data_dir
 
-DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+DATA = labelled_data_dir()
 
 
 def run() -> None:

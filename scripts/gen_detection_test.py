@@ -17,8 +17,12 @@ CUSUM oracle's average time for the rate and drop).
 from __future__ import annotations
 
 import random
+import sys
 from pathlib import Path
 from typing import NamedTuple
+
+sys.path[:0] = [str(Path(__file__).resolve().parent.parent)]  # bench/, without installing
+from bench._promtool_series import claims_labels, counter  # noqa: E402 (path set above)
 
 OUT = Path(__file__).resolve().parent.parent / "grafana" / "rules" / "tests" / "detection_test.yml"
 STEP_S = 15
@@ -120,22 +124,8 @@ CASES = (
 )
 
 
-def counter(increments: list[int | None]) -> str:
-    total, out = 0, []
-    for inc in increments:
-        if inc is None:
-            out.append("_")
-        else:
-            total += inc
-            out.append(str(total))
-    return " ".join(out)
-
-
 def series(service: str, version: str, verdict: str, increments: list[int | None]) -> str:
-    labels = (
-        f'service="{service}",version="{version}",environment="prod",verdict="{verdict}",'
-        'instance="m-0",job="citemon"'
-    )
+    labels = claims_labels(service, version, verdict)
     return (
         f"      - series: 'citemon_claims_total{{{labels}}}'\n"
         f"        values: '{counter(increments)}'\n"

@@ -13,8 +13,12 @@ expectations below are hand-written; the generator only saves typing the counter
 from __future__ import annotations
 
 import random
+import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+sys.path[:0] = [str(Path(__file__).resolve().parent.parent)]  # bench/, without installing
+from bench._promtool_series import counter  # noqa: E402 (path set above)
 
 OUT = Path(__file__).resolve().parent.parent / "grafana" / "rules" / "tests" / "fast_burn_test.yml"
 STEP_S = 15
@@ -25,18 +29,6 @@ SAMPLES = END_MIN * PER_MIN + 1  # 0 .. 90 m inclusive
 
 def at(minute: float) -> int:
     return round(minute * PER_MIN)
-
-
-def counter(increments: Sequence[int | None]) -> str:
-    """Cumulative values from per-scrape increments; None = no sample (the series is idle)."""
-    total, out = 0, []
-    for inc in increments:
-        if inc is None:
-            out.append("_")
-        else:
-            total += inc
-            out.append(str(total))
-    return " ".join(out)
 
 
 def pattern(values: Sequence[int], start: float, end: float) -> list[int | None]:

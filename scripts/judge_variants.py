@@ -1,6 +1,8 @@
 """Confirm or reject learned-judge variants on CV seeds that were not used to choose them.
 
-    .venv/bin/python scripts/judge_variants.py [--data ../shared/data] [--seeds 1 2 3]
+    .venv/bin/python scripts/judge_variants.py [--data DIR] [--seeds 1 2 3]
+
+(``--data`` defaults to ``$CITEMON_LABELLED_DATA``: see ``tests/labelled_data.py``.)
 
 The variants were noticed while looking at seed-0 results (stronger L2, a 7-feature subset), so
 seed 0 cannot confirm them; this script scores them on fresh grouped 5-fold splits, with the
@@ -33,6 +35,7 @@ from bench._training import (  # noqa: E402
 )
 from citemon._core.calibration import balanced_accuracy  # noqa: E402
 from citemon.judges.features import FEATURE_NAMES  # noqa: E402 (path set above)
+from tests.labelled_data import labelled_data_dir  # noqa: E402
 
 Rows = list[list[float]]
 Variant = Callable[[Rows, list[bool], Rows], list[float]]
@@ -77,7 +80,7 @@ def boosted_trees() -> Variant | None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
+    parser.add_argument("--data", type=Path, default=labelled_data_dir())
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     args = parser.parse_args()
     variants: dict[str, Variant] = {

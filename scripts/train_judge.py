@@ -1,6 +1,8 @@
-"""Train the ``learned`` judge on ../shared/data and write its weights (and honest figures).
+"""Train the ``learned`` judge on the labelled data sets and write its weights (and honest figures).
 
-    .venv/bin/python scripts/train_judge.py [--data ../shared/data] [--partial not_entailed]
+    .venv/bin/python scripts/train_judge.py [--data DIR] [--partial not_entailed]
+
+(``--data`` defaults to ``$CITEMON_LABELLED_DATA``: see ``tests/labelled_data.py``.)
 
 Prints grouped k-fold cross-validated balanced accuracy per dataset (answers grouped for
 ExpertQA, cited pages for WiCE), the same on the pooled data, train-on-one/test-on-the-other,
@@ -28,11 +30,12 @@ from bench._training import (  # noqa: E402
 )
 from citemon.judges.learned import WEIGHTS_RESOURCE  # noqa: E402 (path set above)
 from citemon.judges.lexical import LexicalJudge  # noqa: E402
+from tests.labelled_data import labelled_data_dir  # noqa: E402
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
+    parser.add_argument("--data", type=Path, default=labelled_data_dir())
     parser.add_argument(
         "--partial", choices=("entailed", "not_entailed", "exclude"), default="not_entailed"
     )
@@ -54,7 +57,7 @@ def main() -> int:
     model = train(examples, max_idf_terms=args.max_idf_terms)
     model.meta = {
         "trained": dt.date.today().isoformat(),
-        "trained_on": "../shared/data: wice/dev.jsonl + expertqa/val.jsonl",
+        "trained_on": "WiCE dev.jsonl + ExpertQA val.jsonl",
         "pairs": len(examples),
         "entailed": sum(ex.entailed for ex in examples),
         "partial": args.partial,

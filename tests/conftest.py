@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.labelled_data import LABELLED_DATA_ENV, labelled_data_dir
+
 REPO = Path(__file__).resolve().parent.parent
-SHARED_DATA = REPO.parent / "shared" / "data"
+SHARED_DATA = labelled_data_dir()
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 pytest_plugins = ["tests.judge_server"]  # the `judge_server` fixture: a real HTTP judge on loopback
@@ -69,7 +71,7 @@ def need_shared_data(path: Path = SHARED_DATA, *, in_ci: bool = IN_CI) -> Path:
     so a test that cannot read it there proves nothing) and skip with the reason elsewhere."""
     if path.is_dir():
         return path
-    message = f"labelled data not found at {path} (the project's CI has it in ../shared/data)"
+    message = f"labelled data not found at {path} (set {LABELLED_DATA_ENV} to its folder)"
     if in_ci:
         pytest.fail(message, pytrace=False)
     pytest.skip(message)
@@ -77,7 +79,7 @@ def need_shared_data(path: Path = SHARED_DATA, *, in_ci: bool = IN_CI) -> Path:
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """``../shared/data`` (labelled data for calibration): see :func:`need_shared_data`."""
+    """The labelled data (:mod:`tests.labelled_data`): see :func:`need_shared_data`."""
     return need_shared_data()
 
 

@@ -47,7 +47,8 @@ from citemon._core.records import (
     VerdictName,
 )
 from citemon._core.tally import Tally
-from citemon._engine.scoring import Scorer, ScoringOptions
+from citemon._engine.scoring import Scorer
+from citemon._engine.settings import ScoringSettings
 from citemon._engine.summary import Summary, summarize
 
 __version__: str = _version("citemon")
@@ -72,7 +73,7 @@ __all__ = [
     "PassageLookupError",
     "PassageStore",
     "Scorer",
-    "ScoringOptions",
+    "ScoringSettings",
     "Summary",
     "SupportOutcome",
     "SupportVerdict",

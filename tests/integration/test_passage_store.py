@@ -130,12 +130,14 @@ class PassageService:
     def __init__(self, passages: dict[str, str]) -> None:
         self.passages = passages
         self.requests: list[tuple[str, str, Any]] = []  # method, path, JSON body
+        self.authorizations: list[str | None] = []  # each POST's Authorization header
         service = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["content-length"])))
                 service.requests.append(("POST", self.path, body))
+                service.authorizations.append(self.headers.get("authorization"))
                 if self.path != "/v1/passages":
                     self.send_error(404)
                     return
@@ -364,6 +366,7 @@ def test_the_password_comes_from_the_environment(
     typed_trace: tuple[bytes, Path],
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
 ) -> None:
     """A role that must give its password (SCRAM on loopback): without
     CITEMON_PASSAGE_STORE_PASSWORD the lookup fails (said, never guessed); with it, the
@@ -395,6 +398,51 @@ def test_the_password_comes_from_the_environment(
     code, out, err = score(capsys, typed_trace[1], *flags)
     assert (code, out["summary"]["verdicts"]) == (0, SPECIMEN_VERDICTS), err
     assert "pw-from-env" not in err + json.dumps(out)
+    # The same password from a file (a mounted secret), by the one rule for secrets.
+    monkeypatch.delenv("CITEMON_PASSAGE_STORE_PASSWORD")
+    secret = tmp_path / "pg-password"
+    secret.write_text("pw-from-env\n")
+    code, out, err = score(
+        capsys, typed_trace[1], *flags, "--passage-store-password-file", str(secret)
+    )
+    assert (code, out["summary"]["verdicts"]) == (0, SPECIMEN_VERDICTS), err
+    assert "pw-from-env" not in err + json.dumps(out)
+
+
+def test_the_token_comes_from_its_variable_or_its_file(
+    http_service: PassageService,
+    typed_trace: tuple[bytes, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    """The HTTP store sends the settings' token (its variable, or the file of
+    ``--passage-store-token-file``) as a bearer token, and nothing without one; both at once is a
+    usage error. The token is printed nowhere."""
+    flags = ["--passage-store", http_service.url, "--format", "json"]
+    seen = len(http_service.authorizations)
+    code, out, err = score(capsys, typed_trace[1], *flags)
+    assert (code, out["summary"]["verdicts"]) == (0, SPECIMEN_VERDICTS), err
+    monkeypatch.setenv("CITEMON_PASSAGE_STORE_TOKEN", "tok-from-env")
+    code, out, err = score(capsys, typed_trace[1], *flags)
+    assert code == 0 and "tok-from-env" not in err + json.dumps(out)
+    token_file = tmp_path / "store-token"
+    token_file.write_text("tok-from-file\n")
+    argv = ["score", str(typed_trace[1]), "--input-format", "otlp-json", "--judge", JUDGE]
+    code = main([*argv, *flags, "--passage-store-token-file", str(token_file)])
+    err = capsys.readouterr().err
+    assert code == 2 and "passage store token by env or by file, not both" in err
+    assert "tok-from" not in err
+    monkeypatch.delenv("CITEMON_PASSAGE_STORE_TOKEN")
+    code, out, err = score(
+        capsys, typed_trace[1], *flags, "--passage-store-token-file", str(token_file)
+    )
+    assert code == 0 and "tok-from-file" not in err + json.dumps(out)
+    assert http_service.authorizations[seen:] == [
+        None,
+        "Bearer tok-from-env",
+        "Bearer tok-from-file",
+    ]
 
 
 # -- through Kafka ------------------------------------------------------------------------------

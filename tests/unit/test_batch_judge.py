@@ -22,7 +22,8 @@ from citemon._core.errors import JudgeHTTPError, JudgeInvalidReply
 from citemon._core.judge import BatchJudge, CitedVerdict, SupportVerdict
 from citemon._core.records import AnswerRecord, AnswerScore, Passage
 from citemon._demo.data import sample_records, specimen
-from citemon._engine.scoring import Scorer, ScoringOptions
+from citemon._engine.scoring import Scorer
+from citemon._engine.settings import ScoringSettings
 from citemon._engine.summary import summarize
 from citemon.judges import JudgeSettings, add_judge_arguments, judge_options, load_judge
 from citemon.judges.http import HTTPBatchJudge, HTTPJudge
@@ -34,6 +35,7 @@ from citemon.judges.prompts import (
     build_support_messages,
 )
 from citemon.judges.replies import BatchReply, parse_cited_reply, parse_support_reply
+from citemon.judges.transport import HTTPTransport
 from tests.judge_server import (
     Fault,
     JudgeServer,
@@ -237,7 +239,7 @@ async def test_batch_path_matches_per_claim_path_on_oracle_cases(policy: str) ->
         ),
         (specimen(), OracleJudge(SPECIMEN_TRUTH)),
     ]
-    options = ScoringOptions(policy=policy)  # type: ignore[arg-type]
+    options = ScoringSettings(policy=policy)  # type: ignore[arg-type]
     for record, oracle in cases:
         one = await Scorer(oracle, options).score(record)
         two = await Scorer(EntailsBatch(oracle), options).score(record)
@@ -294,7 +296,7 @@ async def test_one_request_per_cited_set_and_one_support_search(judge_server: Ju
             Passage(id="3", text="Contact your account manager. Logs are encrypted at rest."),
         ],
     )
-    async with HTTPBatchJudge(judge_server.base_url, "m") as judge:
+    async with HTTPBatchJudge(HTTPTransport(judge_server.base_url, "m")) as judge:
         score = await Scorer(judge).score(rec)
     reqs = judge_server.requests
     assert Counter(r.kind for r in reqs) == {"cited": 3, "support": 1}
@@ -343,7 +345,7 @@ async def test_no_support_search_when_every_citation_holds(judge_server: JudgeSe
             Passage(id="2", text="Enterprise keeps logs 365 days"),
         ],
     )
-    async with HTTPBatchJudge(judge_server.base_url, "m") as judge:
+    async with HTTPBatchJudge(HTTPTransport(judge_server.base_url, "m")) as judge:
         score = await Scorer(judge).score(rec)
         assert [c.verdict for c in score.claims] == ["correct", "correct"]
         assert [r.kind for r in judge_server.requests] == ["cited", "cited"]
@@ -356,13 +358,13 @@ async def test_no_support_search_when_every_citation_holds(judge_server: JudgeSe
 @pytest.mark.parametrize("policy", ["any_of", "single"])
 async def test_v1_and_v2_give_the_same_verdicts_on_the_sample(rule: Any, policy: str) -> None:
     records = sample_records()
-    options = ScoringOptions(policy=policy)  # type: ignore[arg-type]
+    options = ScoringSettings(policy=policy)  # type: ignore[arg-type]
     async with JudgeServer(rule=rule) as server:
-        async with HTTPJudge(server.base_url, "m") as v1:
+        async with HTTPJudge(HTTPTransport(server.base_url, "m")) as v1:
             one = await Scorer(v1, options).score_many(records)
         v1_requests = len(server.requests)
         server.reset()
-        async with HTTPBatchJudge(server.base_url, "m") as v2:
+        async with HTTPBatchJudge(HTTPTransport(server.base_url, "m")) as v2:
             two = await Scorer(v2, options).score_many(records)
         assert {r.kind for r in server.requests} <= {"cited", "support"}
         assert len(server.requests) < v1_requests
@@ -376,11 +378,11 @@ async def test_v1_and_v2_give_the_same_verdicts_on_expertqa(shared_data: Path) -
     path = shared_data / "expertqa" / "val.jsonl"
     records = [AnswerRecord.model_validate_json(line) for line in path.open(encoding="utf-8")]
     async with JudgeServer() as server:
-        async with HTTPJudge(server.base_url, "m", max_inflight=16) as v1:
+        async with HTTPJudge(HTTPTransport(server.base_url, "m", max_inflight=16)) as v1:
             one = await Scorer(v1).score_many(records)
         v1_requests = len(server.requests)
         server.reset()
-        async with HTTPBatchJudge(server.base_url, "m", max_inflight=16) as v2:
+        async with HTTPBatchJudge(HTTPTransport(server.base_url, "m", max_inflight=16)) as v2:
             two = await Scorer(v2).score_many(records)
         v2_requests = len(server.requests)
     assert len(records) == 263
@@ -422,7 +424,7 @@ async def test_a_claim_missing_from_the_reply_is_asked_again_alone() -> None:
     observer = Observer()
     async with (
         JudgeServer(batch_edit=drop_beta_once) as server,
-        HTTPBatchJudge(server.base_url, "m", observer=observer, **FAST) as judge,  # type: ignore[arg-type]
+        HTTPBatchJudge(HTTPTransport(server.base_url, "m", observer=observer, **FAST)) as judge,  # type: ignore[arg-type]
     ):
         p = {"a": "alpha beta gamma"}
         out = await judge.check_citations(
@@ -450,7 +452,7 @@ async def test_a_claim_never_answered_is_unjudged_and_the_others_stand() -> None
 
     async with (
         JudgeServer(batch_edit=never_gamma) as server,
-        HTTPBatchJudge(server.base_url, "m", retries=2, **FAST) as judge,  # type: ignore[arg-type]
+        HTTPBatchJudge(HTTPTransport(server.base_url, "m", retries=2, **FAST)) as judge,  # type: ignore[arg-type]
     ):
         rec = AnswerRecord(
             answer="Alpha words [1]. Gamma words [1]. Beta words.",
@@ -465,7 +467,10 @@ async def test_a_claim_never_answered_is_unjudged_and_the_others_stand() -> None
 
 
 async def test_http_faults_are_retried_and_a_client_error_fails_the_batch() -> None:
-    async with JudgeServer() as server, HTTPBatchJudge(server.base_url, "m", **FAST) as judge:  # type: ignore[arg-type]
+    async with (
+        JudgeServer() as server,
+        HTTPBatchJudge(HTTPTransport(server.base_url, "m", **FAST)) as judge,
+    ):  # type: ignore[arg-type]
         server.script(Fault.status(503), Fault.content("not json"), Fault.drop())
         shown = {"1": "alpha words"}
         out = await judge.find_support(["Alpha words.", "Nothing here."], shown)
@@ -487,13 +492,17 @@ async def test_api_key_is_sent_not_shown_and_cache_keys_carry_the_protocol(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     secret = "sk-v2-0123456789abcdef"
-    monkeypatch.setenv("CITEMON_JUDGE_API_KEY", secret)
-    async with JudgeServer() as server, HTTPBatchJudge(server.base_url, "m") as judge:
+    async with (
+        JudgeServer() as server,
+        HTTPBatchJudge(HTTPTransport(server.base_url, "m", api_key=secret)) as judge,
+    ):
         await judge.check_citations(["Alpha."], {"1": "alpha"}, precision=False)
         assert server.requests[0].headers["authorization"] == f"Bearer {secret}"
         assert secret not in repr(judge) and "protocol='v2'" in repr(judge)
         assert isinstance(judge, BatchJudge)
-        assert not isinstance(HTTPJudge(server.base_url, "m"), BatchJudge)
+        assert not isinstance(
+            HTTPJudge(HTTPTransport(server.base_url, "m", api_key=secret)), BatchJudge
+        )
         # A v1 verdict for the same claim and passage is not a v2 one (different question).
         v1 = await judge.entails("Alpha.", {"1": "alpha"})
         assert v1.entailed and len(server.requests) == 2
@@ -503,7 +512,7 @@ async def test_inflight_cap_holds_across_batches() -> None:
     records = sample_records()
     async with (
         JudgeServer(latency_s=0.02) as server,
-        HTTPBatchJudge(server.base_url, "m", max_inflight=3) as judge,
+        HTTPBatchJudge(HTTPTransport(server.base_url, "m", max_inflight=3)) as judge,
     ):
         await Scorer(judge).score_many(records)
         assert server.max_concurrent == 3

@@ -62,3 +62,25 @@ def test_ci_runs_the_suite_then_the_slow_suite() -> None:
     makefile = (REPO / "Makefile").read_text()
     assert 'PYTHON=$(BIN)/python .ci/pytest -q -m "not slow"' in makefile
     assert "PYTHON=$(BIN)/python .ci/pytest -q -m slow\n" in makefile
+
+
+def _prerequisites(makefile: str, target: str) -> set[str]:
+    line = next(line for line in makefile.splitlines() if line.startswith(f"{target}:"))
+    return set(line.partition(":")[2].split())
+
+
+def test_the_llama_cpp_tests_wait_for_the_slow_suite() -> None:
+    """A newcomer's first `make test` does not compile llama.cpp; the slow suite, which runs the
+    tests that need its server, does (and CI runs both)."""
+    makefile = (REPO / "Makefile").read_text()
+    assert "llama" not in _prerequisites(makefile, "test")
+    assert "llama" in _prerequisites(makefile, "test-slow")
+    module = (REPO / "tests" / "integration" / "test_llama_cpp_judge.py").read_text()
+    assert "\npytestmark = pytest.mark.slow\n" in module
+    users = [
+        path.relative_to(REPO)
+        for path in (REPO / "tests").rglob("test_*.py")
+        if path != Path(__file__)
+        and "from tests.integration.llama_support import" in path.read_text(encoding="utf-8")
+    ]
+    assert users == [Path("tests/integration/test_llama_cpp_judge.py")]

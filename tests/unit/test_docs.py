@@ -74,8 +74,9 @@ _OUTSIDE = re.compile(
         (
             r"\b" + "DES" + "IGN" + r"\b",  # a design document the repository does not hold
             r"\b(?:NO" + "TES|STY" + r"LE)\.md\b",  # notes and a style guide it does not hold
-            re.escape("../" + "shared") + r"(?!/data\b)",  # beside the checkout, but the data
+            re.escape("../" + "shared"),  # beside the checkout
             re.escape("/" + "work/"),  # this machine's paths
+            r"(?<![\w.~])/(?:" + "root|home|Users" + r")/",  # anyone's machine paths
             r"\b" + "farm" + "-",
         )
     )
@@ -94,8 +95,9 @@ def _repository_files() -> list[Path]:
 
 def test_the_repository_points_only_inside_itself() -> None:
     """Code, help texts, docs and tests cite the repository's own pages (the contract is
-    docs/design.md), never a file beside the checkout. The one exception is ``../shared/data``,
-    the labelled data sets that the data tests, benchmarks and scripts read."""
+    docs/design.md), never a file beside the checkout nor a path of one machine. The labelled
+    data sets the data tests, benchmarks and scripts read are found by ``tests/labelled_data.py``
+    (an environment variable), not named."""
     found = []
     for path in _repository_files():
         try:
@@ -106,3 +108,60 @@ def test_the_repository_points_only_inside_itself() -> None:
             if match := _OUTSIDE.search(line):
                 found.append(f"{path.relative_to(ROOT)}:{n}: {match.group()!r}")
     assert not found, "points outside the repository:\n" + "\n".join(found)
+
+
+_HEADING = re.compile(r"^(#{1,6})\s+\S")
+
+
+def empty_sections(text: str) -> list[str]:
+    """The headings of ``text`` (Markdown) with nothing under them before the next heading of
+    the same or a higher level, or the end: what a merge that drops half a page leaves behind.
+    Lines inside fenced blocks are content, never headings."""
+    items: list[tuple[int, str] | None] = []  # (level, heading) or None for a content line
+    fence = ""
+    for line in text.splitlines():
+        stripped = line.lstrip()
+        if fence:
+            fence = "" if stripped.startswith(fence) else fence
+            items.append(None)
+            continue
+        if stripped.startswith(("```", "~~~")):
+            fence = stripped[:3]
+            items.append(None)
+        elif match := _HEADING.match(line):
+            items.append((len(match.group(1)), line.strip()))
+        elif line.strip():
+            items.append(None)
+    empty = []
+    for i, item in enumerate(items):
+        if item is None:
+            continue
+        level, heading = item
+        for later in items[i + 1 :]:
+            if later is None:
+                break
+            if later[0] <= level:
+                empty.append(heading)
+                break
+        else:
+            empty.append(heading)
+    return empty
+
+
+def test_empty_sections_are_found() -> None:
+    page = (
+        "# Title\n\nIntro.\n\n## Kept\n\n### Sub\n\ntext\n\n## Lost\n\n"
+        "## Also lost\n```\n# code\n```\n## End\n"
+    )
+    assert empty_sections(page) == ["## Lost", "## End"]
+    assert empty_sections("# Title\n\ntext\n\n## The second half\n") == ["## The second half"]
+
+
+def test_no_page_has_an_empty_section() -> None:
+    pages = [*sorted((ROOT / "docs").glob("**/*.md")), ROOT / "README.md", ROOT / "CHANGELOG.md"]
+    found = [
+        f"{page.relative_to(ROOT)}: {heading}"
+        for page in pages
+        for heading in empty_sections(page.read_text(encoding="utf-8"))
+    ]
+    assert not found, "sections with nothing in them (half a page lost?):\n" + "\n".join(found)

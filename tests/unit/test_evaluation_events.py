@@ -24,7 +24,7 @@ from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
 from prometheus_client import CollectorRegistry
 
 from citemon._core.errors import ConfigError
-from citemon._core.records import AnswerScore, ClaimResult
+from citemon._core.records import VERDICTS, AnswerScore, ClaimResult
 from citemon._demo.data import specimen
 from citemon._engine.scoring import Scorer
 from citemon._metrics import Metrics
@@ -43,18 +43,7 @@ from tests.oracles import SPECIMEN_TRUTH, OracleJudge
 
 TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
 SPAN_ID = "b7ad6b7169203331"
-ZERO_VERDICTS = {
-    f"citemon.verdicts.{v}": 0
-    for v in (
-        "correct",
-        "misattributed",
-        "multi_hop",
-        "unsupported",
-        "dangling",
-        "unjudged",
-        "uncited",
-    )
-}
+ZERO_VERDICTS = {f"citemon.verdicts.{v}": 0 for v in VERDICTS}
 
 
 async def _specimen_score(trace_id: str = TRACE_ID) -> AnswerScore:

@@ -39,7 +39,7 @@ def test_run_help_names_the_variable_of_every_flag(capsys: pytest.CaptureFixture
     for model in MODELS:
         for row in model.FLAGS:
             assert f"[env {model.env_var(row.field)}]" in text, row.flag
-    assert len(Settings.FLAGS) + len(JudgeSettings.FLAGS) + len(ScoringSettings.FLAGS) == 55
+    assert len(Settings.FLAGS) + len(JudgeSettings.FLAGS) + len(ScoringSettings.FLAGS) == 56
 
 
 def test_flag_then_variable_then_default(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -118,3 +118,61 @@ def test_a_renamed_switch_keeps_its_old_flag_with_a_warning(
     assert [r.getMessage() for r in caplog.records] == [
         "--noisy is deprecated: use --loud (same meaning)"
     ]
+
+
+def _subparser(command: str) -> argparse.ArgumentParser:
+    """The command's own parser (``build_parser`` adds a command's flags only when it runs)."""
+    import importlib
+
+    from citemon.cli import COMMANDS
+
+    parser = argparse.ArgumentParser(prog=f"citemon {command}")
+    importlib.import_module(COMMANDS[command][0]).add_arguments(parser)
+    return parser
+
+
+@pytest.mark.parametrize(
+    ("command", "arguments"),
+    [
+        ("score", set()),
+        ("selftest", set()),
+        ("calibrate", {"--labels", "--review-records"}),  # the input and a repeatable list
+        ("compare", {"--baseline", "--candidate", "--prometheus", "--scores"}),  # what, where
+    ],
+)
+def test_the_judging_and_scoring_commands_take_every_flag_from_a_model(
+    command: str, arguments: set[str]
+) -> None:
+    """One settings path: each flag of ``score``, ``selftest`` and ``calibrate`` is a row of a
+    settings model, and so names its variable in its help, but for the listed arguments."""
+    plain = {
+        option
+        for action in _subparser(command)._actions
+        for option in action.option_strings
+        if option not in ("-h", "--help")
+        and action.help != argparse.SUPPRESS  # a deprecated alias of a row
+        and "[env CITEMON_" not in (action.help or "")
+    }
+    assert plain == arguments
+    assert len(_subparser(command)._actions) > 10  # a real parser, flags and all
+
+
+def test_a_command_flag_has_its_variable(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("CITEMON_SCORE_FORMAT", "json")
+    monkeypatch.setenv("CITEMON_SELFTEST_MIN_DROP", "0.2")
+    monkeypatch.setenv("CITEMON_CALIBRATE_NO_THRESHOLD", "true")
+    from citemon._commands.calibrate import CalibrateSettings
+    from citemon._commands.score import ScoreSettings
+    from citemon._commands.selftest import SelftestSettings
+
+    parse = build_parser().parse_args
+    assert ScoreSettings.from_args(parse(["score", "-"])).format == "json"
+    assert ScoreSettings.from_args(parse(["score", "-", "--format", "table"])).format == "table"
+    assert SelftestSettings.from_args(parse(["selftest", "-"])).min_drop == 0.2
+    assert CalibrateSettings.from_args(parse(["calibrate", "--labels", "x"])).no_threshold is True
+    with pytest.raises(SystemExit):
+        parse(["score", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "[env CITEMON_SCORE_CONCURRENCY]" in help_text

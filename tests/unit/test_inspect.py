@@ -11,7 +11,14 @@ from typing import Any
 
 import pytest
 
-from citemon._commands._inspection import Filter, Worst, findings, parse_result, read_results_file
+from citemon._commands._inspection import (
+    SEVERITY,
+    Filter,
+    Worst,
+    findings,
+    parse_result,
+    read_results_file,
+)
 from citemon._core.records import AnswerScore, ClaimResult
 from citemon._demo.data import specimen
 from citemon._engine.excerpts import MAX_EXCERPT_CHARS, MAX_EXCERPTS, excerpt_of, excerpts
@@ -289,20 +296,14 @@ async def test_reads_a_citemon_score_document(
         (d["verdict"], d["sentence"], d["cited_ids"], d["supported_by"])
         for d in map(json.loads, out.splitlines())
     ]
+    # The documented order, worst first (docs/inspect.md), pinned as one line.
+    assert (
+        " ".join(SEVERITY)
+        == "misattributed unsupported multi_hop dangling uncited unjudged correct"
+    )
     expected = sorted(
         ((c.verdict, c.sentence, c.cited_ids, c.supported_by) for c in score.claims),
-        key=lambda t: (
-            [
-                "misattributed",
-                "unsupported",
-                "multi_hop",
-                "dangling",
-                "uncited",
-                "unjudged",
-                "correct",
-            ].index(t[0]),
-            -t[1],
-        ),
+        key=lambda t: (SEVERITY.index(t[0]), -t[1]),
     )
     assert sorted(got, key=lambda t: (t[0], t[1])) == sorted(expected, key=lambda t: (t[0], t[1]))
     assert [g[0] for g in got] == [e[0] for e in expected]

@@ -45,7 +45,7 @@ def test_flags_win_over_variables_and_bad_values_name_the_variable(
 
 
 def test_every_variable_is_documented_once() -> None:
-    assert len(JUDGE_ENV_VARS) == len(set(JUDGE_ENV_VARS)) == 14
+    assert len(JUDGE_ENV_VARS) == len(set(JUDGE_ENV_VARS)) == 15
     assert all(v.startswith("CITEMON_JUDGE") for v in JUDGE_ENV_VARS)
     env = JudgeEnvironment(CITEMON_JUDGE_API_KEY="sk-secret")  # type: ignore[call-arg]
     assert env.api_key == "sk-secret"

@@ -20,7 +20,8 @@ from citemon._core.records import PATTERNS, AnswerRecord, ClaimResult, Passage
 from citemon._core.tally import Tally
 from citemon._core.text import DEFAULT_PASSAGE_ID_KEYS
 from citemon._engine.patterns import assign_patterns, chance_rates, off_by_one_chance
-from citemon._engine.scoring import Scorer, ScoringOptions
+from citemon._engine.scoring import Scorer
+from citemon._engine.settings import ScoringSettings
 from citemon._engine.summary import summarize
 from citemon._metrics import Metrics
 from citemon._otlp.decoding import decode_otlp_proto
@@ -253,7 +254,7 @@ async def test_patterns_change_no_verdict_and_no_count(monkeypatch: pytest.Monke
     joint = {c: s for _, _, j in answers for c, s in j.items()}
     records = [r for r, _, _ in answers]
     for policy in ("any_of", "single"):
-        options = ScoringOptions(policy=policy)  # type: ignore[arg-type]
+        options = ScoringSettings(policy=policy)  # type: ignore[arg-type]
         with_patterns = await Scorer(OracleJudge(support, joint), options).score_many(records)
         with monkeypatch.context() as m:
             m.setattr(scoring, "assign_patterns", lambda *a, **k: None)

@@ -7,7 +7,8 @@ from citemon._checks.shuffle import shuffle_citations
 from citemon._core.records import AnswerRecord, Passage
 from citemon._demo.data import sample_records, specimen
 from citemon._engine.claims import extract_claims
-from citemon._engine.scoring import Scorer, ScoringOptions
+from citemon._engine.scoring import Scorer
+from citemon._engine.settings import ScoringSettings
 from citemon._engine.summary import summarize
 from tests.oracles import OracleJudge, YesJudge
 
@@ -97,7 +98,7 @@ async def test_policy_single_fails_a_multi_id_citation() -> None:
     rec = _record("Alpha [p1, p2].")
     judge = OracleJudge({"Alpha.": {"p1"}})
     any_of = await Scorer(judge).score(rec)
-    single = await Scorer(judge, ScoringOptions(policy="single")).score(rec)
+    single = await Scorer(judge, ScoringSettings(policy="single")).score(rec)
     assert any_of.claims[0].verdict == "correct"
     assert any_of.claims[0].irrelevant_ids == ["p2"]
     assert single.claims[0].verdict == "misattributed"
@@ -144,9 +145,9 @@ async def test_overlapping_chunks_flag_the_misattribution() -> None:
     assert score.claims[0].verdict == "misattributed"
     assert score.claims[0].overlap is True
     assert summarize([score]).overlap_misattributions == 1
-    narrow = await Scorer(OracleJudge({"Claim.": {"p2"}}), ScoringOptions(overlap_tokens=16)).score(
-        rec
-    )
+    narrow = await Scorer(
+        OracleJudge({"Claim.": {"p2"}}), ScoringSettings(overlap_tokens=16)
+    ).score(rec)
     assert narrow.claims[0].overlap is False
 
 
@@ -207,7 +208,7 @@ class SplittingOracle(OracleJudge):
 async def test_llm_decomposition_keeps_citations_and_sentence_index() -> None:
     rec = _record("Alpha and Beta [p1]. Gamma fail [p2].")
     judge = SplittingOracle({"Alpha.": {"p1"}, "Beta.": {"p2"}, "Gamma fail.": {"p2"}})
-    score = await Scorer(judge, ScoringOptions(decompose="llm")).score(rec)
+    score = await Scorer(judge, ScoringSettings(decompose="llm")).score(rec)
     got = [(c.sentence, c.text, c.cited_ids, c.verdict) for c in score.claims]
     assert got == [
         (0, "Alpha.", ["p1"], "correct"),
@@ -220,7 +221,7 @@ def test_llm_decomposition_needs_a_judge_that_decomposes() -> None:
     from citemon._core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="decompose"):
-        Scorer(OracleJudge({}), ScoringOptions(decompose="llm"))
+        Scorer(OracleJudge({}), ScoringSettings(decompose="llm"))
 
 
 def test_verdict_names_are_the_design_pages() -> None:

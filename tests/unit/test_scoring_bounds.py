@@ -16,7 +16,8 @@ from prometheus_client import CollectorRegistry
 from bench.loop_stall import payload as bench_payload
 from citemon._core.judge import CPUJudge
 from citemon._core.records import AnswerRecord, AnswerScore, Passage, Verdict
-from citemon._engine.scoring import Scorer, ScoringOptions
+from citemon._engine.scoring import Scorer
+from citemon._engine.settings import ScoringSettings
 from citemon._engine.support_search import allot
 from citemon._metrics import Metrics
 from citemon._otlp.assembly import TRACE_OUTCOMES, TraceAssembler
@@ -42,7 +43,7 @@ def _haystack(n: int, supporter: int, *, supporter_words: bool = True) -> Answer
 
 async def test_a_1000_passage_search_is_cut_at_the_bound_keeping_the_likely_supporter() -> None:
     judge = OracleJudge({CLAIM: {"p999"}}, joint={CLAIM: {f"p{i}" for i in range(1000)}})
-    score = await Scorer(judge, ScoringOptions(max_judge_calls_per_answer=100)).score(
+    score = await Scorer(judge, ScoringSettings(max_judge_calls_per_answer=100)).score(
         _haystack(1000, 999)
     )
     (claim,) = score.claims
@@ -62,7 +63,7 @@ async def test_a_cut_search_that_found_no_supporter_is_unjudged_not_multi_hop() 
     # The supporter shares no word with the claim: ranked last, cut. "multi_hop" would claim
     # no single passage supports it, which was not checked.
     judge = OracleJudge({CLAIM: {"p500"}}, joint={CLAIM: {f"p{i}" for i in range(1000)}})
-    score = await Scorer(judge, ScoringOptions(max_judge_calls_per_answer=50)).score(
+    score = await Scorer(judge, ScoringSettings(max_judge_calls_per_answer=50)).score(
         _haystack(1000, 500, supporter_words=False)
     )
     (claim,) = score.claims
@@ -74,7 +75,7 @@ async def test_a_cut_search_that_found_no_supporter_is_unjudged_not_multi_hop() 
 
 async def test_zero_means_no_bound_and_an_uncut_search_is_multi_hop() -> None:
     judge = OracleJudge({}, joint={CLAIM: {f"p{i}" for i in range(300)}})
-    score = await Scorer(judge, ScoringOptions(max_judge_calls_per_answer=0)).score(
+    score = await Scorer(judge, ScoringSettings(max_judge_calls_per_answer=0)).score(
         _haystack(300, 1, supporter_words=False)
     )
     assert score.judge_calls == 2 + 299 and score.judge_calls_cut == 0
@@ -92,7 +93,7 @@ async def test_two_failed_claims_share_what_is_left_of_the_bound() -> None:
     passages = [Passage(id=f"p{i}", text=f"filler {i}") for i in range(200)]
     rec = AnswerRecord(answer=f"{CLAIM} [p0] {other} [p0]", passages=passages)
     judge = OracleJudge({}, joint={c: {f"p{i}" for i in range(200)} for c in (CLAIM, other)})
-    score = await Scorer(judge, ScoringOptions(max_judge_calls_per_answer=100)).score(rec)
+    score = await Scorer(judge, ScoringSettings(max_judge_calls_per_answer=100)).score(rec)
     # 2 x (citation check + faithfulness) = 4; 96 left: 48 each of 199.
     assert score.judge_calls == 100
     assert [c.search_cut for c in score.claims] == [151, 151]
@@ -140,9 +141,9 @@ def test_unjudged_causes_and_cut_calls_are_counted() -> None:
     registry = CollectorRegistry()
     metrics = Metrics(registry)
     score = asyncio.run(
-        Scorer(OracleJudge({CLAIM: {"p500"}}), ScoringOptions(max_judge_calls_per_answer=50)).score(
-            _haystack(1000, 500, supporter_words=False)
-        )
+        Scorer(
+            OracleJudge({CLAIM: {"p500"}}), ScoringSettings(max_judge_calls_per_answer=50)
+        ).score(_haystack(1000, 500, supporter_words=False))
     )
     metrics.record_answer(score)
     get = registry.get_sample_value

@@ -62,6 +62,7 @@ from citemon.judges.replies import (
     parse_entailment_reply,
     parse_support_reply,
 )
+from citemon.judges.transport import HTTPTransport
 from tests.conftest import need_server
 from tests.judge_server import Fault, JudgeServer, RecordedRequest
 
@@ -97,11 +98,17 @@ def all_logs(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixt
 async def test_judge_key_is_sent_but_absent_from_errors_logs_repr_metrics_and_results(
     monkeypatch: pytest.MonkeyPatch, all_logs: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setenv("CITEMON_JUDGE_API_KEY", API_KEY + "\n")  # as read from a secret file
     registry = CollectorRegistry()
     async with JudgeServer() as server:
         judge = HTTPJudge(
-            server.base_url, "m", retries=1, backoff_base_s=0.0, observer=JudgeMetrics(registry)
+            HTTPTransport(
+                server.base_url,
+                "m",
+                retries=1,
+                backoff_base_s=0.0,
+                observer=JudgeMetrics(registry),
+                api_key=API_KEY + "\n",  # as read from a secret file
+            )
         )
         # 401 is final; 500 is retried, then final. Both bodies echo the request's headers.
         server.script(Fault.status(401, echo_headers=True), match="denied")
@@ -141,7 +148,7 @@ async def test_credentials_in_the_base_url_become_basic_auth_and_are_never_shown
 ) -> None:
     async with JudgeServer() as server:
         url = server.base_url.replace("http://", f"http://judge-user:{URL_PASSWORD}@")
-        judge = HTTPJudge(url, "m", retries=0)
+        judge = HTTPJudge(HTTPTransport(url, "m", retries=0))
         verdict = await judge.entails("Logs are kept.", {"p-1": "Logs are kept."})
         server.script(Fault.status(401, echo_headers=True))
         with pytest.raises(JudgeError) as denied:
@@ -149,7 +156,9 @@ async def test_credentials_in_the_base_url_become_basic_auth_and_are_never_shown
         await judge.aclose()
         # A query string stays on the request, after the endpoint (it used to be put inside
         # the path); this server answers 404 to any query, which is enough to read the path.
-        queried = HTTPJudge(f"{server.base_url}?api-version={API_KEY}", "m", retries=0)
+        queried = HTTPJudge(
+            HTTPTransport(f"{server.base_url}?api-version={API_KEY}", "m", retries=0)
+        )
         with pytest.raises(JudgeError) as not_found:
             await queried.entails("Logs are kept.", {"p-1": "Logs are kept."})
         await queried.aclose()
@@ -163,7 +172,9 @@ async def test_credentials_in_the_base_url_become_basic_auth_and_are_never_shown
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    closed = HTTPJudge(f"http://judge-user:{URL_PASSWORD}@127.0.0.1:{port}/v1", "m", retries=0)
+    closed = HTTPJudge(
+        HTTPTransport(f"http://judge-user:{URL_PASSWORD}@127.0.0.1:{port}/v1", "m", retries=0)
+    )
     with pytest.raises(JudgeError) as refused:
         await closed.entails("c", {"p": "t"})
     await closed.aclose()
@@ -401,7 +412,10 @@ def test_batch_replies_naming_unshown_passages_or_repeating_keys_give_no_verdict
 
 async def test_a_hostile_passage_reaches_the_judge_whole_and_cannot_vote() -> None:
     passages = {"p-1": HOSTILE[0], "p-2": HOSTILE[1], "p-3": "Logs are kept 90 days."}
-    async with JudgeServer() as server, HTTPJudge(server.base_url, "m", retries=0) as judge:
+    async with (
+        JudgeServer() as server,
+        HTTPJudge(HTTPTransport(server.base_url, "m", retries=0)) as judge,
+    ):
         verdict = await judge.entails("Refunds take 14 business days.", passages)
     (seen,) = server.requests
     assert seen.passages == passages and seen.text == "Refunds take 14 business days."
@@ -417,7 +431,9 @@ async def test_bad_replies_over_the_wire_end_unjudged_and_counted() -> None:
     async with JudgeServer() as server:
         server.script(Fault.content('{"entailed": true, "entailed": false}'), forever=True)
         async with HTTPJudge(
-            server.base_url, "m", retries=2, backoff_base_s=0.0, observer=JudgeMetrics(registry)
+            HTTPTransport(
+                server.base_url, "m", retries=2, backoff_base_s=0.0, observer=JudgeMetrics(registry)
+            )
         ) as judge:
             v1 = await Scorer(judge).score(record)
 
@@ -428,7 +444,7 @@ async def test_bad_replies_over_the_wire_end_unjudged_and_counted() -> None:
 
     async with (
         JudgeServer(batch_edit=unshown) as server,
-        HTTPBatchJudge(server.base_url, "m", retries=2, backoff_base_s=0.0) as judge,
+        HTTPBatchJudge(HTTPTransport(server.base_url, "m", retries=2, backoff_base_s=0.0)) as judge,
     ):
         v2 = await Scorer(judge).score(record)
     assert [c.verdict for c in v1.claims] == ["unjudged", "unjudged"]

@@ -24,15 +24,18 @@ from citemon._core.probe import ProbeCounts, cited_counts, probe_sensitivity
 from citemon._core.records import AnswerRecord, Verdict
 from citemon._core.tally import Tally
 from citemon._demo.data import sample_records, specimen
-from citemon._engine.scoring import Scorer, ScoringOptions
+from citemon._engine.scoring import Scorer
+from citemon._engine.settings import ScoringSettings
 from citemon._engine.summary import Summary
 from citemon._metrics import Metrics
 from citemon._service.pipeline import Pipeline
 from citemon._service.sampling import ratio_bound, trace_id_sampled
 from citemon._service.settings import Settings, settings_from_args
 from citemon.cli import build_parser
+from citemon.judges.cache import ReplyCache
 from citemon.judges.http import HTTPBatchJudge
 from citemon.judges.lexical import LexicalJudge
+from citemon.judges.transport import HTTPTransport
 from tests.judge_server import JudgeServer
 from tests.oracles import SPECIMEN_TRUTH, EntailsBatch, OracleJudge, YesJudge
 from tests.unit.test_metrics import SVE, FakeClock, answer, claim
@@ -95,7 +98,7 @@ async def test_check_only_counts_equal_full_scoring_of_the_rotated_claims() -> N
     judges = (LexicalJudge(), OracleJudge(SPECIMEN_TRUTH), YesJudge(), EntailsBatch(LexicalJudge()))
     for judge in judges:
         for policy in ("any_of", "single"):
-            scorer = Scorer(judge, ScoringOptions(policy=policy))  # type: ignore[arg-type]
+            scorer = Scorer(judge, ScoringSettings(policy=policy))  # type: ignore[arg-type]
             for record in records:
                 got = await shuffled_check(scorer, record)
                 claims = await scorer.claims(record)
@@ -115,7 +118,10 @@ async def test_a_v2_judge_is_asked_once_per_cited_set_with_the_real_scores_promp
         r.model_copy(update={"trace_id": t})
         for r, t in zip(sample_records(), trace_ids(40, seed=5), strict=False)
     ]
-    async with JudgeServer() as server, HTTPBatchJudge(server.base_url, "m", cache_size=0) as judge:
+    async with (
+        JudgeServer() as server,
+        HTTPBatchJudge(HTTPTransport(server.base_url, "m"), cache=ReplyCache(0)) as judge,
+    ):
         scorer = Scorer(judge)
         asked = 0
         for record in records:

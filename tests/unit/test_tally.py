@@ -111,3 +111,13 @@ def test_the_window_owns_its_counts() -> None:
     read = metrics.probe_totals()
     read.original.correct = 0
     assert metrics.probe_totals().original == Tally(correct=3, cited=4)
+
+
+def test_a_share_of_cited_claims_is_none_with_nothing_cited() -> None:
+    """A misattribution pattern's rate per cited claim (what `compare` tests) comes from the
+    tally: None, not 0, when nothing was cited."""
+    assert Tally(cited=8, correct=6).per_cited(2) == 0.25
+    interval = Tally(cited=8, correct=6).per_cited_ci95(2)
+    assert interval is not None and interval[0] < 0.25 < interval[1]
+    assert Tally().per_cited(0) is None
+    assert Tally().per_cited_ci95(0) is None

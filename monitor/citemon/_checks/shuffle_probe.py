@@ -112,7 +112,7 @@ async def _check_sets(
 
     async def check(key: tuple[str, ...], texts: list[str]) -> int:
         shown = {p: passages[p] for p in key}
-        precise = scorer.options.precision and len(shown) > 1  # the real score's prompt
+        precise = scorer.PRECISION and len(shown) > 1  # the real score's prompt
         outcomes = await judge.check_citations(texts, shown, precision=precise)
         if len(outcomes) != len(texts):
             raise JudgeInvalidReply(f"batch judge gave {len(outcomes)} outcomes for {len(texts)}")

@@ -70,10 +70,11 @@ def offline_review(args: argparse.Namespace, directory: Path) -> int:
     for version in ("v1", "v2"):
         summary = summarize(s for s in scores if s.version == version)
         counts = " · ".join(f"{v} {n}" for v, n in summary.verdicts.items() if n)
-        accuracy = summary.tally.citation_accuracy or 0.0  # 0.000 for a version never cited
+        accuracy = summary.tally.citation_accuracy  # None for a version never cited: no fake 0
+        shown = "– (no cited claims)" if accuracy is None else f"{accuracy:.3f}"
         print(
             f"{version}: {summary.answers} answers, citemon's citation accuracy "
-            f"{accuracy:.3f} ({counts}; overlap "
+            f"{shown} ({counts}; overlap "
             f"{summary.overlap_misattributions})"
         )
     write_review_set(directory, reviews)

@@ -10,7 +10,6 @@ from typing import IO
 
 from citemon._core.errors import InputError
 from citemon._core.text import CitationSyntax
-from citemon._engine.scoring import ScoringOptions
 from citemon._engine.settings import ScoringSettings
 
 __all__ = [
@@ -38,9 +37,9 @@ def citation_syntax(args: argparse.Namespace) -> CitationSyntax:
     return ScoringSettings.from_args(args).syntax
 
 
-def scoring_options(args: argparse.Namespace) -> ScoringOptions:
-    """The scoring flags, checked now."""
-    return ScoringSettings.from_args(args).options()
+def scoring_options(args: argparse.Namespace) -> ScoringSettings:
+    """The scoring settings from the flags (and variables), checked now."""
+    return ScoringSettings.from_args(args)
 
 
 def open_input(path: str) -> AbstractContextManager[IO[str]]:

@@ -34,9 +34,10 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, field_validator
+from pydantic_settings import SettingsConfigDict
 
 from citemon._checks.calibration import CalibrationReport, evaluate, judge_pairs
 from citemon._checks.labelled_pairs import pairs_from_rows
@@ -45,13 +46,61 @@ from citemon._core.calibration import Calibration, Confusion
 from citemon._core.errors import ConfigError
 from citemon._core.human_labels import PartialMapping, read_label_rows
 from citemon._core.passages import PassageLookupError
+from citemon._core.settings import Flag, FlagSettings
 from citemon._passages import add_passage_store_arguments, open_store
 from citemon._review.estimates import estimate
 from citemon._review.model import read_labels, read_review_records
 from citemon._review.report import render_estimates
 from citemon.judges import add_judge_arguments, judge_options, load_judge
 
-__all__ = ["add_arguments", "main", "render_table"]
+__all__ = ["CalibrateSettings", "add_arguments", "main", "render_table"]
+
+
+class CalibrateSettings(FlagSettings):
+    """``citemon calibrate``'s own flags, each with its variable ``CITEMON_CALIBRATE_<FIELD>``
+    (the judge's, the markers' and the passage store's are their models'). ``--labels`` (the
+    input, required) and ``--review-records`` (repeatable) are arguments, not settings."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="CITEMON_CALIBRATE_", extra="ignore", validate_default=True, frozen=True
+    )
+    TITLE: ClassVar[str] = "calibrate"
+    FLAGS: ClassVar[tuple[Flag, ...]] = (
+        Flag("--format", "format", "table (default) or json", choices=("table", "json")),
+        Flag("--output", "output", "write the calibration file here", Path, metavar="OUTPUT"),
+        Flag(
+            "--partial",
+            "partial",
+            "how partial support (Partial, partially_supported) counts (default not_entailed)",
+            choices=("entailed", "not_entailed", "exclude"),
+        ),
+        Flag("--limit", "limit", "use at most this many labelled pairs", int, metavar="LIMIT"),
+        Flag(
+            "--disagreements",
+            "disagreements",
+            "how many disagreements to show (default 10)",
+            int,
+            metavar="DISAGREEMENTS",
+        ),
+        Flag(
+            "--no-threshold",
+            "no_threshold",
+            "write the judge's own verdicts' counts to --output, not the chosen threshold",
+            bool,
+        ),
+    )
+
+    format: Literal["table", "json"] = "table"
+    output: Path | None = None
+    partial: Literal["entailed", "not_entailed", "exclude"] = "not_entailed"
+    limit: int | None = None
+    disagreements: int = 10
+    no_threshold: bool = False
+
+    @field_validator("output", "limit", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        return None if value == "" else value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,23 +113,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="review records (repeatable): --labels are production labels of these answers",
     )
-    parser.add_argument("--format", choices=("table", "json"), default="table")
-    parser.add_argument("--output", type=Path, help="write the calibration file here")
-    parser.add_argument(
-        "--partial",
-        choices=("entailed", "not_entailed", "exclude"),
-        default="not_entailed",
-        help="how partial support (Partial, partially_supported) counts (default not_entailed)",
-    )
-    parser.add_argument("--limit", type=int, help="use at most this many labelled pairs")
-    parser.add_argument(
-        "--disagreements", type=int, default=10, help="how many disagreements to show (default 10)"
-    )
-    parser.add_argument(
-        "--no-threshold",
-        action="store_true",
-        help="write the judge's own verdicts' counts to --output, not the chosen threshold",
-    )
+    CalibrateSettings.add_arguments(parser, title="calibrate")
     add_marker_arguments(parser)
     add_judge_arguments(parser)
     add_passage_store_arguments(parser)
@@ -144,12 +177,12 @@ def render_table(report: CalibrationReport) -> str:
     return "\n".join(lines)
 
 
-async def _run(args: argparse.Namespace) -> CalibrationReport:
-    partial: PartialMapping = args.partial
+async def _run(args: argparse.Namespace, own: CalibrateSettings) -> CalibrationReport:
+    partial: PartialMapping = own.partial
     rows = read_label_rows(args.labels)
     await _fill_rows(args, rows)
     syntax = citation_syntax(args)
-    pairs, skipped = pairs_from_rows(rows, partial=partial, limit=args.limit, syntax=syntax)
+    pairs, skipped = pairs_from_rows(rows, partial=partial, limit=own.limit, syntax=syntax)
     judge = load_judge(args.judge, judge_options(args))
     means = getattr(judge, "confidence_means", None)
     try:
@@ -164,7 +197,7 @@ async def _run(args: argparse.Namespace) -> CalibrationReport:
         data=f"{args.labels.name} ({len(rows)} rows)",
         partial=partial,
         skipped=skipped,
-        max_disagreements=args.disagreements,
+        max_disagreements=own.disagreements,
         confidence_means=means if isinstance(means, str) else None,
     )
 
@@ -194,37 +227,35 @@ async def _fill_rows(args: argparse.Namespace, rows: list[dict[str, Any]]) -> No
         await store.aclose()
 
 
-def _check_args(args: argparse.Namespace) -> None:
+def _check_args(args: argparse.Namespace, own: CalibrateSettings) -> None:
     """Fail before judging (minutes with an HTTP judge), not after it."""
     citation_syntax(args)  # a bad --marker-pattern
-    if args.limit is not None and args.limit < 1:
-        raise ConfigError(f"--limit must be at least 1, not {args.limit}")
-    if args.disagreements < 0:
-        raise ConfigError(f"--disagreements must be 0 or more, not {args.disagreements}")
-    if args.output is not None and (
-        args.output.is_dir() or not args.output.resolve().parent.is_dir()
-    ):
-        raise ConfigError(f"--output {args.output}: not a file in an existing directory")
+    if own.limit is not None and own.limit < 1:
+        raise ConfigError(f"--limit must be at least 1, not {own.limit}")
+    if own.disagreements < 0:
+        raise ConfigError(f"--disagreements must be 0 or more, not {own.disagreements}")
+    if own.output is not None and (own.output.is_dir() or not own.output.resolve().parent.is_dir()):
+        raise ConfigError(f"--output {own.output}: not a file in an existing directory")
 
 
-def _production(args: argparse.Namespace) -> int:
+def _production(args: argparse.Namespace, own: CalibrateSettings) -> int:
     """Estimates from production labels of review records (nothing is judged)."""
-    if args.limit is not None:
+    if own.limit is not None:
         raise ConfigError("--limit applies to benchmark labels, not to --review-records")
     labels = read_labels(args.labels)
     records = [r for path in args.review_records for r in read_review_records(path)]
-    report = estimate(records, labels, partial=args.partial)
+    report = estimate(records, labels, partial=own.partial)
     calibration = None
-    if args.output is not None:
+    if own.output is not None:
         overall = report.groups[-1]
         confusion = Confusion(tp=overall.tp, fn=overall.fn, tn=overall.tn, fp=overall.fp)
         calibration = Calibration.from_confusion(
             confusion,
             judge=args.judge,
             data=f"{args.labels.name} (production)",
-            partial=args.partial,
+            partial=own.partial,
         )
-    _deliver(args, report, lambda: render_estimates(report), calibration)
+    _deliver(own, report, lambda: render_estimates(report), calibration)
     if not any(g.labelled_claims for g in report.groups):
         print("citemon: no label matches a cited claim of the review records", file=sys.stderr)
         return 1
@@ -232,7 +263,7 @@ def _production(args: argparse.Namespace) -> int:
 
 
 def _deliver(
-    args: argparse.Namespace,
+    own: CalibrateSettings,
     report: BaseModel,
     render: Callable[[], str],
     calibration: Calibration | None,
@@ -240,31 +271,32 @@ def _deliver(
 ) -> None:
     """Write ``calibration`` to ``--output`` (when given) and print the report as ``--format``
     asks; both kinds of calibration (benchmark and production labels) end here."""
-    if args.output is not None and calibration is not None:
+    if own.output is not None and calibration is not None:
         try:
-            calibration.save(args.output)
+            calibration.save(own.output)
         except OSError as exc:
-            raise ConfigError(f"cannot write --output {args.output}: {exc.strerror}") from None
-    if args.format == "json":
+            raise ConfigError(f"cannot write --output {own.output}: {exc.strerror}") from None
+    if own.format == "json":
         print(json.dumps(report.model_dump(mode="json"), indent=2))
         return
     print(render())
-    if args.output is not None:
-        print(f"\ncalibration written to {args.output}{applied}")
+    if own.output is not None:
+        print(f"\ncalibration written to {own.output}{applied}")
 
 
 def main(args: argparse.Namespace) -> int:
-    _check_args(args)
+    own = CalibrateSettings.from_args(args)
+    _check_args(args, own)
     if args.review_records:
-        return _production(args)
-    report = asyncio.run(_run(args))
-    calibration = report.calibration(with_threshold=not args.no_threshold)
+        return _production(args, own)
+    report = asyncio.run(_run(args, own))
+    calibration = report.calibration(with_threshold=not own.no_threshold)
     applied = (
         f" with threshold {calibration.threshold:.3f} (score and run apply it)"
         if calibration.threshold is not None
         else ""
     )
-    _deliver(args, report, lambda: render_table(report), calibration, applied)
+    _deliver(own, report, lambda: render_table(report), calibration, applied)
     if report.pairs == 0:
         print("citemon: no usable labelled pairs", file=sys.stderr)
         return 1

@@ -15,10 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any, ClassVar, Literal
 
-from pydantic import ValidationError
+from pydantic import ValidationError, field_validator
+from pydantic_settings import SettingsConfigDict
 
 from citemon._core.errors import ConfigError, InputError
+from citemon._core.settings import Flag, FlagSettings
 from citemon._rollout.compare import (
     compare,
     counts_from_prometheus,
@@ -27,40 +30,69 @@ from citemon._rollout.compare import (
     patterns_from_prometheus,
 )
 
-__all__ = ["add_arguments", "main"]
+__all__ = ["CompareSettings", "add_arguments", "main"]
 
 EXIT = {"no evidence": 0, "improved": 0, "regressed": 1, "not enough data": 3}
+
+
+class CompareSettings(FlagSettings):
+    """``citemon compare``'s settings, each with its variable ``CITEMON_COMPARE_<FIELD>`` (a
+    rollout gate sets them once in its environment). The versions and the source (``--baseline``,
+    ``--candidate``, ``--prometheus`` or ``--scores``) are the comparison's arguments."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="CITEMON_COMPARE_", extra="ignore", validate_default=True, frozen=True
+    )
+    TITLE: ClassVar[str] = "compare"
+    FLAGS: ClassVar[tuple[Flag, ...]] = (
+        Flag("--service", "service", "only this service", metavar="SERVICE"),
+        Flag("--window", "window", "PromQL range for --prometheus (1h)", metavar="WINDOW"),
+        Flag("--alpha", "alpha", "significance level (0.05)", float, metavar="ALPHA"),
+        Flag(
+            "--min-effect",
+            "min_effect",
+            "smallest difference that counts, in the metric's units (0.02)",
+            float,
+            metavar="MIN_EFFECT",
+        ),
+        Flag(
+            "--min-claims",
+            "min_claims",
+            "cited claims each version needs before concluding (30)",
+            int,
+            metavar="MIN_CLAIMS",
+        ),
+        Flag(
+            "--test",
+            "test",
+            "sequential: always-valid p-values, safe to look at repeatedly (default); "
+            "fixed: the one-look two-proportion z-test",
+            choices=("sequential", "fixed"),
+        ),
+        Flag("--format", "format", "table (default) or json", choices=("table", "json")),
+    )
+
+    service: str | None = None
+    window: str = "1h"
+    alpha: float = 0.05
+    min_effect: float = 0.02
+    min_claims: int = 30
+    test: Literal["sequential", "fixed"] = "sequential"
+    format: Literal["table", "json"] = "table"
+
+    @field_validator("service", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        return None if value == "" else value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baseline", required=True, help="the version deployed before")
     parser.add_argument("--candidate", required=True, help="the version under test")
-    parser.add_argument("--service", help="only this service")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--prometheus", metavar="URL", help="Prometheus base URL")
     source.add_argument("--scores", metavar="FILE", help="per-answer scores file")
-    parser.add_argument("--window", default="1h", help="PromQL range for --prometheus (1h)")
-    parser.add_argument("--alpha", type=float, default=0.05, help="significance level (0.05)")
-    parser.add_argument(
-        "--min-effect",
-        type=float,
-        default=0.02,
-        help="smallest difference that counts, in the metric's units (0.02)",
-    )
-    parser.add_argument(
-        "--min-claims",
-        type=int,
-        default=30,
-        help="cited claims each version needs before concluding (30)",
-    )
-    parser.add_argument(
-        "--test",
-        choices=("sequential", "fixed"),
-        default="sequential",
-        help="sequential: always-valid p-values, safe to look at repeatedly (default); "
-        "fixed: the one-look two-proportion z-test",
-    )
-    parser.add_argument("--format", choices=("table", "json"), default="table")  # fmt: skip
+    CompareSettings.add_arguments(parser, title="compare")
 
 
 def _fmt(x: float | None) -> str:
@@ -68,26 +100,27 @@ def _fmt(x: float | None) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    if not 0 < args.alpha < 1:
+    own = CompareSettings.from_args(args)
+    if not 0 < own.alpha < 1:
         raise ConfigError("--alpha must be between 0 and 1")
-    if args.min_effect < 0:
-        raise ConfigError(f"--min-effect must be 0 or more, not {args.min_effect}")
-    if args.min_claims < 1:  # 0 would let two versions with no data at all pass the gate
-        raise ConfigError(f"--min-claims must be at least 1, not {args.min_claims}")
+    if own.min_effect < 0:
+        raise ConfigError(f"--min-effect must be 0 or more, not {own.min_effect}")
+    if own.min_claims < 1:  # 0 would let two versions with no data at all pass the gate
+        raise ConfigError(f"--min-claims must be at least 1, not {own.min_claims}")
     if args.prometheus:
         counts = counts_from_prometheus(
             args.prometheus, [args.baseline, args.candidate],
-            window=args.window, service=args.service,
+            window=own.window, service=own.service,
         )  # fmt: skip
         patterns = patterns_from_prometheus(
             args.prometheus, [args.baseline, args.candidate],
-            window=args.window, service=args.service,
+            window=own.window, service=own.service,
         )  # fmt: skip
-        source = f"Prometheus over {args.window}"
+        source = f"Prometheus over {own.window}"
     else:
         try:
-            counts = load_scores(args.scores, service=args.service)
-            patterns = load_patterns(args.scores, service=args.service)
+            counts = load_scores(args.scores, service=own.service)
+            patterns = load_patterns(args.scores, service=own.service)
         except ValidationError as exc:  # uncaught it exits 1, which here means "regressed"
             first = exc.errors(include_input=False)[0]
             where = ".".join(str(p) for p in first["loc"]) or "record"
@@ -106,10 +139,10 @@ def main(args: argparse.Namespace) -> int:
             )
     result = compare(
         counts, args.baseline, args.candidate,
-        alpha=args.alpha, min_effect=args.min_effect, min_claims=args.min_claims,
-        test=args.test, patterns=patterns,
+        alpha=own.alpha, min_effect=own.min_effect, min_claims=own.min_claims,
+        test=own.test, patterns=patterns,
     )  # fmt: skip
-    if args.format == "json":
+    if own.format == "json":
         print(json.dumps(result.as_dict(), indent=1))
         return EXIT[result.outcome]
     b, c = result.counts[args.baseline], result.counts[args.candidate]
@@ -136,7 +169,7 @@ def main(args: argparse.Namespace) -> int:
     )
     kind = (
         "always-valid (mixture SPRT): safe to look at repeatedly"
-        if args.test == "sequential"
+        if own.test == "sequential"
         else "fixed-sample z-test: valid for one look only"
     )
     print(f"p: {kind}")

@@ -16,7 +16,10 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from itertools import chain
-from typing import IO
+from typing import IO, Any, ClassVar, Literal
+
+from pydantic import field_validator
+from pydantic_settings import SettingsConfigDict
 
 from citemon._commands._explain import explain_input
 from citemon._commands._files import Progress, detect_format, read_jsonl, render_json, render_table
@@ -24,6 +27,7 @@ from citemon._commands._options import add_scoring_arguments, open_input, scorin
 from citemon._core.calibration import Calibration
 from citemon._core.errors import CitemonError, ConfigError, InputError
 from citemon._core.records import AnswerRecord, AnswerScore, ClaimResult
+from citemon._core.settings import Flag, FlagSettings
 from citemon._engine.excerpts import MAX_EXCERPT_CHARS
 from citemon._engine.passage_text import fill_from_store
 from citemon._engine.scoring import Scorer
@@ -39,50 +43,93 @@ from citemon._review.sample import (
 )
 from citemon.judges import add_judge_arguments, judge_options, load_judge
 
-__all__ = ["add_arguments", "main"]
+__all__ = ["ScoreSettings", "add_arguments", "main"]
+
+
+class ScoreSettings(FlagSettings):
+    """``citemon score``'s own flags (the judge's, the scoring's and the passage store's are
+    their models'), each with its variable ``CITEMON_SCORE_<FIELD>``: one settings path, as
+    every command's settings are (:mod:`citemon._core.settings`)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="CITEMON_SCORE_", extra="ignore", validate_default=True, frozen=True
+    )
+    TITLE: ClassVar[str] = "score"
+    FLAGS: ClassVar[tuple[Flag, ...]] = (
+        Flag(
+            "--input-format",
+            "input_format",
+            "auto (default: from the first line), jsonl or otlp-json",
+            choices=("auto", "jsonl", "otlp-json"),
+        ),
+        Flag("--format", "format", "table (default) or json", choices=("table", "json")),
+        Flag("--explain", "explain", "show reasons per claim", bool),
+        Flag(
+            "--explain-input",
+            "explain_input",
+            "for each answer read from traces, show which span gave the passages and which "
+            "the answer, and what each citation marker resolved to",
+            bool,
+        ),
+        Flag("--strict", "strict", "abort on the first bad line", bool),
+        Flag(
+            "--calibration",
+            "calibration",
+            "a `citemon calibrate --output` file: also report corrected accuracy",
+            metavar="FILE",
+        ),
+        Flag(
+            "--concurrency",
+            "concurrency",
+            "answers scored at once (the judge cap still bounds requests; default 16)",
+            int,
+        ),
+        Flag(
+            "--review-output",
+            "review_output",
+            "also write review records here (JSON lines)",
+            metavar="FILE",
+        ),
+        Flag(
+            "--review-rate",
+            "review_rate",
+            "share of answers written to --review-output (default 1: all)",
+            float,
+        ),
+        Flag(
+            "--review-passage-chars",
+            "review_passage_chars",
+            f"characters of each passage in a review record, 1..{MAX_EXCERPT_CHARS} "
+            f"(default {DEFAULT_REVIEW_PASSAGE_CHARS})",
+            int,
+        ),
+    )
+
+    input_format: Literal["auto", "jsonl", "otlp-json"] = "auto"
+    format: Literal["table", "json"] = "table"
+    explain: bool = False
+    explain_input: bool = False
+    strict: bool = False
+    calibration: str | None = None
+    concurrency: int = 16
+    review_output: str | None = None
+    review_rate: float = 1.0
+    review_passage_chars: int = DEFAULT_REVIEW_PASSAGE_CHARS
+
+    @field_validator("calibration", "review_output", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        return None if value == "" else value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("input", help="JSONL file of answers, or - for standard input")
-    parser.add_argument("--input-format", choices=("auto", "jsonl", "otlp-json"), default="auto")
-    parser.add_argument("--format", choices=("table", "json"), default="table")
-    parser.add_argument("--explain", action="store_true", help="show reasons per claim")
-    parser.add_argument(
-        "--explain-input",
-        action="store_true",
-        help="for each answer read from traces, show which span gave the passages and which "
-        "the answer, and what each citation marker resolved to",
-    )
-    parser.add_argument("--strict", action="store_true", help="abort on the first bad line")
-    parser.add_argument(
-        "--calibration",
-        metavar="FILE",
-        help="a `citemon calibrate --output` file: also report corrected accuracy",
-    )
-    review = parser.add_argument_group("review sample")
-    review.add_argument(
-        "--review-output", metavar="FILE", help="also write review records here (JSON lines)"
-    )
-    review.add_argument(
-        "--review-rate",
-        type=float,
-        default=1.0,
-        help="share of answers written to --review-output (default 1: all)",
-    )
-    review.add_argument(
-        "--review-passage-chars",
-        type=int,
-        default=DEFAULT_REVIEW_PASSAGE_CHARS,
-        help=f"characters of each passage in a review record, 1..{MAX_EXCERPT_CHARS} "
-        f"(default {DEFAULT_REVIEW_PASSAGE_CHARS})",
-    )
+    # The review flags are rows of the same model, shown under a heading of their own.
+    review = {"review_output", "review_rate", "review_passage_chars"}
+    own = [row.field for row in ScoreSettings.FLAGS if row.field not in review]
+    ScoreSettings.add_arguments(parser, title="score", only=own)
+    ScoreSettings.add_arguments(parser, title="review sample", only=review)
     add_scoring_arguments(parser)
-    parser.add_argument(
-        "--concurrency",
-        type=int,
-        default=16,
-        help="answers scored at once (the judge cap still bounds requests)",
-    )
     add_judge_arguments(parser)
     add_passage_store_arguments(parser)
     AgentSettings.add_arguments(parser, title=AgentSettings.TITLE)
@@ -133,7 +180,7 @@ async def score_stream(
                 item, _ = await fill_from_store(
                     item, scorer.passages, hash_key=scorer.passage_hash_key
                 )
-            print(explain_input(item, scorer.options.syntax))
+            print(explain_input(item, scorer.syntax))
         window.append(asyncio.create_task(scorer.score(item)))
         if len(window) >= concurrency:
             yield await window.pop(0)
@@ -141,32 +188,32 @@ async def score_stream(
         yield await task
 
 
-def _review_file(args: argparse.Namespace) -> IO[str] | None:
+def _review_file(settings: ScoreSettings) -> IO[str] | None:
     """The opened --review-output, its flags checked before any answer is scored."""
-    if args.review_output is None:
+    if settings.review_output is None:
         return None
-    if not 0.0 <= args.review_rate <= 1.0:
-        raise ConfigError(f"--review-rate must be within [0, 1], not {args.review_rate}")
-    if not 1 <= args.review_passage_chars <= MAX_EXCERPT_CHARS:
+    if not 0.0 <= settings.review_rate <= 1.0:
+        raise ConfigError(f"--review-rate must be within [0, 1], not {settings.review_rate}")
+    if not 1 <= settings.review_passage_chars <= MAX_EXCERPT_CHARS:
         raise ConfigError(
             f"--review-passage-chars must be within [1, {MAX_EXCERPT_CHARS}], "
-            f"not {args.review_passage_chars}"
+            f"not {settings.review_passage_chars}"
         )
     try:
-        return open(args.review_output, "w", encoding="utf-8")
+        return open(settings.review_output, "w", encoding="utf-8")
     except OSError as exc:
         raise ConfigError(
-            f"cannot write --review-output {args.review_output}: {exc.strerror}"
+            f"cannot write --review-output {settings.review_output}: {exc.strerror}"
         ) from None
 
 
-def _write_review(out: IO[str], score: AnswerScore, args: argparse.Namespace) -> int:
-    if not review_selected(review_key(score), args.review_rate):
+def _write_review(out: IO[str], score: AnswerScore, settings: ScoreSettings) -> int:
+    if not review_selected(review_key(score), settings.review_rate):
         return 0
     record = review_record(
         score,
         scored_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
-        passage_chars=args.review_passage_chars,
+        passage_chars=settings.review_passage_chars,
     )
     out.write(record.to_json() + "\n")
     return 1
@@ -174,9 +221,10 @@ def _write_review(out: IO[str], score: AnswerScore, args: argparse.Namespace) ->
 
 async def _run(args: argparse.Namespace) -> int:
     AgentSettings.from_args(args).apply()  # how agents' tool calls are read, process-wide
-    review_out = _review_file(args)
+    own = ScoreSettings.from_args(args)
+    review_out = _review_file(own)
     reviewed = 0
-    calibration = Calibration.load(args.calibration) if args.calibration else None
+    calibration = Calibration.load(own.calibration) if own.calibration else None
     # A calibration that chose a threshold for this judge measured its error *at* it: apply it.
     calibrated = calibration.threshold_for(args.judge) if calibration else None
     judge = load_judge(args.judge, judge_options(args, calibrated_threshold=calibrated))
@@ -190,24 +238,24 @@ async def _run(args: argparse.Namespace) -> int:
         with open_input(args.input) as stream:
             stream_scores = score_stream(
                 scorer,
-                _records(stream, args.input_format),
-                concurrency=max(1, args.concurrency),
-                strict=args.strict,
+                _records(stream, own.input_format),
+                concurrency=max(1, own.concurrency),
+                strict=own.strict,
                 errors=errors,
                 unanswered=unanswered,
-                explain=args.explain_input,
+                explain=own.explain_input,
             )
             async for score in stream_scores:
                 scores.append(score)
                 if review_out is not None:
-                    reviewed += _write_review(review_out, score, args)
+                    reviewed += _write_review(review_out, score, own)
                 progress.step()
     finally:
         progress.close()
         if review_out is not None:
             review_out.close()
             print(
-                f"citemon: {reviewed} review record(s) written to {args.review_output}",
+                f"citemon: {reviewed} review record(s) written to {own.review_output}",
                 file=sys.stderr,
             )
         aclose = getattr(judge, "aclose", None)
@@ -216,13 +264,11 @@ async def _run(args: argparse.Namespace) -> int:
         if store is not None:
             await store.aclose()
     summary = summarize(scores)
-    if args.format == "json":
+    if own.format == "json":
         print(render_json(scores, summary, args.policy, calibration))
     else:
         print(
-            render_table(
-                scores, summary, args.policy, explain=args.explain, calibration=calibration
-            )
+            render_table(scores, summary, args.policy, explain=own.explain, calibration=calibration)
         )
     claims = [c for s in scores for c in s.claims]
     failed = [c for c in claims if c.unjudged_cause == "judge_failure"]

@@ -9,27 +9,48 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from typing import ClassVar
+
+from pydantic_settings import SettingsConfigDict
 
 from citemon._checks.selftest import run_shuffle_selftest
 from citemon._commands._files import read_jsonl
 from citemon._commands._options import open_input
 from citemon._core.errors import InputError
 from citemon._core.records import AnswerRecord
+from citemon._core.settings import Flag, FlagSettings
 from citemon._engine.scoring import Scorer
 from citemon.judges import add_judge_arguments, judge_options, load_judge
 
-__all__ = ["add_arguments", "main"]
+__all__ = ["SelftestSettings", "add_arguments", "main"]
+
+
+class SelftestSettings(FlagSettings):
+    """``citemon selftest``'s own flags, each with its variable ``CITEMON_SELFTEST_<FIELD>``
+    (the judge's are :class:`~citemon.judges.settings.JudgeSettings`')."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="CITEMON_SELFTEST_", extra="ignore", validate_default=True, frozen=True
+    )
+    TITLE: ClassVar[str] = "selftest"
+    FLAGS: ClassVar[tuple[Flag, ...]] = (
+        Flag("--seed", "seed", "the shuffle's random seed (default 0)", int, metavar="SEED"),
+        Flag(
+            "--min-drop",
+            "min_drop",
+            "accuracy must fall by at least this much (default 0.05)",
+            float,
+            metavar="MIN_DROP",
+        ),
+    )
+
+    seed: int = 0
+    min_drop: float = 0.05
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("input", help="JSONL file of answers, or - for standard input")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--min-drop",
-        type=float,
-        default=0.05,
-        help="accuracy must fall by at least this much (default 0.05)",
-    )
+    SelftestSettings.add_arguments(parser, title="selftest")
     add_judge_arguments(parser)
 
 
@@ -38,6 +59,7 @@ def _pct(value: float | None) -> str:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    own = SelftestSettings.from_args(args)
     records: list[AnswerRecord] = []
     bad = 0
     with open_input(args.input) as stream:
@@ -51,7 +73,7 @@ async def _run(args: argparse.Namespace) -> int:
         print(f"citemon: {bad} bad input line(s) skipped", file=sys.stderr)
     judge = load_judge(args.judge, judge_options(args))
     try:
-        result = await run_shuffle_selftest(Scorer(judge), records, seed=args.seed)
+        result = await run_shuffle_selftest(Scorer(judge), records, seed=own.seed)
     finally:
         aclose = getattr(judge, "aclose", None)
         if aclose is not None:
@@ -72,7 +94,7 @@ async def _run(args: argparse.Namespace) -> int:
         f"faithfulness       {_pct(o['faithfulness'])} -> {_pct(s['faithfulness'])}"
         f"  (shift {_pct(result.faithfulness_shift)})"
     )
-    if result.passed(min_drop=args.min_drop):
+    if result.passed(min_drop=own.min_drop):
         print("PASS: accuracy fell on shuffled citations while faithfulness held")
         return 0
     print("FAIL: the judge does not tell the cited passage from the others", file=sys.stderr)

@@ -25,6 +25,7 @@ from citemon._core.stats import (
     percentile_interval,
     ratio,
 )
+from citemon._core.tally import Tally
 
 __all__ = [
     "MIN_INFORMATIVENESS",
@@ -173,9 +174,12 @@ def corrected_accuracy(
     c = calib.confusion
     pos, neg = c.tp + c.fn, c.tn + c.fp
     sens, spec = c.sensitivity, c.specificity
-    if cited <= 0 or sens is None or spec is None or sens + spec - 1.0 <= MIN_INFORMATIVENESS:
+    observed = Tally(cited=max(cited, 0), correct=correct).citation_accuracy
+    if observed is None or sens is None or spec is None:
         return None
-    point = _rogan_gladen(correct / cited, sens, spec)
+    if sens + spec - 1.0 <= MIN_INFORMATIVENESS:
+        return None
+    point = _rogan_gladen(observed, sens, spec)
     rng = random.Random(seed)
     values = []
     flip = False

@@ -22,7 +22,12 @@ How a flag and its variable behave (the same for all):
   :class:`~citemon._core.errors.ConfigError` naming the field, never echoing the input (secrets);
 * a renamed setting keeps its old flag and variable as deprecated aliases (:attr:`Flag.aliases`,
   :attr:`Flag.env_aliases`): they still work, each use logs one warning line naming the new
-  spelling, and the new spelling wins when both are given.
+  spelling, and the new spelling wins when both are given;
+* a secret (the Kafka password, the judge's API key, the passage store's password and token)
+  follows one rule: a :class:`~pydantic.SecretStr` field read from its variable only, never a
+  flag (a flag is seen in ``ps`` and shell history), beside a ``<field>_file`` field (a flag and
+  a variable) naming a file that holds it; not both (:func:`one_secret_source`), and the file
+  read when the secret is used (:func:`secret_from`), so a rotated file is seen.
 """
 
 from __future__ import annotations
@@ -33,9 +38,10 @@ import os
 import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar, Final, Self
 
-from pydantic import ValidationError
+from pydantic import SecretStr, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -52,7 +58,9 @@ __all__ = [
     "ENV_PREFIX",
     "Flag",
     "FlagSettings",
+    "one_secret_source",
     "parse_duration_s",
+    "secret_from",
     "whole_at_least_0",
 ]
 
@@ -61,6 +69,28 @@ ENV_PREFIX: Final = "CITEMON_"
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_S: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def one_secret_source(value: SecretStr | None, path: Path | None, *, what: str) -> None:
+    """For a model validator: a secret given both by its variable and by its file is refused
+    (which one was meant cannot be known), naming neither value."""
+    if value is not None and path is not None:
+        raise ValueError(f"give {what} by env or by file, not both")
+
+
+def secret_from(value: SecretStr | None, path: Path | None, *, file_flag: str) -> SecretStr | None:
+    """The secret from its variable, else from its file (read now, so a rotated file is seen;
+    the line end a file usually has is dropped), else None. A file that cannot be read is a
+    :class:`ConfigError` naming ``file_flag`` and the reason, never the content."""
+    if value is not None:
+        return value
+    if path is None:
+        return None
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read {file_flag}: {exc.strerror}") from None
+    return SecretStr(text.rstrip("\r\n"))
 
 
 def parse_duration_s(value: str | float | int) -> float:

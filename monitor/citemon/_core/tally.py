@@ -153,6 +153,14 @@ class Tally:
         relevant = self.correct_citations - self.irrelevant_citations
         return ratio(relevant, self.correct_citations)
 
+    def per_cited(self, n: int) -> float | None:
+        """``n`` claims of some kind (a misattribution pattern's, say) per cited claim."""
+        return ratio(n, self.cited)
+
+    def per_cited_ci95(self, n: int) -> tuple[float, float] | None:
+        """The Wilson 95% interval of :meth:`per_cited`."""
+        return wilson(n, self.cited)
+
     @property
     def multi_hop_ceiling(self) -> float | None:
         """1 − multi_hop / cited claims: the citation accuracy no single citation per claim

@@ -9,7 +9,8 @@ from typing import Final
 
 from prometheus_client import CollectorRegistry
 
-from citemon._core.stats import two_proportion_z, wilson
+from citemon._core.stats import ratio, two_proportion_z
+from citemon._core.tally import Tally
 
 __all__ = ["render_versions", "verdict_line"]
 
@@ -38,18 +39,31 @@ def _per_version(registry: CollectorRegistry) -> dict[str, dict[str, float]]:
     return {v: row for v, row in out.items() if row.get("citemon_answers_total")}
 
 
-def _cited(row: dict[str, float]) -> int:
-    return int(sum(row.get(v, 0) for v in _MIX if v != "uncited"))
+def _tally(row: dict[str, float]) -> Tally:
+    """The version's claim counters as a :class:`Tally`, which owns the ratios made of them."""
+    tally = Tally(
+        cited_ids=int(row.get("citemon_cited_ids_total", 0)),
+        faithful=int(row.get("citemon_faithful_claims_total", 0)),
+    )
+    for verdict in _MIX:
+        tally.add_verdict(verdict, int(row.get(verdict, 0)))
+    return tally
+
+
+def _pattern_share(row: dict[str, float], name: str) -> float | None:
+    """The share of the version's misattributed claims that ``name`` explains."""
+    total = sum(n for k, n in row.items() if k.startswith("pattern:"))
+    return ratio(row.get(f"pattern:{name}", 0), total)
 
 
 def _top_pattern(row: dict[str, float]) -> tuple[str, float] | None:
     """The most common misattribution pattern and its share of the misattributed claims."""
     counts = {k.removeprefix("pattern:"): n for k, n in row.items() if k.startswith("pattern:")}
-    total = sum(counts.values())
-    if not total:
+    if not sum(counts.values()):
         return None
     name = max(counts, key=lambda k: counts[k])
-    return name, counts[name] / total
+    share = _pattern_share(row, name)
+    return None if share is None else (name, share)
 
 
 def _fmt(value: float | None, spec: str = ".2f") -> str:
@@ -65,11 +79,8 @@ def render_versions(registry: CollectorRegistry) -> str:
         "verdicts: correct/misattr/multi-hop/unsupp/dangling/uncited"
     ]
     for version, row in sorted(_per_version(registry).items()):
-        cited = _cited(row)
-        correct = int(row.get("correct", 0))
-        judged = cited + int(row.get("uncited", 0))
-        faithful = row.get("citemon_faithful_claims_total", 0)
-        ci = wilson(correct, cited)
+        tally = _tally(row)
+        ci = tally.citation_accuracy_ci95
         mix = "/".join(str(int(row.get(v, 0))) for v in _MIX)
         unjudged = int(row.get("unjudged", 0))
         top = _top_pattern(row)
@@ -77,11 +88,11 @@ def render_versions(registry: CollectorRegistry) -> str:
         mix += f" (+{unjudged} unjudged)" if unjudged else ""
         lines.append(
             f"{version:<8}{int(row['citemon_answers_total']):>8}"
-            f"{_fmt(correct / cited if cited else None):>10}  "
+            f"{_fmt(tally.citation_accuracy):>10}  "
             f"{(f'[{ci[0]:.2f}, {ci[1]:.2f}]' if ci else '–'):<13}"
-            f"{_fmt(cited / judged if judged else None):>9}"
-            f"{_fmt(row.get('citemon_cited_ids_total', 0) / cited if cited else None):>11}"
-            f"{_fmt(faithful / judged if judged else None):>10}   "
+            f"{_fmt(tally.citation_coverage):>9}"
+            f"{_fmt(tally.ids_per_claim):>11}"
+            f"{_fmt(tally.judged_faithfulness):>10}   "
             f"{why:<22}{mix}"
         )
     return "\n".join(lines)
@@ -94,22 +105,23 @@ def verdict_line(registry: CollectorRegistry) -> str | None:
     if "v1" not in rows or "v2" not in rows:
         return None
     a, b = rows["v1"], rows["v2"]
-    s1, n1, s2, n2 = int(a.get("correct", 0)), _cited(a), int(b.get("correct", 0)), _cited(b)
-    test = two_proportion_z(s1, n1, s2, n2)
-    if test is None or not n1 or not n2:
+    before, after = _tally(a), _tally(b)
+    test = two_proportion_z(before.correct, before.cited, after.correct, after.cited)
+    was_accuracy, now_accuracy = before.citation_accuracy, after.citation_accuracy
+    if test is None or was_accuracy is None or now_accuracy is None:
         return None
     z, p = test
     line = (
-        f"v1 → v2: citation accuracy {s1 / n1:.2f} → {s2 / n2:.2f} "
-        f"({s2 / n2 - s1 / n1:+.2f}; two-proportion z = {z:.1f}, "
+        f"v1 → v2: citation accuracy {was_accuracy:.2f} → {now_accuracy:.2f} "
+        f"({now_accuracy - was_accuracy:+.2f}; two-proportion z = {z:.1f}, "
         f"{'p < 1e-6' if p < 1e-6 else f'p = {p:.1g}'}).\n"
         "Faithfulness does not move: v2 says the same things and cites the wrong passage."
     )
     top = _top_pattern(b)
     if top is not None:
         name = top[0]
-        base = sum(n for k, n in a.items() if k.startswith("pattern:"))
-        was = f"{a.get(f'pattern:{name}', 0) / base:.0%}" if base else "none misattributed"
+        share = _pattern_share(a, name)
+        was = "none misattributed" if share is None else f"{share:.0%}"
         line += (
             f"\nWhy: {top[1]:.0%} of v2's misattributed claims are {name} (v1: {was});"
             " docs/why-citations-fail.md says who fixes it."

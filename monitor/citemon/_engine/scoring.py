@@ -32,7 +32,7 @@ import functools
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, TypeVar
 
 from citemon._core.errors import ConfigError, JudgeError, JudgeInvalidReply
 from citemon._core.judge import (
@@ -50,6 +50,7 @@ from citemon._engine.claims import extract_claims
 from citemon._engine.excerpts import excerpts
 from citemon._engine.passage_text import DEFAULT_HASH_KEY, fill_from_store
 from citemon._engine.patterns import assign_patterns
+from citemon._engine.settings import DEFAULT_MAX_JUDGE_CALLS_PER_ANSWER, Policy, ScoringSettings
 from citemon._engine.support_search import allot, by_overlap
 from citemon._engine.verdicts import (
     apply_lookup_failure,
@@ -67,29 +68,11 @@ __all__ = [
     "DEFAULT_MAX_JUDGE_CALLS_PER_ANSWER",
     "Policy",
     "Scorer",
-    "ScoringOptions",
 ]
 
-Policy = Literal["any_of", "single"]
 _R = TypeVar("_R")
 _T = TypeVar("_T")
 _WAVE: Final = 256  # claims of one answer checked concurrently
-
-DEFAULT_MAX_JUDGE_CALLS_PER_ANSWER: Final = 100
-"""``--max-judge-calls-per-answer`` / ``CITEMON_MAX_JUDGE_CALLS_PER_ANSWER``, in judge calls."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ScoringOptions:
-    """How claims are checked. ``overlap_tokens``: shared run that marks a chunking artifact."""
-
-    policy: Policy = "any_of"
-    decompose: Literal["sentence", "llm"] = "sentence"
-    overlap_tokens: int = 12
-    syntax: CitationSyntax = field(default_factory=CitationSyntax)
-    precision: bool = True
-    max_judge_calls_per_answer: int = DEFAULT_MAX_JUDGE_CALLS_PER_ANSWER
-    """Judge calls per answer past which the misattribution search is cut (0: no bound)."""
 
 
 class _Unjudged(Exception):
@@ -121,17 +104,25 @@ class Scorer:
     answers are held in memory at once (``max_concurrent_answers`` in :meth:`score_many`).
     """
 
+    PRECISION: Final = True
+    """Citation precision is always asked of a citation set of two or more passages (the shuffle
+    probe asks it the same way, so that its prompt is the real score's)."""
+
     def __init__(
         self,
         judge: Judge,
-        options: ScoringOptions | None = None,
+        settings: ScoringSettings | None = None,
         *,
         executor: Executor | None = None,
         passages: PassageStore | None = None,
         passage_hash_key: str | None = None,
     ) -> None:
         self.judge = judge
-        self.options = options or ScoringOptions()
+        self.settings = settings if settings is not None else ScoringSettings.defaults()
+        """How claims are checked: the settings themselves (``score``'s flags, ``run``'s
+        ``settings.scoring``), not a copy of them."""
+        self.syntax: CitationSyntax = self.settings.syntax
+        """The citation markers and metadata keys, compiled once."""
         self.executor = executor
         """Where CPU-bound work runs (None: inline, on the caller's event loop)."""
         self.passages = passages
@@ -141,12 +132,12 @@ class Scorer:
             getattr(passages, "hash_key", DEFAULT_HASH_KEY)
         )
         """The metadata key of a passage's content hash (the store's ``hash_key`` by default)."""
-        if self.options.decompose == "llm" and not hasattr(judge, "decompose"):
+        if self.settings.decompose == "llm" and not hasattr(judge, "decompose"):
             raise ConfigError("--decompose llm needs a judge that can decompose (the http judge)")
-        if self.options.max_judge_calls_per_answer < 0:
+        if self.settings.max_judge_calls_per_answer < 0:  # settings built without validation
             raise ConfigError("--max-judge-calls-per-answer must be 0 (no bound) or more")
         self._cpu_judge = isinstance(judge, CPUJudge)
-        self._inline = Scorer(judge, self.options) if executor is not None else None
+        self._inline = Scorer(judge, self.settings) if executor is not None else None
 
     async def _cpu(self, fn: Callable[..., _R], *args: Any) -> _R:
         """``fn(*args)`` in the executor, or inline without one."""
@@ -156,8 +147,8 @@ class Scorer:
         return await loop.run_in_executor(self.executor, functools.partial(fn, *args))
 
     async def claims(self, record: AnswerRecord) -> list[Claim]:
-        claims = await self._cpu(extract_claims, record, self.options.syntax)
-        if self.options.decompose == "sentence":
+        claims = await self._cpu(extract_claims, record, self.syntax)
+        if self.settings.decompose == "sentence":
             return claims
         decompose: Callable[[str], Awaitable[list[str]]] = self.judge.decompose  # type: ignore[attr-defined]
         out: list[Claim] = []
@@ -202,7 +193,7 @@ class Scorer:
             apply_lookup_failure(result, claim, record.lookup_failed)
             apply_truncation(result, record)
         # After every verdict is final: a pattern explains a verdict, never changes one.
-        assign_patterns(results, record, self.options.syntax.passage_id_keys)
+        assign_patterns(results, record, self.syntax.passage_id_keys)
         score = AnswerScore(
             id=record.id,
             service=record.service,
@@ -258,7 +249,7 @@ class Scorer:
         searches = [s for s in await _waves(first, list(range(len(claims)))) if s]
         if not searches:
             return results
-        limit = self.options.max_judge_calls_per_answer
+        limit = self.settings.max_judge_calls_per_answer
         grants = (
             allot([len(s.others) for s in searches], max(0, limit - calls.made))
             if limit
@@ -295,7 +286,7 @@ class Scorer:
                 )
                 result.faithful = True  # the context does entail it (step 2)
                 return
-            attribute(result, search.cited, passages, supporters, self.options.overlap_tokens)
+            attribute(result, search.cited, passages, supporters, self.settings.overlap_tokens)
 
         await _waves(search_one, searches)
         return results
@@ -317,7 +308,7 @@ class Scorer:
             if check.entailed:
                 groups = citation_groups(claim, passages)
                 irrelevant: list[str] = []
-                if self.options.precision and len(groups) > 1:
+                if self.PRECISION and len(groups) > 1:
                     irrelevant = await self._irrelevant(claim.text, groups, calls)
                 mark_correct(result, cited, irrelevant, groups)
                 return None
@@ -329,7 +320,7 @@ class Scorer:
     def _others(self, cited: list[str], passages: Mapping[str, str]) -> list[str]:
         """The passages a failed claim's support is searched in, in retrieval order."""
         # Under `single`, a multi-ID citation fails the policy; its own passages may still support.
-        return [p for p in passages if p not in cited or self.options.policy == "single"]
+        return [p for p in passages if p not in cited or self.settings.policy == "single"]
 
     # -- the batch path (wire contract v2) ---------------------------------------------------
 
@@ -347,7 +338,7 @@ class Scorer:
 
         async def check(key: tuple[str, ...], members: list[int]) -> list[CitedOutcome]:
             shown = {p: passages[p] for p in key}
-            precise = self.options.precision and len(shown) > 1
+            precise = self.PRECISION and len(shown) > 1
             texts = [claims[i].text for i in members]
             calls.made += 1
             return await _outcomes(judge.check_citations(texts, shown, precision=precise), texts)
@@ -365,7 +356,7 @@ class Scorer:
                     continue
                 groups = citation_groups(claims[i], passages)
                 irrelevant = []
-                if self.options.precision and len(groups) > 1:
+                if self.PRECISION and len(groups) > 1:
                     # The judge weighs passages; a citation is irrelevant when every passage
                     # it named is.
                     weak = set(cited_out.irrelevant(list(dict.fromkeys(valid[i]))))
@@ -389,11 +380,11 @@ class Scorer:
             if needs_search(result, claim):  # searched already: the judge said who supports
                 others = self._others(valid[i], passages)
                 supporters = [p for p in others if p in support.supported_by]
-                attribute(result, valid[i], passages, supporters, self.options.overlap_tokens)
+                attribute(result, valid[i], passages, supporters, self.settings.overlap_tokens)
         return results
 
     def _citable(self, claim: Claim, cited: list[str]) -> bool:
-        if self.options.policy == "single":
+        if self.settings.policy == "single":
             return len(claim.cited_ids) == 1 and bool(cited)
         return bool(cited)
 

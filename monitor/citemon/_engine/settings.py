@@ -1,22 +1,29 @@
 """How claims are checked, as settings: :class:`ScoringSettings`, its flags and their checks.
 
-Shared by ``score`` and ``run`` (where it is the ``scoring`` part of the service's settings).
-Every check is in the model, so a bad ``--marker-pattern`` or ``--overlap-tokens`` is a usage
-error naming the flag before anything starts, not a traceback on the first answer.
+Shared by ``score`` and ``run`` (where it is the ``scoring`` part of the service's settings),
+and what the :class:`~citemon._engine.scoring.Scorer` itself takes: the one statement of each
+setting and its default. Every check is in the model, so a bad ``--marker-pattern`` or
+``--overlap-tokens`` is a usage error naming the flag before anything starts, not a traceback on
+the first answer.
 """
 
 from __future__ import annotations
 
 import re
-from typing import ClassVar, Literal
+from typing import ClassVar, Final, Literal
 
 from pydantic import Field, field_validator
 
 from citemon._core.settings import Flag, FlagSettings, whole_at_least_0
 from citemon._core.text import DEFAULT_MARKER_PATTERN, DEFAULT_PASSAGE_ID_KEYS, CitationSyntax
-from citemon._engine.scoring import DEFAULT_MAX_JUDGE_CALLS_PER_ANSWER, ScoringOptions
 
-__all__ = ["SCORING_FLAGS", "ScoringSettings"]
+__all__ = ["DEFAULT_MAX_JUDGE_CALLS_PER_ANSWER", "SCORING_FLAGS", "Policy", "ScoringSettings"]
+
+DEFAULT_MAX_JUDGE_CALLS_PER_ANSWER: Final = 100
+"""``--max-judge-calls-per-answer`` / ``CITEMON_MAX_JUDGE_CALLS_PER_ANSWER``, in judge calls."""
+
+Policy = Literal["any_of", "single"]
+"""``--policy``: what a citation set must do for a claim to be ``correct``."""
 
 SCORING_FLAGS: tuple[Flag, ...] = (
     Flag(
@@ -66,7 +73,7 @@ class ScoringSettings(FlagSettings):
     FLAGS: ClassVar[tuple[Flag, ...]] = SCORING_FLAGS
     TITLE: ClassVar[str] = "scoring"
 
-    policy: Literal["any_of", "single"] = "any_of"
+    policy: Policy = "any_of"
     """``CITEMON_POLICY``."""
     decompose: Literal["sentence", "llm"] = "sentence"
     """``CITEMON_DECOMPOSE``."""
@@ -105,12 +112,9 @@ class ScoringSettings(FlagSettings):
         keys = tuple(k.strip() for k in self.passage_id_keys.split(",") if k.strip())
         return CitationSyntax(self.marker_pattern, passage_id_keys=keys)
 
-    def options(self) -> ScoringOptions:
-        """What the scorer takes."""
-        return ScoringOptions(
-            policy=self.policy,
-            decompose=self.decompose,
-            overlap_tokens=self.overlap_tokens,
-            syntax=self.syntax,
-            max_judge_calls_per_answer=self.max_judge_calls_per_answer,
-        )
+    @classmethod
+    def defaults(cls) -> ScoringSettings:
+        """The defaults, whatever the environment holds: a :class:`Scorer
+        <citemon._engine.scoring.Scorer>` built without settings in library code is not
+        configured by ``CITEMON_*`` variables behind its caller's back."""
+        return cls.model_construct()

@@ -3,15 +3,15 @@
 ``--passage-store chroma://host:port/COLLECTION`` (``chromas://`` for TLS; ``?tenant=…&
 database=…`` when not the defaults). One ``collection.get(ids=…, include=["documents"])`` per
 answer: IDs are passed to the client as a list, never put into a filter string. The document
-stored with an ID is its text. An API token, when the server needs one, comes from
-``CITEMON_PASSAGE_STORE_TOKEN`` (Chroma's ``x-chroma-token`` header), never from a flag.
+stored with an ID is its text. An API token, when the server needs one, is handed in (``token``:
+the settings' ``CITEMON_PASSAGE_STORE_TOKEN`` or ``--passage-store-token-file``, sent as
+Chroma's ``x-chroma-token`` header), never from a flag.
 
 The client is ``chromadb-client`` (the ``[chroma]`` extra: HTTP only, no embedding models).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -20,7 +20,8 @@ __all__ = ["ChromaStore"]
 
 
 class ChromaStore:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, token: str | None = None) -> None:
+        self._token = token
         parts = urlsplit(url)
         name = parts.path.strip("/")
         if not parts.hostname or not name or "/" in name:
@@ -38,9 +39,8 @@ class ChromaStore:
         import chromadb  # the [chroma] extra
 
         kwargs: dict[str, Any] = {"host": self.host, "port": self.port, "ssl": self.ssl}
-        token = os.environ.get("CITEMON_PASSAGE_STORE_TOKEN")
-        if token:
-            kwargs["headers"] = {"x-chroma-token": token}
+        if self._token:
+            kwargs["headers"] = {"x-chroma-token": self._token}
         if self.tenant:
             kwargs["tenant"] = self.tenant
         if self.database:

@@ -11,13 +11,12 @@ text (IDs it lacks are left out)::
 
 IDs travel only in the JSON body, never in the URL. Any other status, a body that is not such
 an object, or a connection error is a failed round trip (retried). A bearer token, when the
-service needs one, comes from ``CITEMON_PASSAGE_STORE_TOKEN`` (``Authorization: Bearer …``),
-never from a flag.
+service needs one, is handed in (``token``: the settings' ``CITEMON_PASSAGE_STORE_TOKEN`` or
+``--passage-store-token-file``, sent as ``Authorization: Bearer …``), never from a flag.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from typing import Final
 
@@ -26,13 +25,13 @@ import httpx
 __all__ = ["TOKEN_ENV", "HTTPStore"]
 
 TOKEN_ENV: Final = "CITEMON_PASSAGE_STORE_TOKEN"
+"""The variable the settings read the token from (``PassageStoreSettings``)."""
 
 
 class HTTPStore:
-    def __init__(self, url: str, *, max_connections: int = 8) -> None:
+    def __init__(self, url: str, *, max_connections: int = 8, token: str | None = None) -> None:
         self.url = url
         headers = {"accept": "application/json"}
-        token = os.environ.get(TOKEN_ENV)
         if token:
             headers["authorization"] = f"Bearer {token}"
         self._client = httpx.AsyncClient(

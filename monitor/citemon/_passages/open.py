@@ -9,8 +9,11 @@
   ``async lookup(ids) -> Mapping[str, str]``.
 
 A URL that carries a password is refused (``ConfigError``): a flag is seen in ``ps``, shell
-history and logs. The password comes from ``CITEMON_PASSAGE_STORE_PASSWORD`` (or libpq's own
-means), a token from ``CITEMON_PASSAGE_STORE_TOKEN``. :func:`redacted` is what logs show.
+history and logs. The password (``CITEMON_PASSAGE_STORE_PASSWORD`` or
+``--passage-store-password-file``; or libpq's own means) and the token
+(``CITEMON_PASSAGE_STORE_TOKEN`` or ``--passage-store-token-file``) are the settings' secrets,
+read by the one rule of :mod:`citemon._core.settings` and handed to the backend that uses them;
+no backend reads the environment. :func:`redacted` is what logs show.
 """
 
 from __future__ import annotations
@@ -70,8 +73,16 @@ def redacted(url: str) -> str:
     return urlunsplit((parts.scheme, user + host, parts.path, "", ""))
 
 
-def open_backend(url: str, *, query: str | None = None, concurrency: int = 8) -> PassageStore:
-    """The backend ``url`` names (not yet connected: connections open on the first lookup)."""
+def open_backend(
+    url: str,
+    *,
+    query: str | None = None,
+    concurrency: int = 8,
+    password: str | None = None,
+    token: str | None = None,
+) -> PassageStore:
+    """The backend ``url`` names (not yet connected: connections open on the first lookup),
+    with the ``password`` (PostgreSQL) or ``token`` (Chroma, HTTP) it sends."""
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     # The query of a URL, or the whole of a libpq keyword string (``host=… password=…``),
@@ -85,15 +96,17 @@ def open_backend(url: str, *, query: str | None = None, concurrency: int = 8) ->
         if scheme in ("postgresql", "postgres"):
             from citemon._passages.postgres import DEFAULT_QUERY, PostgresStore
 
-            return PostgresStore(url, query=query or DEFAULT_QUERY, max_size=concurrency)
+            return PostgresStore(
+                url, query=query or DEFAULT_QUERY, max_size=concurrency, password=password
+            )
         if scheme in ("chroma", "chromas"):
             from citemon._passages.chroma import ChromaStore
 
-            return ChromaStore(url)
+            return ChromaStore(url, token=token)
         if scheme in ("http", "https"):
             from citemon._passages.http import HTTPStore
 
-            return HTTPStore(url, max_connections=concurrency)
+            return HTTPStore(url, max_connections=concurrency, token=token)
         if scheme == "sqlite":
             from citemon._passages.embedded import DEFAULT_SQLITE_QUERY, SQLiteStore
 
@@ -149,7 +162,13 @@ def open_store_from(
     if not url:
         return None
     limits = given.limits(hold=hold)
-    backend = open_backend(url, query=given.passage_store_query, concurrency=limits.concurrency)
+    backend = open_backend(
+        url,
+        query=given.passage_store_query,
+        concurrency=limits.concurrency,
+        password=given.secret("password"),
+        token=given.secret("token"),
+    )
     log.info("passage store: %s (%s)", redacted(url), limits)
     return ManagedStore(
         backend,

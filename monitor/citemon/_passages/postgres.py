@@ -8,33 +8,40 @@ takes the list of IDs as the named parameter ``ids`` and returns ``(id, text)`` 
 psycopg 3 binds the list as a ``text[]`` server-side parameter: an ID is never part of the SQL.
 Connections come from a psycopg-pool ``AsyncConnectionPool`` (at most ``--passage-store-
 concurrency``, each checked before use, so a restarted server costs one retry, not an error per
-pooled connection). The password comes from ``CITEMON_PASSAGE_STORE_PASSWORD`` or libpq's own
+pooled connection). The password is handed in (``password``: the settings'
+``CITEMON_PASSAGE_STORE_PASSWORD`` or ``--passage-store-password-file``), else libpq's own
 means (``PGPASSWORD``, ``~/.pgpass``, ``PGPASSFILE``, a service file), never from the URL.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 __all__ = ["DEFAULT_QUERY", "PASSWORD_ENV", "PostgresStore"]
 
 PASSWORD_ENV: Final = "CITEMON_PASSAGE_STORE_PASSWORD"
+"""The variable the settings read the password from (``PassageStoreSettings``)."""
 DEFAULT_QUERY: Final = "SELECT id, text FROM passages WHERE id = ANY(%(ids)s)"
 
 
 class PostgresStore:
     """Looks IDs up with one query per call, on a pooled connection."""
 
-    def __init__(self, url: str, *, query: str = DEFAULT_QUERY, max_size: int = 8) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        query: str = DEFAULT_QUERY,
+        max_size: int = 8,
+        password: str | None = None,
+    ) -> None:
         from psycopg_pool import AsyncConnectionPool  # the [postgres] extra
 
         if "%(ids)s" not in query:
             raise ValueError("--passage-store-query must take the IDs as %(ids)s")
         self.query = query
         kwargs: dict[str, Any] = {"autocommit": True}
-        password = os.environ.get(PASSWORD_ENV)
         if password:
             kwargs["password"] = password
         self._pool = AsyncConnectionPool(

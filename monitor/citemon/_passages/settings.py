@@ -1,13 +1,24 @@
 """The ``--passage-store*`` flags and their ``CITEMON_PASSAGE_STORE*`` variables (one model, as
-every command's settings are: :class:`citemon._core.settings.FlagSettings`)."""
+every command's settings are: :class:`citemon._core.settings.FlagSettings`), and the store's two
+secrets by the one rule for secrets: ``CITEMON_PASSAGE_STORE_PASSWORD`` (PostgreSQL) and
+``CITEMON_PASSAGE_STORE_TOKEN`` (Chroma, HTTP), variables only, or the files named by
+``--passage-store-password-file`` and ``--passage-store-token-file``."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from pathlib import Path
+from typing import Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr, field_validator, model_validator
 
-from citemon._core.settings import Flag, FlagSettings, parse_duration_s, whole_at_least_0
+from citemon._core.settings import (
+    Flag,
+    FlagSettings,
+    one_secret_source,
+    parse_duration_s,
+    secret_from,
+    whole_at_least_0,
+)
 from citemon._engine.passage_text import DEFAULT_HASH_KEY
 from citemon._passages.managed import StoreLimits
 
@@ -31,7 +42,8 @@ def _at_least_1(value: str) -> int:
 
 
 class PassageStoreSettings(FlagSettings):
-    """Field ``x`` ⇔ env ``CITEMON_X``; a password or token is never one of them."""
+    """Field ``x`` ⇔ env ``CITEMON_X``; the password and the token are variables (or files),
+    never flags."""
 
     TITLE: ClassVar[str] = "passage store (text for passages traced without it)"
     FLAGS: ClassVar[tuple[Flag, ...]] = (
@@ -106,6 +118,20 @@ class PassageStoreSettings(FlagSettings):
             what="a duration (300, 300s, 5m)",
             metavar="DURATION",
         ),
+        Flag(
+            "--passage-store-password-file",
+            "passage_store_password_file",
+            "file holding the PostgreSQL password (or set CITEMON_PASSAGE_STORE_PASSWORD)",
+            Path,
+            metavar="FILE",
+        ),
+        Flag(
+            "--passage-store-token-file",
+            "passage_store_token_file",
+            "file holding the Chroma or HTTP store's token (or set CITEMON_PASSAGE_STORE_TOKEN)",
+            Path,
+            metavar="FILE",
+        ),
     )
 
     passage_store: str | None = None
@@ -117,6 +143,41 @@ class PassageStoreSettings(FlagSettings):
     passage_store_retries: int = Field(_D.retries, ge=0)
     passage_hash_key: str = DEFAULT_HASH_KEY
     passage_store_hold: float = Field(DEFAULT_HOLD_S, ge=0)
+    passage_store_password: SecretStr | None = Field(None, repr=False)
+    passage_store_password_file: Path | None = None
+    passage_store_token: SecretStr | None = Field(None, repr=False)
+    passage_store_token_file: Path | None = None
+
+    @field_validator(
+        "passage_store_password",
+        "passage_store_password_file",
+        "passage_store_token",
+        "passage_store_token_file",
+        mode="before",
+    )
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @model_validator(mode="after")
+    def _one_source_each(self) -> PassageStoreSettings:
+        one_secret_source(
+            self.passage_store_password,
+            self.passage_store_password_file,
+            what="the passage store password",
+        )
+        one_secret_source(
+            self.passage_store_token, self.passage_store_token_file, what="the passage store token"
+        )
+        return self
+
+    def secret(self, which: Literal["password", "token"]) -> str | None:
+        """The store's password or token, from its variable or its file (read now): for the
+        backend only, never to be logged."""
+        value = getattr(self, f"passage_store_{which}")
+        path = getattr(self, f"passage_store_{which}_file")
+        got = secret_from(value, path, file_flag=f"--passage-store-{which}-file")
+        return None if got is None else got.get_secret_value()
 
     def limits(self, *, hold: bool) -> StoreLimits:
         return StoreLimits(

@@ -39,10 +39,8 @@ from citemon._core.records import PATTERNS, AnswerScore
 from citemon._core.stats import (
     msprt_p_value,
     normal_cdf,
-    ratio,
     two_proportion_variance,
     two_proportion_z,
-    wilson,
 )
 from citemon._core.tally import Tally
 
@@ -207,10 +205,10 @@ def _pattern_tests(
         s1, n1, s2, n2 = pb.get(pattern, 0), b.cited, pc.get(pattern, 0), c.cited
         t = Test(
             name=pattern,
-            baseline=ratio(s1, n1),
-            candidate=ratio(s2, n2),
-            baseline_ci95=wilson(s1, n1),
-            candidate_ci95=wilson(s2, n2),
+            baseline=b.per_cited(s1),
+            candidate=c.per_cited(s2),
+            baseline_ci95=b.per_cited_ci95(s1),
+            candidate_ci95=c.per_cited_ci95(s2),
             worse_when="higher",
         )
         z = two_proportion_z(s1, n1, s2, n2)

@@ -151,14 +151,14 @@ def build_monitor(
     )
     judge = load_judge(spec, judge_settings, observer=GateObserver(metrics.judge, gate))
     if spec in ("http", "classifier"):
-        metrics.judge.set_limit(judge_settings.concurrency)
+        metrics.judge.set_limit(judge_settings.max_inflight)
     # CPU-bound scoring (pysbd, the offline judges) runs here, off the event loop, so that
     # heartbeats, /healthz and /metrics answer while a 1 MB answer is split and judged.
     executor = ThreadPoolExecutor(settings.cpu_workers, thread_name_prefix="citemon-cpu")
     # --passage-store: answers wait out a store outage (up to --passage-store-hold) in the
     # scoring slots, so intake stops as for a judge outage; /readyz is 503 meanwhile.
     store = open_store_from(settings.passages, observer=metrics.passages, hold=True)
-    scorer = Scorer(judge, settings.scoring.options(), executor=executor, passages=store)
+    scorer = Scorer(judge, settings.scoring, executor=executor, passages=store)
     events = None
     if exporter is not None:
         from citemon._service.evaluation_events import EvaluationEvents as Events

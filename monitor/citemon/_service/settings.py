@@ -19,7 +19,14 @@ from typing import Any, ClassVar, Final, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from citemon._core.errors import ConfigError
-from citemon._core.settings import ENV_PREFIX, Flag, FlagSettings, parse_duration_s
+from citemon._core.settings import (
+    ENV_PREFIX,
+    Flag,
+    FlagSettings,
+    one_secret_source,
+    parse_duration_s,
+    secret_from,
+)
 from citemon._engine.excerpts import MAX_EXCERPT_CHARS
 from citemon._engine.settings import ScoringSettings
 from citemon._passages.settings import PassageStoreSettings
@@ -341,8 +348,7 @@ class Settings(FlagSettings):
 
     @model_validator(mode="after")
     def _coherent(self) -> Settings:
-        if self.kafka_password is not None and self.kafka_password_file is not None:
-            raise ValueError("give the Kafka password by env or by file, not both")
+        one_secret_source(self.kafka_password, self.kafka_password_file, what="the Kafka password")
         sasl = self.security_protocol.startswith("SASL_")
         if sasl and self.sasl_mechanism is None:
             raise ValueError(f"security protocol {self.security_protocol} needs --sasl-mechanism")
@@ -380,16 +386,11 @@ class Settings(FlagSettings):
         return f"{self.transactional_id_prefix}-{topic}-{partition}"
 
     def password(self) -> SecretStr | None:
-        """The Kafka password, from env or its file (read now, so a rotated file is seen)."""
-        if self.kafka_password is not None:
-            return self.kafka_password
-        if self.kafka_password_file is not None:
-            try:
-                text = self.kafka_password_file.read_text(encoding="utf-8")
-            except OSError as exc:
-                raise ConfigError(f"cannot read --kafka-password-file: {exc.strerror}") from None
-            return SecretStr(text.rstrip("\r\n"))
-        return None
+        """The Kafka password, from env or its file (the one rule for secrets:
+        :func:`~citemon._core.settings.secret_from`)."""
+        return secret_from(
+            self.kafka_password, self.kafka_password_file, file_flag="--kafka-password-file"
+        )
 
     def kafka_options(self) -> dict[str, Any]:
         """Keyword arguments shared by every aiokafka client. Holds the plaintext password:

@@ -44,6 +44,7 @@ from citemon._core.records import Verdict
 from citemon.judges.settings import JudgeSettings
 
 if TYPE_CHECKING:  # imported when first used (below): `--judge lexical` loads no HTTP client
+    from citemon.judges.cache import ReplyCache
     from citemon.judges.classifier import ClassifierJudge
     from citemon.judges.http import HTTPBatchJudge, HTTPJudge
     from citemon.judges.learned import LearnedJudge
@@ -71,6 +72,7 @@ __all__ = [
     "LearnedJudge",
     "LexicalJudge",
     "Refused",
+    "ReplyCache",
     "Site",
     "SupportOutcome",
     "SupportVerdict",
@@ -92,6 +94,7 @@ _LAZY = {
     "LearnedJudge": "citemon.judges.learned",
     "LexicalJudge": "citemon.judges.lexical",
     "Refused": "citemon.judges.transport",
+    "ReplyCache": "citemon.judges.cache",
     "Site": "citemon.judges.transport",
     "Wire": "citemon.judges.transport",
 }
@@ -182,6 +185,23 @@ def load_judge(
     return ThresholdJudge(judge, options.threshold)
 
 
+def _transport(options: JudgeSettings, observer: JudgeObserver | None) -> HTTPTransport:
+    """The HTTP judges' transport, from the settings: the endpoint, its limits and the API key
+    (the settings' secret, read once by the settings model; the transport reads no
+    environment)."""
+    from citemon.judges.transport import HTTPTransport
+
+    return HTTPTransport(
+        options.base_url,
+        options.model,
+        max_inflight=options.max_inflight,
+        timeout_s=options.timeout_s,
+        retries=options.retries,
+        api_key=options.secret_api_key(),
+        observer=observer,
+    )
+
+
 def _load(spec: str, options: JudgeSettings, observer: JudgeObserver | None) -> Judge:
     if spec == "lexical":
         from citemon.judges.lexical import LexicalJudge
@@ -194,32 +214,26 @@ def _load(spec: str, options: JudgeSettings, observer: JudgeObserver | None) -> 
     if spec == "http":
         from citemon.judges.http import HTTPBatchJudge, HTTPJudge
 
-        kind = HTTPBatchJudge if options.protocol == "v2" else HTTPJudge
-        return kind(
-            options.base_url,
-            options.model,
-            max_inflight=options.concurrency,
-            timeout_s=options.timeout,
-            retries=options.retries,
-            reply_format="minicheck" if options.format == "minicheck" else "json",
-            observer=observer,
-        )
+        if options.protocol == "v2":
+            if options.format != "json":
+                raise ConfigError(
+                    "--judge-format minicheck asks one claim per request: use --judge-protocol v1"
+                )
+            return HTTPBatchJudge(_transport(options, observer))
+        minicheck = options.format == "minicheck"
+        transport = _transport(options, observer)
+        return HTTPJudge(transport, reply_format="minicheck" if minicheck else "json")
     if spec == "classifier":
         from citemon.judges.classifier import DEFAULT_THRESHOLD, ClassifierJudge
 
         threshold = DEFAULT_THRESHOLD if options.threshold is None else options.threshold
         return ClassifierJudge(
-            options.base_url,
+            _transport(options, observer),
             label=options.label,
             threshold=threshold,
             batch_pairs=options.batch_pairs,
             window_words=options.window_words,
             overlap_words=options.overlap_words,
-            model=options.model,
-            max_inflight=options.concurrency,
-            timeout_s=options.timeout,
-            retries=options.retries,
-            observer=observer,
         )
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:

@@ -1,8 +1,8 @@
 """The classifier judge: a (premise, hypothesis) sequence-pair classifier behind TEI's ``/predict``.
 
-The judge is the shared :class:`~citemon.judges.transport.HTTPTransport` given TEI's wire
-(:class:`~citemon.judges.tei.PredictWire`); what it adds is how a claim becomes pairs and how
-scores become a verdict, and it keeps these promises:
+The judge is handed a :class:`~citemon.judges.transport.HTTPTransport` and speaks TEI's wire
+(:class:`~citemon.judges.tei.PredictWire`) through it; what it adds is how a claim becomes pairs
+and how scores become a verdict, and it keeps these promises:
 
 * a claim's score is the maximum over the chunks of its premise (the passages shown, joined in
   the order given): one chunk that entails the claim is enough (MiniCheck's rule). Chunks are
@@ -28,17 +28,17 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, TypeVar
+from typing import Final, Literal, TypeVar
 
 from citemon._core.errors import ConfigError, JudgeError, JudgeHTTPError
 from citemon._core.judge import (
     CitedOutcome,
     CitedVerdict,
-    JudgeObserver,
     SupportOutcome,
     SupportVerdict,
 )
 from citemon._core.records import Verdict
+from citemon.judges.cache import ReplyCache, question_key
 from citemon.judges.tei import BatchTooLarge, PredictRequest, PredictWire, parse_predictions
 from citemon.judges.transport import HTTPTransport
 
@@ -106,12 +106,11 @@ class ClassifierJudge:
     """A :class:`~citemon._core.judge.Judge` (and :class:`~citemon._core.judge.BatchJudge`)
     over a TEI-shaped sequence-pair classifier; see the module docstring.
 
-    ``base_url`` is the server root (``http://127.0.0.1:8080``: TEI serves ``/predict`` there);
-    ``label`` the entailment label, ``threshold`` the score at or above which a claim is
-    entailed, ``batch_pairs`` the most pairs per request, ``window_words`` and
-    ``overlap_words`` the chunking, in words. The other keyword arguments are
-    :class:`~citemon.judges.transport.HTTPTransport`'s (``max_inflight``, ``timeout_s``,
-    ``retries``, ``api_key``, ``observer``, ``transport``, ``rng``…).
+    ``transport``'s base URL is the server root (``http://127.0.0.1:8080``: TEI serves
+    ``/predict`` there); ``label`` the entailment label, ``threshold`` the score at or above
+    which a claim is entailed, ``batch_pairs`` the most pairs per request, ``window_words`` and
+    ``overlap_words`` the chunking, in words; ``cache`` remembers scores (default: a
+    :class:`~citemon.judges.cache.ReplyCache` reporting to the transport's observer).
     """
 
     confidence_means: Literal["entailed"] = "entailed"
@@ -119,16 +118,14 @@ class ClassifierJudge:
 
     def __init__(
         self,
-        base_url: str,
+        transport: HTTPTransport,
         *,
         label: str = DEFAULT_LABEL,
         threshold: float = DEFAULT_THRESHOLD,
         batch_pairs: int = DEFAULT_BATCH_PAIRS,
         window_words: int = DEFAULT_WINDOW_WORDS,
         overlap_words: int = DEFAULT_OVERLAP_WORDS,
-        model: str = "classifier",
-        observer: JudgeObserver | None = None,
-        **http: Any,
+        cache: ReplyCache | None = None,
     ) -> None:
         if not label.strip():
             raise ConfigError("--judge-label must name the model's entailment label")
@@ -148,7 +145,9 @@ class ClassifierJudge:
         self._batch_pairs = batch_pairs
         self._window = window_words
         self._overlap = overlap_words
-        self._http = HTTPTransport(base_url, model, wire=PredictWire(), observer=observer, **http)
+        self._http = transport
+        self._wire = PredictWire()
+        self._cache = cache if cache is not None else ReplyCache(observer=transport.observer)
         self._kind = f"predict:{self._label.casefold()}:{window_words}:{overlap_words}"
         self._probe: asyncio.Task[None] | None = None
 
@@ -188,7 +187,7 @@ class ClassifierJudge:
         if not passages:
             return Verdict(entailed=False, reason="no passages were shown")
         question = (claim, tuple(passages.items()))
-        found = await self._http.cached(self._key(question), lambda: self._score_one(question))
+        found = await self._cache.cached(self._key(question), lambda: self._score_one(question))
         return self._verdict(found)
 
     async def check_citations(
@@ -291,6 +290,7 @@ class ClassifierJudge:
         if self._probe is not None and not self._probe.done():
             self._probe.cancel()
             await asyncio.gather(self._probe, return_exceptions=True)
+        await self._cache.aclose()
         await self._http.aclose()
 
     async def __aenter__(self) -> ClassifierJudge:
@@ -303,7 +303,7 @@ class ClassifierJudge:
 
     def _key(self, question: _Question) -> str:
         claim, passages = question
-        return self._http.key(self._kind, claim, list(passages))
+        return question_key(self._kind, self._http.model, claim, list(passages))
 
     def _yes(self, score: _Score | JudgeError) -> bool:
         return isinstance(score, _Score) and score.score >= self._threshold
@@ -335,7 +335,7 @@ class ClassifierJudge:
             key = self._key(q)
             if key in out or key in ask:
                 continue
-            found, hit = self._http.lookup(key)
+            found, hit = self._cache.lookup(key)
             if found and isinstance(hit, _Score):
                 out[key] = hit
             else:
@@ -345,7 +345,7 @@ class ClassifierJudge:
             for key, got in zip(ask, scored, strict=True):
                 out[key] = got
                 if isinstance(got, _Score):
-                    self._http.store(key, got)
+                    self._cache.store(key, got)
         return out
 
     async def _scores_uncached(self, questions: Sequence[_Question]) -> list[_Score | JudgeError]:
@@ -410,7 +410,7 @@ class ClassifierJudge:
         try:
             request = PredictRequest(body, parse)
             scores = await self._http.call(
-                request, fatal=(BatchTooLarge,), log=logger, what="classifier"
+                request, self._wire, fatal=(BatchTooLarge,), log=logger, what="classifier"
             )
             return list(scores)
         except BatchTooLarge as exc:

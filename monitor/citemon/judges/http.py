@@ -1,12 +1,15 @@
 """The HTTP judge: an OpenAI-compatible chat model behind wire contract v1 (or v2).
 
-The judge is the shared :class:`~citemon.judges.transport.HTTPTransport` (limits, retries, the
-cache and single-flight, secrets) given a chat wire: :class:`ChatWire` for citemon's JSON
-verdicts (v1's one claim per request and v2's batches, :class:`HTTPBatchJudge`) or
-:class:`MiniCheckWire` for MiniCheck's Yes/No (``--judge-format minicheck``). The contracts
-themselves (the request, the reply, the response-format step down, v2's per-claim validity) are
-stated in ``docs/judges.md``; the prompts are :mod:`citemon.judges.prompts` and the reading of
-replies :mod:`citemon.judges.replies`.
+A judge is handed an :class:`~citemon.judges.transport.HTTPTransport` (limits, retries,
+secrets), as an ``httpx.Client`` takes ``transport=``, and speaks through it with a
+:class:`ChatWire`: citemon's JSON verdicts, or MiniCheck's Yes/No (``--judge-format
+minicheck``), one wire whose reply format decides what a request asks for. What it asked
+before is remembered in its :class:`~citemon.judges.cache.ReplyCache`. :class:`HTTPJudge` asks
+one claim per request (v1); :class:`HTTPBatchJudge` adds v2's batches, composed from an
+:class:`HTTPJudge` (for ``entails`` and ``decompose``) and the same transport, wire and cache,
+not derived from it. The contracts themselves (the request, the reply, the response-format step
+down, v2's per-claim validity) are stated in ``docs/judges.md``; the prompts are
+:mod:`citemon.judges.prompts` and the reading of replies :mod:`citemon.judges.replies`.
 
 A v2 reply is judged per claim: only the claims left without a valid verdict are asked again,
 in a new request (fresh nonce, claims numbered afresh), within the one retry budget; the others
@@ -27,6 +30,7 @@ import httpx
 from citemon._core.errors import ConfigError, JudgeError, JudgeInvalidReply
 from citemon._core.judge import CitedOutcome, CitedVerdict, SupportOutcome, SupportVerdict
 from citemon._core.records import Verdict
+from citemon.judges.cache import ReplyCache, question_key
 from citemon.judges.prompts import (
     PROMPT_VERSION,
     PROMPT_VERSION_MINICHECK,
@@ -72,7 +76,6 @@ __all__ = [
     "ChatWire",
     "HTTPBatchJudge",
     "HTTPJudge",
-    "MiniCheckWire",
     "ReplyFormat",
     "WireProtocol",
 ]
@@ -217,85 +220,72 @@ def _batch_problem(result: object) -> str | None:
 
 
 class ChatWire:
-    """``POST chat/completions`` asking for citemon's JSON verdicts with the reply's exact
-    schema as structured outputs, stepping down to ``json_object`` where that is refused."""
+    """``POST chat/completions`` in one reply format, stepping down where a server refuses.
+
+    ``json``: citemon's JSON verdicts, asking for the reply's exact schema as structured outputs
+    (``json_schema``), then ``json_object`` with the schema, then plain ``json_object``.
+    ``minicheck``: a one-token Yes/No answer and its log probabilities, then without them; a
+    request with a schema (``--decompose llm``) asks a MiniCheck server for a plain
+    ``json_object``, never for structured outputs.
+    """
 
     endpoint = "chat/completions"
 
-    def __init__(self) -> None:
-        self.ladder = _Ladder("json")
+    def __init__(self, reply_format: ReplyFormat = "json") -> None:
+        if reply_format not in FORMATS:
+            raise ConfigError(f"the judge format must be json or minicheck, not {reply_format!r}")
+        self.reply_format: ReplyFormat = reply_format
+        self.ladder = _Ladder(reply_format)
 
     def __repr__(self) -> str:
-        return "ChatWire()"
+        return f"ChatWire({self.reply_format!r})"
 
     def exchange(self, request: ChatRequest[_T], site: Site) -> Exchange[_T]:
-        if request.schema is None:
-            raise TypeError("ChatWire needs a request with a reply schema")
         rung = self.ladder.now(site)
         body: dict[str, Any] = {
             "model": site.model,
             "messages": request.messages,
             "temperature": 0,
         }
+        body |= self._asks(request, rung)
+        return Exchange(
+            body, partial(_read, self.ladder, rung, site, request.parse), _batch_problem
+        )
+
+    def _asks(self, request: ChatRequest[Any], rung: str) -> dict[str, Any]:
+        """What the body asks of the server at ``rung``, beyond the messages."""
+        if self.reply_format == "minicheck":
+            if request.schema is not None:
+                return {"response_format": {"type": "json_object"}}
+            # A one-token answer, and its probabilities while the server gives them.
+            asks: dict[str, Any] = {"max_tokens": MINICHECK_MAX_TOKENS}
+            if rung == "logprobs":
+                asks |= {"logprobs": True, "top_logprobs": MINICHECK_TOP_LOGPROBS}
+            return asks
+        if request.schema is None:
+            raise TypeError("a json ChatWire needs a request with a reply schema")
         name, schema = request.schema
         if rung == "json_schema":
-            body["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": name, "strict": True, "schema": schema},
-            }
-        elif rung == "json_object+schema":
-            body["response_format"] = {"type": "json_object", "schema": schema}
-        else:
-            body["response_format"] = {"type": "json_object"}
-        return Exchange(
-            body, partial(_read, self.ladder, rung, site, request.parse), _batch_problem
-        )
-
-
-class MiniCheckWire:
-    """``POST chat/completions`` in MiniCheck's format: a one-token Yes/No answer and its log
-    probabilities, asked without them where ``logprobs`` is refused. A request with a schema
-    (``--decompose llm``) asks for a plain ``json_object``: a MiniCheck server is not asked for
-    structured outputs."""
-
-    endpoint = "chat/completions"
-
-    def __init__(self) -> None:
-        self.ladder = _Ladder("minicheck")
-
-    def __repr__(self) -> str:
-        return "MiniCheckWire()"
-
-    def exchange(self, request: ChatRequest[_T], site: Site) -> Exchange[_T]:
-        rung = self.ladder.now(site)
-        body: dict[str, Any] = {
-            "model": site.model,
-            "messages": request.messages,
-            "temperature": 0,
-        }
-        if request.schema is None:  # a one-token answer and its probabilities
-            body["max_tokens"] = MINICHECK_MAX_TOKENS
-            if rung == "logprobs":
-                body |= {"logprobs": True, "top_logprobs": MINICHECK_TOP_LOGPROBS}
-        else:
-            body["response_format"] = {"type": "json_object"}
-        return Exchange(
-            body, partial(_read, self.ladder, rung, site, request.parse), _batch_problem
-        )
+            strict = {"name": name, "strict": True, "schema": schema}
+            return {"response_format": {"type": "json_schema", "json_schema": strict}}
+        if rung == "json_object+schema":
+            return {"response_format": {"type": "json_object", "schema": schema}}
+        return {"response_format": {"type": "json_object"}}
 
 
 class HTTPJudge:
     """A :class:`~citemon._core.judge.Judge` that asks an OpenAI-compatible chat endpoint.
 
-    ``base_url`` is the API root (``http://localhost:8000/v1`` for vLLM, ``…:11434/v1`` for
-    Ollama). ``reply_format`` is ``json`` (citemon's prompts, structured outputs) or
-    ``minicheck`` (MiniCheck's prompt; ``entails`` only, and ``decompose`` still sends the JSON
-    decomposition prompt). The other keyword arguments are
-    :class:`~citemon.judges.transport.HTTPTransport`'s (``max_inflight``, ``timeout_s``,
-    ``retries``, backoff, ``cache_size``, ``api_key``, ``observer``, ``client``,
-    ``transport``, ``rng``).
+    ``transport`` is the endpoint: its base URL is the API root (``http://localhost:8000/v1``
+    for vLLM, ``…:11434/v1`` for Ollama), with the model, limits and credentials
+    (``HTTPJudge(HTTPTransport("http://localhost:8000/v1", "judge"))``). ``reply_format`` is
+    ``json`` (citemon's prompts, structured outputs) or ``minicheck`` (MiniCheck's prompt;
+    ``entails`` only, and ``decompose`` still sends the JSON decomposition prompt). ``cache``
+    remembers answers (default: a :class:`~citemon.judges.cache.ReplyCache` of the default size
+    reporting to the transport's observer).
 
-    Use ``async with HTTPJudge(...) as judge`` or call :meth:`aclose`.
+    Use ``async with HTTPJudge(...) as judge`` or call :meth:`aclose` (which closes the
+    transport too).
     """
 
     protocol: WireProtocol = "v1"
@@ -303,17 +293,15 @@ class HTTPJudge:
 
     def __init__(
         self,
-        base_url: str,
-        model: str,
+        transport: HTTPTransport,
         *,
         reply_format: ReplyFormat = "json",
-        **http: Any,
+        cache: ReplyCache | None = None,
     ) -> None:
-        if reply_format not in FORMATS:
-            raise ConfigError(f"the judge format must be json or minicheck, not {reply_format!r}")
+        self._wire = ChatWire(reply_format)
         self._format: ReplyFormat = reply_format
-        self._wire = MiniCheckWire() if reply_format == "minicheck" else ChatWire()
-        self.transport = HTTPTransport(base_url, model, wire=self._wire, **http)
+        self.transport = transport
+        self.cache = cache if cache is not None else ReplyCache(observer=transport.observer)
 
     def __repr__(self) -> str:
         fields = f"protocol={self.protocol!r}, format={self._format!r}, "
@@ -335,7 +323,7 @@ class HTTPJudge:
     def response_format(self) -> str:
         """What this judge's endpoint is asked for now: ``json_schema``, ``json_object+schema``
         or ``json_object`` (format ``json``), ``logprobs`` or ``plain`` (format ``minicheck``)."""
-        return self._wire.ladder.now(self.transport.site)
+        return self._wire.ladder.now(self.transport.site(self._wire))
 
     @property
     def confidence_means(self) -> str | None:
@@ -345,7 +333,8 @@ class HTTPJudge:
         return "verdict" if self._format == "minicheck" else None
 
     async def aclose(self) -> None:
-        """Cancel calls still running and close the HTTP client if the judge made it."""
+        """Cancel calls still running and close the transport."""
+        await self.cache.aclose()
         await self.transport.aclose()
 
     async def __aenter__(self) -> Self:
@@ -362,18 +351,17 @@ class HTTPJudge:
         """
         if not passages:
             return Verdict(entailed=False, reason="no passages were shown")
-        http = self.transport
         if self._format == "minicheck":
             # MiniCheck reads the passages as one document in the order given: that order is
             # part of what it sees, so it is part of the key (no sorting).
-            key = http.key("minicheck", claim, list(passages.items()), PROMPT_VERSION_MINICHECK)
+            key = self.key("minicheck", claim, list(passages.items()), PROMPT_VERSION_MINICHECK)
             messages = build_minicheck_messages(claim, passages)
             request = ChatRequest(messages, None, parse_minicheck_choice)
-            return await http.cached(key, lambda: self._call(request))
-        key = http.key("entails", claim, sorted(passages.items()), PROMPT_VERSION)
-        return await http.cached(
+            return await self.cache.cached(key, lambda: self.call(request))
+        key = self.key("entails", claim, sorted(passages.items()), PROMPT_VERSION)
+        return await self.cache.cached(
             key,
-            lambda: self._call(
+            lambda: self.call(
                 ChatRequest(
                     build_entailment_messages(claim, passages),
                     entailment_schema(),
@@ -389,10 +377,10 @@ class HTTPJudge:
         so the claim is not silently lost. Raises :class:`~citemon._core.errors.JudgeError` on final
         failure (the caller falls back to the sentence).
         """
-        key = self.transport.key("decompose", sentence, [], PROMPT_VERSION)
-        claims = await self.transport.cached(
+        key = self.key("decompose", sentence, [], PROMPT_VERSION)
+        claims = await self.cache.cached(
             key,
-            lambda: self._call(
+            lambda: self.call(
                 ChatRequest(
                     build_decompose_messages(sentence),
                     decompose_schema(),
@@ -402,27 +390,78 @@ class HTTPJudge:
         )
         return list(claims) if claims else [sentence]
 
-    async def _call(self, request: ChatRequest[_T]) -> _T:
-        return cast(_T, await self.transport.call(request))
+    def key(self, kind: str, text: str, passages: list[tuple[str, str]], version: str) -> str:
+        """The cache key of a question to this judge's model."""
+        return question_key(kind, self.transport.model, text, passages, version)
+
+    async def call(self, request: ChatRequest[_T]) -> _T:
+        """One logical request through the wire, within the transport's retry budget."""
+        return cast(_T, await self.transport.call(request, self._wire))
+
+    async def send(self, request: ChatRequest[_T]) -> _T:
+        """One attempt of ``request`` (the caller retries: v2 re-asks only what is missing)."""
+        return cast(_T, await self.transport.send(request, self._wire))
 
 
-class HTTPBatchJudge(HTTPJudge):
-    """An :class:`HTTPJudge` that also speaks wire contract v2 (a
-    :class:`~citemon._core.judge.BatchJudge`).
+class HTTPBatchJudge:
+    """An HTTP judge that also speaks wire contract v2 (a
+    :class:`~citemon._core.judge.BatchJudge`), composed, not derived: an :class:`HTTPJudge`
+    answers ``entails`` and ``decompose`` with v1 requests (``citemon calibrate`` asks one pair
+    at a time) and the batches go through the same transport, wire and cache. The scorer sees
+    the batch methods and uses them instead of ``entails``.
 
-    Everything about limits, retries, the cache, the observer and the key is shared with v1;
-    ``entails`` and ``decompose`` still send v1 requests (``citemon calibrate`` asks one pair at
-    a time). The scorer sees the batch methods and uses them instead of ``entails``.
+    ``HTTPBatchJudge(HTTPTransport(base_url, model))``; ``cache`` as :class:`HTTPJudge`'s.
     """
 
     protocol: WireProtocol = "v2"
 
-    def __init__(self, base_url: str, model: str, **kwargs: Any) -> None:
-        if kwargs.get("reply_format", "json") != "json":
-            raise ConfigError(
-                "--judge-format minicheck asks one claim per request: use --judge-protocol v1"
-            )
-        super().__init__(base_url, model, **kwargs)
+    def __init__(self, transport: HTTPTransport, *, cache: ReplyCache | None = None) -> None:
+        self.single = HTTPJudge(transport, cache=cache)
+        self.transport = transport
+        self.cache = self.single.cache
+
+    def __repr__(self) -> str:
+        fields = f"protocol={self.protocol!r}, format='json', "
+        return f"HTTPBatchJudge({self.transport.describe(fields)})"
+
+    @property
+    def model(self) -> str:
+        return self.transport.model
+
+    @property
+    def max_inflight(self) -> int:
+        return self.transport.max_inflight
+
+    @property
+    def reply_format(self) -> ReplyFormat:
+        return "json"
+
+    @property
+    def response_format(self) -> str:
+        """What the endpoint is asked for now (as :attr:`HTTPJudge.response_format`)."""
+        return self.single.response_format
+
+    @property
+    def confidence_means(self) -> str | None:
+        """The JSON format's verdicts carry no confidence."""
+        return None
+
+    async def aclose(self) -> None:
+        await self.single.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def entails(self, claim: str, passages: Mapping[str, str]) -> Verdict:
+        """v1's question, asked as :meth:`HTTPJudge.entails` asks it."""
+        return await self.single.entails(claim, passages)
+
+    async def decompose(self, sentence: str) -> list[str]:
+        """v1's question, asked as :meth:`HTTPJudge.decompose` asks it."""
+        return await self.single.decompose(sentence)
 
     async def check_citations(
         self, claims: Sequence[str], passages: Mapping[str, str], *, precision: bool
@@ -473,22 +512,22 @@ class HTTPBatchJudge(HTTPJudge):
         parse: Callable[[str, list[str]], BatchReply[_V]],
     ) -> list[_V | JudgeError]:
         """Cached claims from the cache, the rest in one request (shared with identical ones)."""
-        http = self.transport
+        cache, key = self.cache, self.single.key
         items = sorted(passages.items())
-        keys = {c: http.key(kind, c, items, PROMPT_VERSION_V2) for c in dict.fromkeys(claims)}
+        keys = {c: key(kind, c, items, PROMPT_VERSION_V2) for c in dict.fromkeys(claims)}
         done: dict[str, _V | JudgeError] = {}
-        for claim, key in keys.items():
-            found, value = http.lookup(key)
+        for claim, k in keys.items():
+            found, value = cache.lookup(k)
             if found:
                 done[claim] = cast(_V, value)
         ask = [c for c in keys if c not in done]
         if ask:
-            flight = http.key(f"{kind}-batch", json.dumps(ask), items, PROMPT_VERSION_V2)
-            got = await http.single_flight(flight, lambda: self._ask(ask, messages, parse))
+            flight = key(f"{kind}-batch", json.dumps(ask), items, PROMPT_VERSION_V2)
+            got = await cache.single_flight(flight, lambda: self._ask(ask, messages, parse))
             for claim, outcome in got.items():
                 done[claim] = outcome
                 if not isinstance(outcome, JudgeError):
-                    http.store(keys[claim], outcome)
+                    cache.store(keys[claim], outcome)
         return [done[c] for c in claims]
 
     async def _ask(
@@ -508,7 +547,7 @@ class HTTPBatchJudge(HTTPJudge):
             ids = {f"c{n}": claim for n, claim in enumerate(pending, 1)}
             request = ChatRequest(*messages(ids), partial(parse_batch_for, parse, list(ids)))
             try:
-                reply: BatchReply[_V] = await self.transport.send(request)
+                reply: BatchReply[_V] = await self.single.send(request)
             except JudgeError as exc:
                 if not await self.transport.retry(attempt, exc, log=logger, what="judge batch"):
                     return out | dict.fromkeys(pending, exc)

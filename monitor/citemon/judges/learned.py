@@ -1,10 +1,11 @@
 """The ``learned`` judge: a small logistic model over claim–passage alignment features.
 
 Offline, no network, no numpy: the weights (a few dozen numbers and a capped IDF table) ship as
-``monitor/citemon/data/learned_judge.json``, written by ``scripts/train_judge.py`` from the
-human-labelled development data in ``../shared/data``. The file also records how well the model did
-under grouped cross-validation, so ``citemon calibrate`` output can be compared with what the model
-promised on its own development data.
+``monitor/citemon/data/learned_judge.json``, written by ``scripts/train_judge.py`` from
+human-labelled development data (WiCE and ExpertQA, not shipped with the repository: the
+script reads the folder ``--data`` or ``CITEMON_LABELLED_DATA`` names). The file also records
+how well the model did under grouped cross-validation, so ``citemon calibrate`` output can be
+compared with what the model promised on its own development data.
 
 It is an instrument with a measured error, not an oracle: lexical alignment cannot see
 paraphrase or world knowledge. Calibrate it on your own labels (``citemon calibrate``) and use

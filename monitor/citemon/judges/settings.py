@@ -6,21 +6,26 @@ same ``--judge*`` flags. Each variable is a documented constant below, with its 
 names are case-sensitive (``citemon_judge_model`` is another variable). A bad value of a
 variable is the same usage error, naming it, as a bad flag; the flag wins over the variable.
 
-The API key of the HTTP judges is a variable only (:data:`API_KEY_ENV`), never a flag, never
-logged: :class:`~pydantic.SecretStr` in the model, left out of every ``repr``.
+The API key of the HTTP judges follows the one rule for secrets
+(:mod:`citemon._core.settings`): a variable only (:data:`API_KEY_ENV`), never a flag, never
+logged (:class:`~pydantic.SecretStr` in the model, left out of every ``repr``), or a file named
+by ``--judge-api-key-file`` (:data:`API_KEY_FILE_ENV`); :meth:`JudgeSettings.secret_api_key` is
+the one reading of it, which ``load_judge`` hands to the transport.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, ClassVar, Final
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from citemon._core.settings import Flag, FlagSettings
+from citemon._core.settings import Flag, FlagSettings, one_secret_source, secret_from
 
 __all__ = [
     "API_KEY_ENV",
+    "API_KEY_FILE_ENV",
     "JUDGE_ENV_VARS",
     "JUDGE_FLAGS",
     "JudgeEnvironment",
@@ -57,6 +62,8 @@ FORMAT_ENV: Final = "CITEMON_JUDGE_FORMAT"
 """``--judge-format``: json (default) or minicheck."""
 API_KEY_ENV: Final = "CITEMON_JUDGE_API_KEY"
 """The HTTP judges' API key (default: unset, no ``Authorization``); never a flag, never shown."""
+API_KEY_FILE_ENV: Final = "CITEMON_JUDGE_API_KEY_FILE"
+"""``--judge-api-key-file``: a file holding the API key instead (default unset)."""
 
 
 def _number_or_unset(value: str) -> float | None:
@@ -73,11 +80,11 @@ JUDGE_FLAGS: Final = (
     Flag("--judge-model", "model", "model name sent to the judge server (default judge)"),
     Flag(
         "--judge-concurrency",
-        "concurrency",
+        "max_inflight",
         "hard cap on judge requests in flight (default 8)",
         int,
     ),
-    Flag("--judge-timeout", "timeout", "seconds per judge request (default 30)", float),
+    Flag("--judge-timeout", "timeout_s", "seconds per judge request (default 30)", float),
     Flag("--judge-retries", "retries", "retries after a failed judge request (default 3)", int),
     Flag(
         "--judge-protocol",
@@ -122,6 +129,12 @@ JUDGE_FLAGS: Final = (
         "minicheck (MiniCheck's Document/Claim prompt, a Yes/No reply; protocol v1 only)",
         choices=("json", "minicheck"),
     ),
+    Flag(
+        "--judge-api-key-file",
+        "api_key_file",
+        f"file holding the http/classifier judge's API key (or set {API_KEY_ENV})",
+        Path,
+    ),
 )
 """The ``--judge*`` flags (``args.judge``, ``args.judge_base_url``…)."""
 
@@ -142,8 +155,9 @@ class JudgeSettings(FlagSettings):
     judge: str = Field("lexical", validation_alias=JUDGE_ENV)
     base_url: str = Field("http://127.0.0.1:8000/v1", validation_alias=BASE_URL_ENV)
     model: str = Field("judge", validation_alias=MODEL_ENV)
-    concurrency: int = Field(8, validation_alias=CONCURRENCY_ENV)
-    timeout: float = Field(30.0, validation_alias=TIMEOUT_ENV)
+    # Named as the transport names them (HTTPTransport's keywords), so load_judge copies none.
+    max_inflight: int = Field(8, validation_alias=CONCURRENCY_ENV)
+    timeout_s: float = Field(30.0, validation_alias=TIMEOUT_ENV)
     retries: int = Field(3, validation_alias=RETRIES_ENV)
     protocol: str = Field("v1", validation_alias=PROTOCOL_ENV)
     label: str = Field("entailment", validation_alias=LABEL_ENV)
@@ -153,13 +167,30 @@ class JudgeSettings(FlagSettings):
     overlap_words: int = Field(50, validation_alias=OVERLAP_WORDS_ENV)
     format: str = Field("json", validation_alias=FORMAT_ENV)
     api_key: SecretStr | None = Field(None, validation_alias=API_KEY_ENV, repr=False)
+    api_key_file: Path | None = Field(None, validation_alias=API_KEY_FILE_ENV)
+
+    @field_validator("api_key_file", mode="before")
+    @classmethod
+    def _empty_file_is_unset(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @model_validator(mode="after")
+    def _one_key(self) -> JudgeSettings:
+        one_secret_source(self.api_key, self.api_key_file, what="the judge API key")
+        return self
+
+    def secret_api_key(self) -> str | None:
+        """The API key, from its variable or its file (read now): for the transport only,
+        never to be logged."""
+        key = secret_from(self.api_key, self.api_key_file, file_flag="--judge-api-key-file")
+        return None if key is None else key.get_secret_value()
 
     @field_validator("threshold", mode="before")
     @classmethod
     def _empty_is_unset(cls, value: Any) -> Any:
         return None if isinstance(value, str) and not value.strip() else value
 
-    @field_validator("concurrency")
+    @field_validator("max_inflight")
     @classmethod
     def _at_least_one(cls, value: int) -> int:
         if value < 1:

@@ -1,9 +1,11 @@
-"""The one HTTP transport of the judges, given a wire: limits, retries, the cache, once.
+"""The one HTTP transport of the judges: limits, retries, credentials, once.
 
-Every HTTP judge is this transport composed with a :class:`Wire`, the one thing judges differ in:
-what a request's body is and how its reply reads (the chat wires of :mod:`citemon.judges.http`,
-TEI's ``/predict`` of :mod:`citemon.judges.tei`). What the transport promises, so that no judge
-has its own copy and none can get it wrong:
+A judge is handed a transport, as an ``httpx.Client`` takes ``transport=``
+(:func:`~citemon.judges.load_judge` builds it from the settings, credentials included), and
+sends each request through it with its :class:`Wire`, the one thing judges differ in: what a
+request's body is and how its reply reads (the chat wire of :mod:`citemon.judges.http`, TEI's
+``/predict`` of :mod:`citemon.judges.tei`). What the transport promises, so that no judge has
+its own copy and none can get it wrong:
 
 * at most ``max_inflight`` HTTP requests in flight, shared by every caller of one judge;
 * a hard per-attempt deadline of ``timeout_s`` (connect + send + whole reply), and a reply read
@@ -14,35 +16,30 @@ has its own copy and none can get it wrong:
 * other 4xx fail at once; after the retry budget the matching
   :class:`~citemon._core.errors.JudgeError` is raised (the scorer turns it into ``unjudged``),
   never a guessed verdict;
-* results (not errors) are cached in an LRU of ``cache_size`` entries keyed by a hash of kind,
-  model, version, text and passages; identical concurrent calls share one (single-flight);
 * the API key never appears in logs, reprs, error messages or metrics; nor do credentials in
   the base URL (``http://user:key@host/v1`` is sent as HTTP Basic auth and shown without them),
-  nor an ``Authorization`` value a server echoes back in an error body.
+  nor an ``Authorization`` value a server echoes back in an error body (the parsing and the
+  redaction are :class:`~citemon.judges.credentials.Credentials`).
 
 httpx errors are mapped to citemon's in one place, :meth:`HTTPTransport.send`; a reply's status
 in one other, :func:`raise_for_status`, which a wire calls once it has read what its endpoint
-says in a status of its own.
+says in a status of its own. The API key is what the caller passes (``JudgeSettings.api_key``
+through ``load_judge``): the transport reads no environment. What a judge remembers, and
+single-flight, are the judge's own (:mod:`citemon.judges.cache`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import email.utils
-import hashlib
-import json
 import logging
 import math
 import random
-import re
 import time
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from types import TracebackType
-from typing import Any, Final, Generic, Protocol, Self, TypeVar, cast
+from typing import Any, Final, Generic, Protocol, Self, TypeVar
 
 import httpx
 
@@ -55,8 +52,9 @@ from citemon._core.errors import (
     JudgeTimeout,
 )
 from citemon._core.judge import JudgeObserver
+from citemon.judges.credentials import Credentials
 from citemon.judges.replies import snippet
-from citemon.judges.settings import API_KEY_ENV, JudgeEnvironment
+from citemon.judges.settings import API_KEY_ENV
 
 __all__ = [
     "API_KEY_ENV",
@@ -76,8 +74,6 @@ DEFAULT_MAX_REPLY_BYTES: Final = 4 * 1024 * 1024
 logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
-# A credential a server echoes back ("authorization": "Bearer sk-…"), whatever key it holds.
-_AUTH_VALUE = re.compile(r"(?i)\b(bearer|basic|token)(\s+)[^\s\"',;}]+")
 
 
 def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
@@ -159,13 +155,15 @@ def raise_for_status(response: httpx.Response, site: Site) -> None:
 
 
 class HTTPTransport:
-    """A JSON-over-HTTP endpoint at ``{base_url}/{wire.endpoint}`` with the module's promises.
+    """JSON-over-HTTP endpoints under ``base_url`` (each wire's at ``{base_url}/{endpoint}``)
+    with the module's promises.
 
     ``retries`` is the number of retries after the first attempt; limits are in the names:
-    ``max_inflight`` requests, ``timeout_s`` per attempt, backoff in seconds, ``cache_size``
-    entries (0 disables the cache). Pass ``client`` to share an ``httpx.AsyncClient`` (it is
-    then not closed here) or ``transport`` for the one built here; ``rng`` makes the jitter
-    reproducible. Use ``async with`` or call :meth:`aclose`.
+    ``max_inflight`` requests, ``timeout_s`` per attempt, backoff in seconds. ``api_key`` is
+    sent as a bearer token (``None``: no ``Authorization``). ``observer`` is told of every
+    request. Pass ``client`` to share an ``httpx.AsyncClient`` (it is then not closed here) or
+    ``transport`` for the one built here; ``rng`` makes the jitter reproducible. Use ``async
+    with`` or call :meth:`aclose`.
     """
 
     def __init__(
@@ -173,13 +171,11 @@ class HTTPTransport:
         base_url: str,
         model: str,
         *,
-        wire: Wire,
         max_inflight: int = 8,
         timeout_s: float = 30.0,
         retries: int = 3,
         backoff_base_s: float = 0.5,
         backoff_max_s: float = 30.0,
-        cache_size: int = 10_000,
         max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
         api_key: str | None = None,
         observer: JudgeObserver | None = None,
@@ -187,8 +183,6 @@ class HTTPTransport:
         transport: httpx.AsyncBaseTransport | None = None,
         rng: random.Random | None = None,
     ) -> None:
-        endpoint = wire.endpoint
-        self._wire = wire
         if max_inflight < 1:
             raise ConfigError(f"max_inflight must be at least 1, not {max_inflight}")
         if max_reply_bytes < 1:
@@ -200,53 +194,18 @@ class HTTPTransport:
             raise ConfigError(f"retries must be 0 or more, not {retries}")
         if backoff_base_s < 0 or backoff_max_s < 0:
             raise ConfigError("backoff_base_s and backoff_max_s must not be negative")
-        if cache_size < 0:
-            raise ConfigError(f"cache_size must be 0 or more, not {cache_size}")
         if not base_url.strip() or not model.strip():
             raise ConfigError("the HTTP judge needs a base URL and a model name")
-        try:
-            parsed = httpx.URL(base_url.strip().rstrip("/"))
-        except httpx.InvalidURL:
-            raise ConfigError("the judge base URL is not a valid URL") from None  # may hold a key
-        if parsed.scheme not in ("http", "https") or not parsed.host:
-            raise ConfigError(
-                "the judge base URL must be absolute, http:// or https:// with a host "
-                "(e.g. http://127.0.0.1:8000/v1)"
-            )
-        key = api_key if api_key is not None else JudgeEnvironment().api_key
-        # A key read from a file often ends in a newline; inside, only visible ASCII can be sent
-        # (anything else makes httpx raise with the header, key included, in its message).
-        self._api_key = (key or "").strip() or None
-        if self._api_key and not all("!" <= ch <= "~" for ch in self._api_key):
-            raise ConfigError(
-                f"the judge API key ({API_KEY_ENV}) holds a space, control or non-ASCII "
-                "character, which an HTTP header cannot carry (the key is not shown)"
-            )
-        # Credentials in the URL become Basic auth; the URL kept and shown is without them.
-        self._auth: httpx.BasicAuth | None = None
-        secrets = [self._api_key or ""]
-        if parsed.userinfo:
-            user, password = parsed.username, parsed.password
-            self._auth = httpx.BasicAuth(user, password)
-            token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
-            raw_password = parsed.userinfo.decode("ascii").partition(":")[2]
-            secrets += [password, raw_password, token]
-            parsed = parsed.copy_with(username=None, password=None)
-        self._secrets = tuple(sorted({x for x in secrets if x}, key=len, reverse=True))
-        self._base_url = str(parsed)
-        # The path gets the endpoint; a query string (`?api-version=…`) stays after it.
-        self._url = str(parsed.copy_with(path=parsed.path.rstrip("/") + "/" + endpoint))
-        # What messages and logs show: no credentials, no query string (`?api-key=…`).
-        self._shown_base = str(parsed.copy_with(query=None, fragment=None))
-        self._shown_url = f"{self._shown_base}/{endpoint}"
+        self._credentials = Credentials.parse(base_url, api_key)
+        self._headers = self._credentials.headers
+        self._shown_base = self._credentials.shown_base
+        self._sites: dict[str, tuple[str, Site]] = {}  # endpoint → (URL sent to, Site shown)
         self._model = model
         self._max_inflight = max_inflight
         self._timeout_s = timeout_s
         self._retries = retries
         self._backoff_base_s = backoff_base_s
         self._backoff_max_s = backoff_max_s
-        self._cache_size = cache_size
-        self._headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         self._observer = observer
         self._rng = rng or random.Random()
         self._owns_client = client is None
@@ -259,9 +218,6 @@ class HTTPTransport:
         )
         self._semaphore = asyncio.Semaphore(max_inflight)
         self._not_before = 0.0  # time.monotonic() before which nobody sends (Retry-After)
-        self._cache: OrderedDict[str, object] = OrderedDict()
-        self._pending: dict[str, asyncio.Future[Any]] = {}
-        self._site = Site(self._shown_url, model, self._redact)
 
     def __repr__(self) -> str:
         return f"HTTPTransport({self.describe()})"
@@ -272,7 +228,7 @@ class HTTPTransport:
             f"base_url={self._shown_base!r}, model={self._model!r}, "
             f"max_inflight={self._max_inflight}, timeout_s={self._timeout_s:g}, "
             f"retries={self._retries}, {extra}"
-            f"api_key={'***' if self._api_key else None!r}"
+            f"api_key={'***' if self._credentials.api_key else None!r}"
         )
 
     @property
@@ -284,9 +240,20 @@ class HTTPTransport:
         return self._max_inflight
 
     @property
-    def site(self) -> Site:
-        """Where requests go, as they may be shown."""
-        return self._site
+    def observer(self) -> JudgeObserver | None:
+        """What is told of every request (a judge tells it of its cache too)."""
+        return self._observer
+
+    def site(self, wire: Wire) -> Site:
+        """Where ``wire``'s requests go, as they may be shown."""
+        return self._endpoint(wire.endpoint)[1]
+
+    def _endpoint(self, endpoint: str) -> tuple[str, Site]:
+        if endpoint not in self._sites:
+            url = self._credentials.url(endpoint)
+            shown = Site(f"{self._shown_base}/{endpoint}", self._model, self._credentials.redact)
+            self._sites[endpoint] = (url, shown)
+        return self._sites[endpoint]
 
     @property
     def shown_base(self) -> str:
@@ -294,12 +261,7 @@ class HTTPTransport:
         return self._shown_base
 
     async def aclose(self) -> None:
-        """Cancel calls still running and close the HTTP client if the transport made it."""
-        pending = list(self._pending.values())
-        for fut in pending:
-            fut.cancel()
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
+        """Close the HTTP client if the transport made it."""
         if self._owns_client:
             await self._client.aclose()
 
@@ -314,71 +276,12 @@ class HTTPTransport:
     ) -> None:
         await self.aclose()
 
-    # -- cache and single-flight: one implementation for every judge and request kind ------
-
-    def key(self, kind: str, text: str, passages: list[tuple[str, str]], version: str = "") -> str:
-        """The cache key of a question: ``kind``, the model, ``version`` (a prompt's, so that a
-        new prompt is never answered from an old one's verdicts), ``text`` and ``passages``."""
-        payload = json.dumps([kind, self._model, version, text, passages], ensure_ascii=False)
-        return hashlib.sha256(payload.encode()).hexdigest()
-
-    def _peek(self, key: str) -> tuple[bool, Any]:
-        """``(True, value)`` for a cached key (now the most recent), else ``(False, None)``."""
-        if key in self._cache:
-            self._cache.move_to_end(key)
-            return True, self._cache[key]
-        return False, None
-
-    def lookup(self, key: str) -> tuple[bool, Any]:
-        """``(True, value)`` for a cached key, else ``(False, None)``; counted as a cache hit or
-        miss for the observer."""
-        found, value = self._peek(key)
-        self._observe_cache(hit=found)
-        return found, value
-
-    def store(self, key: str, value: object) -> None:
-        if self._cache_size:
-            self._cache[key] = value
-            self._cache.move_to_end(key)
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
-
-    async def cached(self, key: str, call: Callable[[], Awaitable[_T]]) -> _T:
-        """The cached result for ``key``, else ``call()``'s, shared with identical calls in
-        flight and cached once it succeeds (errors are never cached)."""
-        found, value = self._peek(key)
-        if found:
-            self._observe_cache(hit=True)
-            return cast(_T, value)
-        # Joining an identical call already in flight saves a request: count it as a hit.
-        self._observe_cache(hit=key in self._pending)
-        return await self.single_flight(key, call, cache=True)
-
-    async def single_flight(
-        self, key: str, call: Callable[[], Awaitable[_T]], *, cache: bool = False
-    ) -> _T:
-        """``call()``, or the identical call already in flight under ``key``; with ``cache``
-        its result is stored under ``key`` when it succeeds."""
-        fut = self._pending.get(key)
-        if fut is None:
-            fut = asyncio.ensure_future(call())
-            self._pending[key] = fut
-            fut.add_done_callback(partial(self._settle, key, cache))
-        # shield: one caller giving up must not cancel the call the others are waiting on.
-        return cast(_T, await asyncio.shield(fut))
-
-    def _settle(self, key: str, cache: bool, fut: asyncio.Future[Any]) -> None:
-        if self._pending.get(key) is fut:
-            del self._pending[key]
-        if not cache or fut.cancelled() or fut.exception() is not None:  # errors: never cached
-            return
-        self.store(key, fut.result())
-
     # -- one logical call: attempts, backoff ---------------------------------------------
 
     async def call(
         self,
         request: object,
+        wire: Wire,
         *,
         fatal: tuple[type[JudgeError], ...] = (),
         log: logging.Logger = logger,
@@ -391,7 +294,7 @@ class HTTPTransport:
         attempt = 0
         while True:
             try:
-                return await self.send(request)
+                return await self.send(request, wire)
             except fatal:
                 raise
             except JudgeError as exc:
@@ -435,39 +338,40 @@ class HTTPTransport:
         while (wait := self._not_before - time.monotonic()) > 0:  # noqa: ASYNC110
             await asyncio.sleep(wait)
 
-    async def send(self, request: object) -> Any:
+    async def send(self, request: object, wire: Wire) -> Any:
         """One attempt: after any ``Retry-After``, a request, and again at once if the server
         refused what it asked for (:class:`Refused`: the wire asks for less now)."""
         await self._wait_not_before()
         while True:
             try:
-                return await self._send(request)
+                return await self._send(request, wire)
             except Refused:
                 continue
 
-    async def _send(self, request: object) -> Any:
+    async def _send(self, request: object, wire: Wire) -> Any:
         """One HTTP request under the in-flight cap: the single httpx → citemon error boundary.
 
         The wire makes the request once it holds its slot, so requests queued behind a refusal
         already ask for less."""
-        auth: dict[str, Any] = {} if self._auth is None else {"auth": self._auth}
+        auth = self._credentials.request_auth
+        url, site = self._endpoint(wire.endpoint)
         async with self._semaphore:
-            exchange = self._wire.exchange(request, self._site)
+            exchange = wire.exchange(request, site)
             self._observe_inflight(+1)
             started = time.perf_counter()
             outcome = "error"
             try:
                 try:
                     async with asyncio.timeout(self._timeout_s):
-                        response = await self._post(exchange.body, auth)
+                        response = await self._post(url, site, exchange.body, auth)
                 except (TimeoutError, httpx.TimeoutException) as exc:
                     raise JudgeTimeout(
-                        f"judge at {self._shown_url} did not answer within {self._timeout_s:g}s"
+                        f"judge at {site.url} did not answer within {self._timeout_s:g}s"
                     ) from exc
                 except httpx.TransportError as exc:
                     raise JudgeHTTPError(
-                        f"judge at {self._shown_url} failed: {type(exc).__name__}: "
-                        f"{self._redact(str(exc))}"
+                        f"judge at {site.url} failed: {type(exc).__name__}: "
+                        f"{self._credentials.redact(str(exc))}"
                     ) from exc
                 result = exchange.read(response)  # Refused: outcome stays "error", it failed
                 # A reply valid only in part (a v2 reply missing claims) is invalid too.
@@ -488,10 +392,12 @@ class HTTPTransport:
                 if self._observer is not None:
                     self._observer.request_done(outcome, time.perf_counter() - started)
 
-    async def _post(self, body: dict[str, Any], auth: dict[str, Any]) -> httpx.Response:
+    async def _post(
+        self, url: str, site: Site, body: dict[str, Any], auth: dict[str, Any]
+    ) -> httpx.Response:
         """POST ``body`` and read the reply, at most ``max_reply_bytes`` of it: a broken proxy
         or a runaway model must not make one request hold gigabytes in a long-lived monitor."""
-        request = self._client.build_request("POST", self._url, json=body, headers=self._headers)
+        request = self._client.build_request("POST", url, json=body, headers=self._headers)
         response = await self._client.send(request, stream=True, **auth)
         try:
             data = bytearray()
@@ -499,7 +405,7 @@ class HTTPTransport:
                 data += chunk
                 if len(data) > self._max_reply_bytes:
                     raise JudgeInvalidReply(
-                        f"judge at {self._shown_url} sent a reply over "
+                        f"judge at {site.url} sent a reply over "
                         f"{self._max_reply_bytes} bytes (HTTP {response.status_code}); "
                         "read no further",
                         cause="too_large",
@@ -520,9 +426,8 @@ class HTTPTransport:
         """``GET {base_url}/{path}`` as JSON, or None when the server has none or fails (a reply
         over 1 MB included): for optional hints (TEI's ``/info``). One request, outside the
         in-flight cap, the retries and the metrics."""
-        parsed = httpx.URL(self._base_url)
-        url = str(parsed.copy_with(path=parsed.path.rstrip("/") + "/" + path))
-        auth: dict[str, Any] = {} if self._auth is None else {"auth": self._auth}
+        url = self._credentials.url(path)
+        auth = self._credentials.request_auth
         try:
             async with asyncio.timeout(self._timeout_s):
                 response = await self._client.get(url, headers=self._headers, **auth)
@@ -532,22 +437,11 @@ class HTTPTransport:
         except (TimeoutError, httpx.HTTPError, ValueError):
             return None
 
-    # -- secrets and the observer --------------------------------------------------------
-
-    def _redact(self, text: str) -> str:
-        # A misbehaving server may echo request headers back in an error body, and a transport
-        # error may quote the URL: take out every form of the credentials this judge sends.
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return _AUTH_VALUE.sub(r"\1\2***", text)
+    # -- the observer ----------------------------------------------------------------------
 
     def _observe_inflight(self, delta: int) -> None:
         if self._observer is not None:
             self._observer.inflight(delta)
-
-    def _observe_cache(self, *, hit: bool) -> None:
-        if self._observer is not None:
-            self._observer.cache(hit)
 
     def _observe_invalid(self, cause: str) -> None:
         report = getattr(self._observer, "invalid_reply", None)  # optional in the protocol
