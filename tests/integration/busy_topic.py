@@ -15,7 +15,8 @@ by ``tests/integration/test_busy_topic.py`` and ``bench/busy_topic.py``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from aiokafka import AIOKafkaProducer
@@ -26,6 +27,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from citemon._core.records import Verdict
 from tests.oracles import OracleJudge
 
 QUESTION: Final = "How long do we keep audit logs, and can I extend it?"
@@ -51,10 +53,21 @@ _TRUTH: Final = {
 """Which passage entails each claim (docs/design.md's specimen)."""
 
 
+class _SpecimenJudge(OracleJudge):
+    """The specimen's truth, each call taking ``CITEMON_TEST_JUDGE_DELAY_S`` (default 0)."""
+
+    async def entails(self, claim: str, passages: Mapping[str, str]) -> Verdict:
+        delay = float(os.environ.get("CITEMON_TEST_JUDGE_DELAY_S", "0"))
+        if delay:
+            await asyncio.sleep(delay)
+        self.calls.clear()  # a long run would keep every call
+        return await super().entails(claim, passages)
+
+
 def specimen_judge() -> OracleJudge:
     """``--judge tests.integration.busy_topic:specimen_judge``: a judge that knows the
     specimen's truth (a fake model), so every answer scores exactly as the design says."""
-    return OracleJudge(_TRUTH)
+    return _SpecimenJudge(_TRUTH)
 
 
 Message = tuple[bytes, bytes]
@@ -64,6 +77,12 @@ Message = tuple[bytes, bytes]
 def _key(span: ReadableSpan) -> bytes:
     assert span.context is not None
     return f"{span.context.trace_id:032x}".encode()
+
+
+def whole(traces: Sequence[tuple[Message, Message]]) -> list[Message]:
+    """Each trace in one message (its retriever's and its root's ``ResourceSpans`` joined: a
+    repeated protobuf field concatenates), as an exporter that batches a whole request sends."""
+    return [(key, first + second) for (key, first), (_, second) in traces]
 
 
 def rag_traces(n: int) -> list[tuple[Message, Message]]:

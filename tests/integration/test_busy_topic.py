@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
+import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from tests.integration.busy_topic import interleave, other_traces, produce, rag_traces
@@ -23,10 +27,14 @@ from tests.integration.conftest import TopicFactory
 from tests.integration.monitor_support import (
     metric_sum,
     read_topic,
+    ready,
     run_monitor,
+    scrape,
     settings_for,
+    start_process,
     wait_for,
 )
+from tests.integration.prometheus_support import free_port
 
 JUDGE = ("--judge", "tests.integration.busy_topic:specimen_judge")
 
@@ -131,3 +139,99 @@ async def test_traces_settled_by_their_window_after_a_restart_are_counted_once(
         assert metric_sum(second.registry, "citemon_traces_total", outcome="settled") == 30
     keys = _result_keys(await read_topic(kafka_bootstrap, results))
     assert len(keys) == 30 and set(keys.values()) == {1}
+
+
+# -- the scenario, on replicas killed and joining (slow suite) ----------------------------
+
+ENV = {"CITEMON_SESSION_TIMEOUT_MS": "6000", "CITEMON_TEST_JUDGE_DELAY_S": "0.03"}
+
+
+def _flags(bootstrap: str, topic: str, port: int, results: str) -> list[str]:
+    return [
+        "--bootstrap-servers", bootstrap, "--topic", topic, "--group", f"g.{topic}",
+        "--dlq-topic", f"{topic}.dlq", "--metrics-port", str(port), "--metrics-host",
+        "127.0.0.1", "--commit-interval", "0.2", "--budget-per-minute", "0",
+        "--results-topic", results, "--max-inflight-answers", "8", *JUDGE,
+    ]  # fmt: skip
+
+
+async def _committed(bootstrap: str, topic: str, partitions: int) -> int:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=f"g.{topic}")
+    await consumer.start()
+    try:
+        offsets = [await consumer.committed(TopicPartition(topic, p)) for p in range(partitions)]
+    finally:
+        await consumer.stop()
+    return sum(o or 0 for o in offsets)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("gap", [2000, 12000])
+async def test_the_busy_topic_through_a_rebalance_and_a_kill_9_counts_every_answer_once(
+    kafka_bootstrap: str, kafka_topic: TopicFactory, tmp_path: Path, gap: int
+) -> None:
+    n_rag, n_other, partitions = 1000, 19000, 4
+    topic = await kafka_topic(partitions=partitions)
+    results = await kafka_topic(partitions=1)
+    messages = interleave(rag_traces(n_rag), other_traces(n_other), gap)
+    await produce(kafka_bootstrap, topic, messages)
+    port_a, port_b = free_port(), free_port()
+    log_a, log_b = tmp_path / "a.log", tmp_path / "b.log"
+    a = start_process(_flags(kafka_bootstrap, topic, port_a, results), env=ENV, log_path=log_a)
+    b: Any = None
+    last_a = 0.0
+    try:
+        await wait_for(lambda: ready(port_a), 60, "replica A to be ready")
+        await wait_for(
+            lambda: (scrape(port_a, 0.5) or {}).get("citemon_answers_total", 0) >= 100,
+            120,
+            "replica A to count 100 answers",
+        )
+        b = start_process(_flags(kafka_bootstrap, topic, port_b, results), env=ENV, log_path=log_b)
+        await wait_for(lambda: ready(port_b), 60, "replica B to join (a rebalance)")
+        await wait_for(
+            lambda: (scrape(port_b, 0.5) or {}).get("citemon_answers_total", 0) >= 20,
+            120,
+            "replica B to count answers",
+        )
+        last_a = ((await asyncio.to_thread(scrape, port_a, 0.5)) or {}).get(
+            "citemon_answers_total", 0.0
+        )
+        a.send_signal(signal.SIGKILL)  # mid-stream, with parts held and answers in flight
+        a.wait(10)
+        deadline = time.monotonic() + 300
+        while True:
+            keys = _result_keys(await read_topic(kafka_bootstrap, results))
+            sums = (await asyncio.to_thread(scrape, port_b, 0.5)) or {}
+            committed = await _committed(kafka_bootstrap, topic, partitions)
+            if (
+                len(keys) >= n_rag
+                and committed >= len(messages)
+                and sums.get("citemon_held_traces", 1) == 0
+            ):
+                break
+            assert time.monotonic() < deadline, f"{len(keys)} of {n_rag} answers in time"
+            await asyncio.sleep(1.0)
+        b.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(b.wait, 60) == 0
+    finally:
+        for proc in (a, b):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+    keys = _result_keys(await read_topic(kafka_bootstrap, results))
+    text_b = log_b.read_text()
+    print(
+        f"\nbusy topic, parts {gap} messages apart: A counted {last_a:.0f} before its kill -9 "
+        f"(last scrape); results {sum(keys.values())} for {len(keys)} answers; B's exit line: "
+        + next((ln for ln in text_b.splitlines() if "citemon run:" in ln), "?")
+    )
+    assert len(keys) == n_rag and set(keys.values()) == {1}
+    for record in await read_topic(kafka_bootstrap, results):
+        body = json.loads(record.value)
+        assert [c["verdict"] for c in body["claims"]] == [
+            "correct",
+            "misattributed",
+            "misattributed",
+        ]

@@ -24,7 +24,7 @@ from dataclasses import asdict
 from typing import Any
 
 from aiokafka import ConsumerRebalanceListener
-from aiokafka.errors import KafkaConnectionError, KafkaError, ProducerFenced
+from aiokafka.errors import IllegalStateError, KafkaConnectionError, KafkaError, ProducerFenced
 
 from citemon._core.errors import KafkaUnavailable
 from citemon._core.records import AnswerScore
@@ -548,6 +548,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             outcomes = await asyncio.gather(
                 *(delivery.open(tp) for tp in tps), return_exceptions=True
             )
+            committed: dict[Any, int | None] = {}
             for tp, out in zip(tps, outcomes, strict=True):
                 if tp not in self._ledger.opening:
                     continue  # revoked meanwhile
@@ -559,29 +560,43 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
                     )
                     continue
                 try:
-                    committed = await consumer.committed(tp)
-                    # Read back before the seek: a fetch during this await would move the
-                    # position past records not taken (the partition is not readable yet).
-                    held = await self.clients.read_held(s, [tp], {tp: committed})
-                    if tp not in self._ledger.opening:
-                        continue  # revoked meanwhile
-                    if committed is None:
-                        await consumer.seek_to_beginning(tp)
-                    else:
-                        consumer.seek(tp, committed)
-                    self._ledger.sought(tp)
+                    committed[tp] = await consumer.committed(tp)
                 except (KafkaError, OSError, TimeoutError) as exc:
                     log.warning(
-                        "opening partition %d (its committed offset, its held trace parts) "
-                        "failed, will retry: %s",
+                        "reading the committed offset of partition %d failed, will retry: %s",
                         tp.partition,
                         type(exc).__name__,
                     )
+            if not committed:
+                return
+            # Read back before the seeks, all partitions at once: a fetch during this await
+            # would move a position past records not taken (the partitions are not readable).
+            try:
+                held = await self.clients.read_held(s, list(committed), committed)
+            except (KafkaError, OSError, TimeoutError) as exc:
+                log.warning(
+                    "reading the held trace parts of partitions %s failed, will retry: %s",
+                    sorted(tp.partition for tp in committed),
+                    type(exc).__name__,
+                )
+                return
+            now = time.time()
+            for tp, offset in committed.items():
+                if tp not in self._ledger.opening:
+                    continue  # revoked meanwhile
+                try:
+                    if offset is None:
+                        await consumer.seek_to_beginning(tp)
+                    else:
+                        consumer.seek(tp, offset)
+                except (KafkaError, OSError, TimeoutError, IllegalStateError) as exc:
+                    log.warning("seeking partition %d failed, will retry: %r", tp.partition, exc)
                     continue
-                restored = self._intake.restore(tp, held.get(tp, {}), time.time())
+                self._ledger.sought(tp)
+                restored = self._intake.restore(tp, held.get(tp, {}), now)
                 if restored:
                     log.info("partition %d: %d held trace(s) read back", tp.partition, restored)
-                self._ledger.opened(tp, committed)
+                self._ledger.opened(tp, offset)
 
     # -- lag -----------------------------------------------------------------------------------
 
