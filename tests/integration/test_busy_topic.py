@@ -29,6 +29,7 @@ from tests.integration.monitor_support import (
     read_topic,
     ready,
     run_monitor,
+    scored_at_exit,
     scrape,
     settings_for,
     start_process,
@@ -228,6 +229,9 @@ async def test_the_busy_topic_through_a_rebalance_and_a_kill_9_counts_every_answ
         + next((ln for ln in text_b.splitlines() if "citemon run:" in ln), "?")
     )
     assert len(keys) == n_rag and set(keys.values()) == {1}
+    # B counted what A had not committed; A's last scrape can only lag what it committed.
+    scored_b = scored_at_exit(text_b)
+    assert last_a > 0 and scored_b > 0 and last_a + scored_b <= n_rag
     for record in await read_topic(kafka_bootstrap, results):
         body = json.loads(record.value)
         assert [c["verdict"] for c in body["claims"]] == [
