@@ -239,3 +239,38 @@ async def test_the_busy_topic_through_a_rebalance_and_a_kill_9_counts_every_answ
             "misattributed",
             "misattributed",
         ]
+
+
+async def test_the_held_topic_is_created_compacted_and_an_uncompacted_one_is_refused(
+    kafka_bootstrap: str, kafka_topic: TopicFactory
+) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    from citemon._core.errors import TopicsUnusable
+    from citemon._service.topics import check_topics
+
+    topic = await kafka_topic(partitions=5)
+    settings = settings_for(kafka_bootstrap, topic)
+    await check_topics(settings)  # missing: created, compacted, one partition per input's
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    await admin.start()
+    try:
+        held = settings.held_topic_name
+        (described,) = await admin.describe_topics([held])
+        resource = ConfigResource(ConfigResourceType.TOPIC, held, configs={"cleanup.policy": None})
+        (response,) = await admin.describe_configs([resource])
+        (entry,) = response.to_object()["resources"][0]["config_entries"]
+        await admin.delete_topics([held])
+    finally:
+        await admin.close()
+    assert len(described["partitions"]) == 5 and entry["config_value"] == "compact"
+    plain = await kafka_topic(partitions=5)  # cleanup.policy=delete, the broker's default
+    with pytest.raises(TopicsUnusable) as refused:
+        await check_topics(settings_for(kafka_bootstrap, topic, held_topic=plain))
+    assert f"topic {plain!r} (held trace parts, --held-topic) has cleanup.policy=delete" in str(
+        refused.value
+    )
+    few = await kafka_topic(partitions=2, configs={"cleanup.policy": "compact"})
+    with pytest.raises(TopicsUnusable, match="has 2 partitions, fewer than the input"):
+        await check_topics(settings_for(kafka_bootstrap, topic, held_topic=few))
