@@ -202,9 +202,9 @@ class Intake:
         try:
             batch = decode_otlp(rec.value or b"")
         except DecodeError as exc:
-            if exc.reason == "no_answer_spans":
-                self._metrics.span("skipped")
-                self._stats.skipped += 1
+            if exc.reason == "no_answer_spans":  # every span of it read, none of use
+                self._metrics.span("skipped", exc.spans)
+                self._stats.skipped += exc.spans
             else:
                 self._metrics.span("invalid")
                 message = dead_letter(dlq, source, rec.key, rec.value or b"", exc.reason, str(exc))
