@@ -147,18 +147,20 @@ def _run(
     return subprocess.run(args, capture_output=True, text=True, timeout=90, env=env, check=False)
 
 
-async def _topics(create: TopicFactory) -> tuple[str, str, str]:
+async def _topics(create: TopicFactory) -> tuple[str, str, str, str]:
+    """Input, dead letters, results, and the held-parts topic (compacted, as `run` needs it)."""
     return (
         await create(partitions=1),
         await create(partitions=1),
         await create(partitions=1),
+        await create(partitions=1, configs={"cleanup.policy": "compact"}),
     )
 
 
 async def test_a_results_topic_it_may_not_write_is_named_with_the_acl_at_start_up(
     kafka_acl: SecuredKafka, acl_topic: TopicFactory, limited_user: tuple[str, str]
 ) -> None:
-    topic, dlq, results = await _topics(acl_topic)
+    topic, dlq, results, held = await _topics(acl_topic)
     user, group = limited_user[0], f"g.{topic}"
     await _grant(
         kafka_acl,
@@ -167,12 +169,14 @@ async def test_a_results_topic_it_may_not_write_is_named_with_the_acl_at_start_u
         (TOPIC, topic, LITERAL, DESCRIBE),
         (TOPIC, dlq, LITERAL, WRITE),
         (TOPIC, dlq, LITERAL, DESCRIBE),
+        *((TOPIC, held, LITERAL, op) for op in (READ, WRITE, DESCRIBE)),
         (TOPIC, results, LITERAL, DESCRIBE),  # but not WRITE
         (GROUP, group, LITERAL, READ),
         (TRANSACTIONAL_ID, f"citemon-{group}", PREFIXED, WRITE),
         (TRANSACTIONAL_ID, f"citemon-{group}", PREFIXED, DESCRIBE),
     )
     flags = ("--topic", topic, "--group", group, "--dlq-topic", dlq, "--results-topic", results)
+    flags += ("--held-topic", held)
     done = await asyncio.to_thread(_run, kafka_acl, limited_user, *flags)
     assert done.returncode == 1, done.stderr[-3000:]
     assert (
@@ -187,7 +191,7 @@ async def test_a_results_topic_it_may_not_write_is_named_with_the_acl_at_start_u
 async def test_a_missing_transactional_id_acl_and_describe_are_named(
     kafka_acl: SecuredKafka, acl_topic: TopicFactory, limited_user: tuple[str, str]
 ) -> None:
-    topic, dlq, results = await _topics(acl_topic)
+    topic, dlq, results, held = await _topics(acl_topic)
     user, group = limited_user[0], f"g.{topic}"
     await _grant(
         kafka_acl,
@@ -196,11 +200,13 @@ async def test_a_missing_transactional_id_acl_and_describe_are_named(
         (TOPIC, topic, LITERAL, DESCRIBE),
         (TOPIC, dlq, LITERAL, WRITE),
         (TOPIC, dlq, LITERAL, DESCRIBE),
+        *((TOPIC, held, LITERAL, op) for op in (READ, WRITE, DESCRIBE)),
         (TOPIC, results, LITERAL, WRITE),
         (TOPIC, results, LITERAL, DESCRIBE),
         (GROUP, group, LITERAL, READ),
     )
     flags = ("--topic", topic, "--group", group, "--dlq-topic", dlq, "--results-topic", results)
+    flags += ("--held-topic", held)
     done = await asyncio.to_thread(_run, kafka_acl, limited_user, *flags)
     assert done.returncode == 1, done.stderr[-3000:]
     assert f"TransactionalId:citemon-{group} with --resource-pattern-type prefixed" in done.stderr

@@ -52,6 +52,9 @@ CONTRACT_METRICS = {
     "citemon_passage_lookups_total": "counter",
     "citemon_passage_lookup_seconds": "histogram",
     "citemon_consumer_lag": "gauge",
+    "citemon_held_traces": "gauge",
+    "citemon_held_bytes": "gauge",
+    "citemon_held_oldest_age_seconds": "gauge",
     "citemon_build_info": "gauge",
 }
 QUALITY = ("service", "version", "environment")

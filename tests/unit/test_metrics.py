@@ -186,7 +186,7 @@ def test_spans_dead_letters_lag_and_settable_gauges() -> None:
     assert value(reg, "citemon_spans_total", outcome="sampled_out") == 4
     assert value(reg, "citemon_spans_total", outcome="invalid") == 0
     assert value(reg, "citemon_spans_total", outcome="skipped") == 0
-    assert SPAN_OUTCOMES == ("answer", "sampled_out", "skipped", "invalid", "unkeyed")
+    assert SPAN_OUTCOMES == ("answer", "sampled_out", "skipped", "invalid", "part", "unkeyed")
     assert value(reg, "citemon_dead_letters_total", reason="not_protobuf") == 1
     assert value(reg, "citemon_consumer_lag", topic="otlp_spans", partition="0") == 120
     assert value(reg, "citemon_consumer_lag", topic="otlp_spans", partition="1") == 0

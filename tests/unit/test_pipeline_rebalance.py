@@ -24,6 +24,7 @@ from citemon._otlp.assembly import TraceAssembler
 from citemon._otlp.decoding import decode_otlp
 from citemon._service.clients import KafkaClients
 from citemon._service.fitting import RecordLimits
+from citemon._service.held import HeldTrace, decode_held
 from citemon._service.ledger import Ledger, PipelineStats
 from citemon._service.pipeline import Pipeline
 from citemon._service.recovery import BadBatch, BatchRecovery, Scan, Scanner
@@ -80,6 +81,13 @@ def rootless_parts() -> tuple[list[ReadableSpan], list[ReadableSpan]]:
     return [retriever], [llm]
 
 
+def trace_key(spans: list[ReadableSpan]) -> bytes:
+    """The held-parts store's key of the spans' trace: its ID in hex."""
+    context = spans[0].context
+    assert context is not None
+    return f"{context.trace_id:032x}".encode()
+
+
 async def pipeline(
     clock: Clock, *, decode_slice_s: float = 0.02, scan: Scanner | None = None
 ) -> tuple[Pipeline, CollectorRegistry]:
@@ -111,7 +119,17 @@ async def test_a_revoked_partitions_held_trace_is_discarded_never_scored_or_coun
     retriever, llm = rootless_parts()
     p.take(TP0, Rec(0, encode_spans(retriever).SerializeToString()))
     p.take(TP0, Rec(1, encode_spans(llm).SerializeToString()))
-    assert len(p.assembler) == 1 and p.offsets.unfinished([TP0]) == 2
+    # Held, but not by its records: each writes the trace's parts so far to the held-parts
+    # store with its own commit, and is finished.
+    assert len(p.assembler) == 1 and p.offsets.unfinished([TP0]) == 0
+    (ready,) = p.offsets.ready([TP0])
+    assert ready.offset == 2
+    key = trace_key(retriever)
+    assert [
+        (m.topic, m.partition, m.key, len(decode_held(m.value or b"").parts))
+        for e in ready.entries
+        for m in e.held
+    ] == [("citemon.held-spans", 0, key, 1), ("citemon.held-spans", 0, key, 2)]
     await p.on_partitions_revoked([TP0])
     assert len(p.assembler) == 0 and p.assembler.discarded == 1
     clock.now = 60.0  # far past the window: nothing is left to settle
@@ -133,25 +151,35 @@ async def test_a_kept_partitions_held_trace_is_settled_with_its_records() -> Non
     p.tick()
     assert p.stats.answers_started == 1
     (job,) = list(p.jobs)
-    assert p.jobs[job] == frozenset({TP1})  # it travels with both of its records
+    assert p.jobs[job] == frozenset({TP1})
     await job
     (ready,) = p.offsets.ready()
     assert (ready.tp, ready.offset) == (TP1, 9)
-    assert [len(e.answers) for e in ready.entries] == [0, 1]  # counted only with offset 8's commit
+    # The window settled it with an anchor at TP1's position (offset 8 again, committing 9):
+    # the answer and the store's tombstone go out in one commit, after the parts' upserts.
+    assert [(e.offset, len(e.answers)) for e in ready.entries] == [(7, 0), (8, 0), (8, 1)]
+    assert [[m.value is None for m in e.held] for e in ready.entries] == [[False], [False], [True]]
 
 
-async def test_parts_are_released_only_once_the_assembler_lets_the_trace_go() -> None:
+async def test_a_held_part_never_holds_its_offset_back_and_its_tombstone_follows_the_window() -> (
+    None
+):
     clock = Clock()
     p, _ = await pipeline(clock)
     retriever, _ = rootless_parts()  # documents but never an answer
     p.take(TP1, Rec(3, encode_spans(retriever).SerializeToString()))
     clock.now = 4.9
     p.tick()
-    assert p.offsets.ready() == []  # still held: the offset cannot commit past it
+    (ready,) = p.offsets.ready()  # held in the store, not by its record: it commits at once
+    assert ready.offset == 4 and [m.value is None for m in ready.entries[0].held] == [False]
+    p.offsets.confirm(ready)
     clock.now = 5.0
-    p.tick()  # dropped incomplete by the window: its record is finished
+    p.tick()  # dropped incomplete by the window: a tombstone commits at the same offset
     (ready,) = p.offsets.ready()
     assert (ready.offset, p.assembler.dropped_incomplete) == (4, 1)
+    assert [(m.key, m.value, m.partition) for m in ready.entries[0].held] == [
+        (trace_key(retriever), None, 1)
+    ]
 
 
 async def test_an_assembled_trace_with_no_record_behind_it_is_not_counted() -> None:
@@ -425,6 +453,11 @@ class Clients(KafkaClients):
 
     def consumer(self, **_: Any) -> Fetching:
         return self.fake
+
+    async def read_held(
+        self, settings: Settings, tps: list[Any], committed: dict[Any, int | None]
+    ) -> dict[Any, dict[str, HeldTrace]]:
+        return {}  # no broker: nothing was held before
 
     async def check_topics(self, settings: Settings) -> RecordLimits:
         return RecordLimits()  # no broker to ask: the default limits

@@ -45,7 +45,7 @@ def test_each_trace_without_an_answer_is_counted_once_by_outcome() -> None:
     assert [(u.trace_id[0], u.outcome, len(u.parts)) for u in assembler.take_unanswered()] == [
         ("a", "no_passages", 2),
         ("b", "no_answer", 2),
-        ("c", "unrecognized", 1),
+        ("c", "unrecognized", 0),  # a bare root alone is held as its trace ID only
     ]
     assert assembler.take_unanswered() == []
 

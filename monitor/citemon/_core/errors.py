@@ -51,8 +51,10 @@ class InputError(CitemonError):
 class DecodeError(CitemonError):
     """A payload that is not a decodable answer span; ``reason`` is a short stable code."""
 
-    def __init__(self, reason: str, message: str) -> None:
+    def __init__(self, reason: str, message: str, *, spans: int = 1) -> None:
         self.reason = reason
+        self.spans = spans
+        """The spans the payload held (``no_answer_spans``: each is counted ``skipped``)."""
         super().__init__(f"{reason}: {message}")
 
 

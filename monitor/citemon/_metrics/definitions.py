@@ -40,7 +40,7 @@ from importlib import metadata
 from typing import TYPE_CHECKING, Final, Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.metrics_core import CounterMetricFamily, Metric
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from citemon._core.errors import INVALID_REPLY_CAUSES
 from citemon._core.labels import UNKNOWN
@@ -78,15 +78,19 @@ shuffle probe was once called the "canary", and its metrics still carry that nam
 JUDGE_OUTCOMES: Final = ("ok", "error", "timeout", "rate_limited", "invalid")
 """Values of ``citemon_judge_requests_total{outcome}`` (``JudgeError.outcome`` plus ``ok``)."""
 
-SpanOutcome = Literal["answer", "sampled_out", "skipped", "invalid", "unkeyed"]
-"""What became of a consumed span: scored as an answer, sampled out, not an answer, undecodable;
-and, counted besides one of those, ``unkeyed``: its Kafka record's key is not its trace ID."""
+SpanOutcome = Literal["answer", "sampled_out", "skipped", "invalid", "part", "unkeyed"]
+"""What became of a consumed span, each counted once: a self-contained answer scored, sampled
+out, nothing read from it (or an answer counted already), undecodable, or ``part`` of a
+multi-span trace (read by a dialect and handed to the assembler: ``citemon_traces_total`` says
+what became of its trace); and, counted besides one of those, ``unkeyed``: its Kafka record's
+key is not its trace ID."""
 
 SPAN_OUTCOMES: Final[tuple[SpanOutcome, ...]] = (
     "answer",
     "sampled_out",
     "skipped",
     "invalid",
+    "part",
     "unkeyed",
 )
 
@@ -146,6 +150,40 @@ class _TraceCollector:
         for outcome, n in counts.items():
             family.add_metric([outcome], n)
         yield family
+
+
+class _HeldCollector:
+    """``citemon_held_traces``, ``citemon_held_bytes`` and ``citemon_held_oldest_age_seconds``,
+    read from the trace assembler at scrape time."""
+
+    def __init__(self) -> None:
+        self.source: Callable[[], tuple[int, int, float]] | None = None
+
+    def describe(self) -> Iterable[Metric]:
+        return self._families(0, 0, 0.0)
+
+    def collect(self) -> Iterable[Metric]:
+        return self._families(*(self.source() if self.source is not None else (0, 0, 0.0)))
+
+    @staticmethod
+    def _families(traces: int, nbytes: int, age_s: float) -> list[Metric]:
+        return [
+            GaugeMetricFamily(
+                "citemon_held_traces",
+                "Traces held with parts, waiting for the rest of the trace or its window.",
+                value=traces,
+            ),
+            GaugeMetricFamily(
+                "citemon_held_bytes",
+                "Bytes of trace parts held in memory for assembly (--held-max-bytes caps it).",
+                value=nbytes,
+            ),
+            GaugeMetricFamily(
+                "citemon_held_oldest_age_seconds",
+                "How long the oldest trace held with parts has waited (0: none held).",
+                value=age_s,
+            ),
+        ]
 
 
 class JudgeMetrics:
@@ -375,6 +413,8 @@ class Metrics:
         )
         self._traces = _TraceCollector()
         registry.register(self._traces)
+        self._held = _HeldCollector()
+        registry.register(self._held)
         Gauge(
             "citemon_build_info", "citemon's own version.", ["version"], registry=registry
         ).labels(build_version or _build_version()).set(1)
@@ -494,6 +534,11 @@ class Metrics:
                 self._unjudged.labels(claim.unjudged_cause).inc()
         if score.judge_calls_cut:
             self._calls_cut.inc(score.judge_calls_cut)
+
+    def watch_held(self, held: Callable[[], tuple[int, int, float]]) -> None:
+        """Export the held-trace gauges from ``held()`` (traces held with parts, bytes held,
+        the oldest one's age in seconds), called at every scrape."""
+        self._held.source = held
 
     def watch_traces(self, counts: Callable[[], dict[str, int]]) -> None:
         """Export ``citemon_traces_total{outcome}`` from ``counts()``, called at every scrape:

@@ -1,6 +1,10 @@
 """Multi-span traces assembled into answers: the parts the dialects read (documents on a
-retriever span, answer candidates on chain, chat or workflow spans), in a buffer bounded by time,
-trace count and bytes; and the traces that gave no answer, counted by outcome."""
+retriever span, answer candidates on chain, chat or workflow spans), in a buffer bounded by time
+and bytes; and the traces that gave no answer, counted by outcome.
+
+A trace of other telemetry (an HTTP server span with database and client children: nothing any
+dialect reads) costs one small entry: its root's trace ID and when it came, held for the window in
+case the rest of a RAG trace follows, and the first thing let go when memory runs short."""
 
 from __future__ import annotations
 
@@ -18,7 +22,9 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_TRACES",
     "DEFAULT_WINDOW_S",
+    "FINAL_OUTCOMES",
     "NO_ANSWER_OUTCOMES",
+    "ROOT_BYTES",
     "TRACE_OUTCOMES",
     "TraceAssembler",
     "Unanswered",
@@ -28,10 +34,14 @@ __all__ = [
 ]
 DEFAULT_WINDOW_S: Final = 30.0
 """How long the assembler waits for the rest of a trace, in seconds."""
-DEFAULT_MAX_TRACES: Final = 10_000
-"""Incomplete traces the assembler holds at once."""
+DEFAULT_MAX_TRACES: Final = None
+"""No cap on the count of held traces: memory is bounded in bytes (``max_bytes``)."""
 DEFAULT_MAX_BYTES: Final = 64 * 1024 * 1024
-"""Approximate text bytes the assembler holds at once."""
+"""Approximate bytes the assembler holds at once (parts' text, and a bare root's entry)."""
+ROOT_BYTES: Final = 96
+"""What a bare root held alone is charged: its trace ID, time and the dict's slot."""
+_MAX_ANSWERED: Final = 50_000
+"""Trace IDs remembered as answered, so that late parts of them are not held again."""
 NO_ANSWER_OUTCOMES: Final = (
     "unrecognized",
     "no_passages",
@@ -57,13 +67,18 @@ TRACE_OUTCOMES: Final = (
 """What the assembler did with multi-span traces (any dialect), and the traces that gave no
 answer: the values of ``citemon_traces_total{outcome}``, counted by :class:`TraceAssembler`
 and read by the metrics at scrape time (:meth:`TraceAssembler.outcomes`).
-``completed``: the root arrived with documents and an answer;
-``settled``: scored without its root when its window ended (or memory ran short);
-``dropped_incomplete``: settled without documents or an answer, not scored; ``evicted``: settled
-or dropped *early* to keep the assembler within its caps (also counted in one of those two);
-``superseded``: the trace carried a self-contained ``rag.answer`` span, which was scored
-instead; and :data:`NO_ANSWER_OUTCOMES` (``no_passages``, ``no_answer`` and ``no_content`` are
-each also ``dropped_incomplete``)."""
+
+Every trace the assembler held is counted once, when it leaves, under exactly one of
+:data:`FINAL_OUTCOMES`: ``completed`` (the root arrived with documents and an answer),
+``settled`` (scored without its root when its window ended, or early for memory),
+``superseded`` (the trace carried a self-contained ``rag.answer`` span, which was scored
+instead), or one of :data:`NO_ANSWER_OUTCOMES`. Two more values are sums over those, not outcomes
+of their own: ``dropped_incomplete`` = ``no_passages`` + ``no_answer`` + ``no_content`` (let go
+without documents or an answer, not scored), and ``evicted`` = those of them let go *before*
+their window ended to keep the assembler within ``max_bytes`` (bare roots first, then the oldest
+traces)."""
+FINAL_OUTCOMES: Final = ("completed", "settled", "superseded", *NO_ANSWER_OUTCOMES)
+"""The outcomes that partition the traces: each held trace is counted under one of them."""
 _MAX_UNANSWERED: Final = 1000
 
 
@@ -90,8 +105,8 @@ class _Pending:
 
 class TraceAssembler:
     """Joins trace parts, whichever dialect read them (documents on a retriever span, answer
-    candidates on chain, chat or workflow spans) into records, holding at most ``max_traces``
-    traces and about ``max_bytes`` of text, each for at most ``window_s`` seconds.
+    candidates on chain, chat or workflow spans) into records, holding about ``max_bytes`` (and,
+    if given, at most ``max_traces`` traces), each for at most ``window_s`` seconds.
 
     A trace is complete when its root span has arrived and it holds documents and an answer
     (spans end, and are exported, children first; a root that comes first waits for the rest).
@@ -102,21 +117,23 @@ class TraceAssembler:
     Documents that several retriever spans report alike (a retriever nested in another) are
     taken once.
 
-    Counters: ``completed``, ``settled``, ``dropped_incomplete``, ``evicted`` (settled or dropped
-    early for the caps), ``superseded`` (the trace had a self-contained ``rag.answer`` span);
-    and the traces that gave no answer (:data:`NO_ANSWER_OUTCOMES`): ``unrecognized`` (only a
-    root no dialect read arrived, and nothing more within the window), ``no_passages`` and
-    ``no_answer`` (each also ``dropped_incomplete``). Each trace is counted under one outcome
-    once: a bare root is held like any part, so a trace whose root came first is ``completed``
-    when the rest arrives, never ``unrecognized`` and then ``settled``. With ``explain=True``
-    the assembler keeps those traces (at most 1,000 at a time) for :meth:`take_unanswered`.
+    A root no dialect read anything from (a *bare* root: the HTTP server span of a request that
+    was no RAG answer, or of one whose other parts are still to come) is held as its trace ID
+    alone, charged :data:`ROOT_BYTES`: if a part of its trace follows within the window the trace
+    is known to have ended, otherwise it is counted ``unrecognized`` when the window ends. Under
+    memory pressure bare roots go first (``evicted`` and ``unrecognized``), then the oldest
+    traces with parts.
+
+    Counters: see :data:`TRACE_OUTCOMES` (each trace counted once, under one of
+    :data:`FINAL_OUTCOMES`, when it leaves). With ``explain=True`` the assembler keeps the traces
+    that gave no answer (at most 1,000 at a time) for :meth:`take_unanswered`.
     """
 
     def __init__(
         self,
         *,
         window_s: float = DEFAULT_WINDOW_S,
-        max_traces: int = DEFAULT_MAX_TRACES,
+        max_traces: int | None = DEFAULT_MAX_TRACES,
         max_bytes: int = DEFAULT_MAX_BYTES,
         max_passages: int = DEFAULT_MAX_PASSAGES,
         max_context_bytes: int = DEFAULT_MAX_CONTEXT_BYTES,
@@ -130,8 +147,10 @@ class TraceAssembler:
         self.max_context_bytes = max_context_bytes
         self._clock = clock
         self._traces: OrderedDict[str, _Pending] = OrderedDict()
+        self._roots: OrderedDict[str, float] = OrderedDict()  # bare roots alone: when they came
         self._answered: OrderedDict[str, None] = OrderedDict()
         self._ready: list[AnswerRecord] = []
+        self._gone: list[str] = []
         self.nbytes = 0
         self.completed = 0
         self.settled = 0
@@ -139,6 +158,7 @@ class TraceAssembler:
         self.evicted = 0
         self.superseded = 0
         self.discarded = 0
+        self.restored = 0
         self.unrecognized = 0
         self.no_passages = 0
         self.no_answer = 0
@@ -148,20 +168,47 @@ class TraceAssembler:
         self._unanswered: list[Unanswered] = []
 
     def __len__(self) -> int:
+        """Traces held with parts (bare roots alone are not counted: :attr:`roots`)."""
         return len(self._traces)
+
+    @property
+    def roots(self) -> int:
+        """Bare roots held alone (their trace's other parts, if any, not come yet)."""
+        return len(self._roots)
 
     def outcomes(self) -> dict[str, int]:
         """The count of every outcome of :data:`TRACE_OUTCOMES`, in that order."""
         return {outcome: getattr(self, outcome) for outcome in TRACE_OUTCOMES}
 
+    def oldest_age_s(self) -> float:
+        """How long the oldest trace held with parts has waited, in seconds (0: none held)."""
+        for pending in self._traces.values():
+            return max(0.0, self._clock() - pending.first_seen)
+        return 0.0
+
     def __contains__(self, trace_id: object) -> bool:
-        """Whether the trace is held, waiting for parts or for its window."""
+        """Whether the trace is held with parts, waiting for more or for its window."""
         return trace_id in self._traces
+
+    def parts(self, trace_id: str) -> tuple[list[TraceSpan], bool, float] | None:
+        """A held trace's parts, whether its root came, and its age in seconds (None: not
+        held with parts)."""
+        pending = self._traces.get(trace_id)
+        if pending is None:
+            return None
+        return pending.spans, pending.root_seen, max(0.0, self._clock() - pending.first_seen)
+
+    def take_gone(self) -> list[str]:
+        """The traces held with parts that left since the last call, whatever became of them
+        (completed, settled, dropped, evicted, superseded), in the order they left; not those
+        :meth:`discard` forgot."""
+        out, self._gone = self._gone, []
+        return out
 
     def discard(self, trace_ids: Iterable[str]) -> int:
         """Forget held traces without scoring them (their Kafka partition was revoked: the
-        next owner reads their parts again); returns how many were held. They are not
-        remembered as answered, so parts read again later start them afresh."""
+        next owner restores or reads their parts again); returns how many were held. They are
+        not remembered as answered, so parts read again later start them afresh."""
         n = 0
         for tid in trace_ids:
             pending = self._traces.pop(tid, None)
@@ -170,6 +217,33 @@ class TraceAssembler:
                 n += 1
         self.discarded += n
         return n
+
+    def restore(
+        self, trace_id: str, spans: list[TraceSpan], *, root_seen: bool, age_s: float
+    ) -> bool:
+        """Hold a trace's parts again, as they were held ``age_s`` seconds ago (read back from
+        the held-parts store when its partition was assigned here); False when it is held
+        already or was answered here. Call :meth:`restored_all` after a batch of these."""
+        if trace_id in self._traces or trace_id in self._answered or not spans:
+            return False
+        pending = self._traces[trace_id] = _Pending(
+            first_seen=self._clock() - max(0.0, age_s), root_seen=root_seen
+        )
+        root = self._roots.pop(trace_id, None)
+        if root is not None:
+            self.nbytes -= ROOT_BYTES
+            pending.root_seen = True
+        for s in spans:
+            pending.spans.append(s)
+            pending.nbytes += s.nbytes
+        self.nbytes += pending.nbytes
+        self.restored += 1
+        return True
+
+    def restored_all(self) -> None:
+        """Keep the held traces in the order they came (the window sweeps the oldest first)."""
+        ordered = sorted(self._traces.items(), key=lambda item: item[1].first_seen)
+        self._traces = OrderedDict(ordered)
 
     def forget_answered(self, trace_ids: Iterable[str]) -> None:
         """Forget that these traces were answered: their answers were dropped uncommitted
@@ -180,8 +254,8 @@ class TraceAssembler:
 
     def __repr__(self) -> str:
         return (
-            f"TraceAssembler(pending={len(self._traces)}, bytes={self.nbytes}, "
-            f"completed={self.completed}, settled={self.settled}, "
+            f"TraceAssembler(pending={len(self._traces)}, roots={len(self._roots)}, "
+            f"bytes={self.nbytes}, completed={self.completed}, settled={self.settled}, "
             f"dropped_incomplete={self.dropped_incomplete})"
         )
 
@@ -197,25 +271,35 @@ class TraceAssembler:
                 if pending is not None:
                     self.nbytes -= pending.nbytes
                     self.superseded += 1
+                    self._gone.append(tid)
+                if self._roots.pop(tid, None) is not None:
+                    self.nbytes -= ROOT_BYTES
+                    self.superseded += 1
                 self._remember(tid)
                 continue
             if tid in self._answered:
                 continue
+            # Nothing read from it; a content-off span or an unread tool is a part (explained).
+            bare = s.documents is None and s.answer is None and not (s.no_content or s.tool)
             pending = self._traces.get(tid)
             if pending is None:
-                if not (
-                    s.documents is not None
-                    or s.answer is not None
-                    or s.is_root
-                    or s.no_content
-                    or s.tool
-                ):
-                    continue  # nothing read; a content-off span or an unread tool is kept
-                # A bare root (no dialect read anything from it) is held too: the rest of its
-                # trace may still come (another exporter's batch, another partition), and the
-                # trace is counted once, when it completes or when its window ends
-                # (``unrecognized`` then, if nothing else came).
-                pending = self._traces[tid] = _Pending(first_seen=now)
+                if bare and not s.is_root:
+                    continue
+                if bare:
+                    # Nothing read from it: keep its trace ID alone, in case the rest of a RAG
+                    # trace follows (a reordering collector); counted once, when it is
+                    # completed or its window ends (``unrecognized`` then).
+                    if tid not in self._roots:
+                        self._roots[tid] = now
+                        self.nbytes += ROOT_BYTES
+                    continue
+                first_seen = self._roots.pop(tid, None)
+                pending = self._traces[tid] = _Pending(
+                    first_seen=now if first_seen is None else first_seen
+                )
+                if first_seen is not None:
+                    self.nbytes -= ROOT_BYTES
+                    pending.root_seen = True
             pending.spans.append(s)
             pending.nbytes += s.nbytes
             self.nbytes += s.nbytes
@@ -239,22 +323,39 @@ class TraceAssembler:
                 # the trace until its other parts arrive or its window settles it.
                 continue
             del self._traces[tid]
+            self._gone.append(tid)
             self.nbytes -= pending.nbytes
             self.completed += 1
             self._remember(tid)  # parts still in flight (root came first) are ignored
             out.append(record)
-        while self._traces and (
-            len(self._traces) > self.max_traces or self.nbytes > self.max_bytes
-        ):
-            self.evicted += 1
-            self._settle(self._traces.popitem(last=False)[1], out)
+        self._evict(out)
         self._sweep(now, out)
         return out
+
+    def _over(self) -> bool:
+        held = len(self._traces) + len(self._roots)
+        return self.nbytes > self.max_bytes or (
+            self.max_traces is not None and held > self.max_traces
+        )
+
+    def _evict(self, out: list[AnswerRecord]) -> None:
+        """Within the caps: bare roots first (the cheapest to lose: nothing was read from
+        them), then the oldest traces with parts, settled early."""
+        while self._roots and self._over():
+            tid, _ = self._roots.popitem(last=False)
+            self.nbytes -= ROOT_BYTES
+            self.evicted += 1
+            self._unrecognized_root(tid)
+        while self._traces and self._over():
+            self.evicted += 1
+            tid, pending = self._traces.popitem(last=False)
+            self._gone.append(tid)
+            self._settle(pending, out)
 
     def _remember(self, tid: str) -> None:
         """Traces already answered, so late parts are not held or scored again (bounded)."""
         self._answered[tid] = None
-        if len(self._answered) > self.max_traces:
+        if len(self._answered) > _MAX_ANSWERED:
             self._answered.popitem(last=False)
 
     def expire(self) -> int:
@@ -282,16 +383,35 @@ class TraceAssembler:
         """Settle everything now (shutdown, end of a file)."""
         out, self._ready = self._ready, []
         while self._traces:
-            self._settle(self._traces.popitem(last=False)[1], out)
+            tid, pending = self._traces.popitem(last=False)
+            self._gone.append(tid)
+            self._settle(pending, out)
+        while self._roots:
+            tid, _ = self._roots.popitem(last=False)
+            self.nbytes -= ROOT_BYTES
+            self._unrecognized_root(tid)
         return out
 
     def _sweep(self, now: float, out: list[AnswerRecord]) -> None:
+        while self._roots:
+            tid, first_seen = next(iter(self._roots.items()))
+            if now - first_seen < self.window_s:
+                break
+            del self._roots[tid]
+            self.nbytes -= ROOT_BYTES
+            self._unrecognized_root(tid)
         while self._traces:
             tid, pending = next(iter(self._traces.items()))
             if now - pending.first_seen < self.window_s:
                 break
             del self._traces[tid]
+            self._gone.append(tid)
             self._settle(pending, out)
+
+    def _unrecognized_root(self, tid: str) -> None:
+        """Only a bare root came: the trace ended and no dialect read anything from it."""
+        self.unrecognized += 1
+        self._unanswered_add(Unanswered(tid, "unrecognized", []))
 
     def _settle(self, pending: _Pending, out: list[AnswerRecord]) -> None:
         self.nbytes -= pending.nbytes

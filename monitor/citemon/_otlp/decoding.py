@@ -86,7 +86,11 @@ def read_spans(
         if batch.errors:
             raise batch.errors[0]
         if not any(s.is_root for s in batch.spans):
-            raise DecodeError("no_answer_spans", f"{batch.span_count} spans, none an answer")
+            raise DecodeError(
+                "no_answer_spans",
+                f"{batch.span_count} spans, none an answer",
+                spans=batch.span_count,
+            )
     return batch
 
 

@@ -84,21 +84,33 @@ class AnswerJobs:
         """Each job with the partitions of the records it holds (a copy)."""
         return dict(self._jobs)
 
-    def admit(self, record: AnswerRecord, entries: list[Entry], timestamp_ms: int) -> None:
-        """Start scoring ``record`` unless it was counted already or sampling leaves it out."""
+    def admit(
+        self,
+        record: AnswerRecord,
+        entries: list[Entry],
+        timestamp_ms: int,
+        *,
+        assembled: bool = False,
+    ) -> None:
+        """Start scoring ``record`` unless it was counted already or sampling leaves it out.
+        A self-contained answer span is counted in ``citemon_spans_total`` here; an
+        ``assembled`` trace's spans were counted when read (``part``)."""
         key = (record.trace_id, record.span_id)
         if self._ledger.seen(key):
-            self._metrics.span("skipped")
+            if not assembled:
+                self._metrics.span("skipped")
             self._stats.duplicates += 1
             return
         now_s = timestamp_ms / 1000 if timestamp_ms >= 0 else time.time()
         if not self._sampler.by_trace_id(record.trace_id) or not self._sampler.by_budget(
             record.service, record.version, now_s
         ):
-            self._metrics.span("sampled_out")
+            if not assembled:
+                self._metrics.span("sampled_out")
             self._stats.sampled_out += 1
             return
-        self._metrics.span("answer")
+        if not assembled:
+            self._metrics.span("answer")
         self._stats.answers_started += 1
         for e in entries:
             self._ledger.hold(e)

@@ -14,6 +14,7 @@ from citemon._service.kafka_internals import new_client
 
 if TYPE_CHECKING:
     from citemon._service.fitting import RecordLimits
+    from citemon._service.held import HeldTrace
     from citemon._service.settings import Settings
 
 __all__ = ["KafkaClients"]
@@ -56,6 +57,15 @@ class KafkaClients:
     async def client(self, options: dict[str, Any], client_id: str) -> Any:
         """A bootstrapped ``AIOKafkaClient`` (the bad-batch re-read's)."""
         return await new_client(options, client_id)
+
+    async def read_held(
+        self, settings: Settings, tps: list[Any], committed: dict[Any, int | None]
+    ) -> dict[Any, dict[str, HeldTrace]]:
+        """The trace parts held for input partitions ``tps``, read back from the held-parts
+        store (:func:`citemon._service.held.read_held`)."""
+        from citemon._service.held import read_held
+
+        return await read_held(self.consumer, settings, tps, committed)
 
     async def check_topics(self, settings: Settings) -> RecordLimits:
         """Every topic ``run`` uses exists and may be used (or is created), before consuming;

@@ -140,8 +140,9 @@ def fit_result(body: dict[str, Any], max_bytes: int) -> tuple[bytes, tuple[str, 
 
 def fit_dead_letter(message: OutMessage, limits: RecordLimits) -> OutMessage:
     """``message`` (a dead letter) with its value left out when it would not fit its topic."""
-    headers = (*message.headers, ("citemon.cut.omitted_bytes", str(len(message.value)).encode()))
-    if len(message.value) <= limits.value_budget(message.topic, message.key, message.headers):
+    size = len(message.value or b"")
+    headers = (*message.headers, ("citemon.cut.omitted_bytes", str(size).encode()))
+    if size <= limits.value_budget(message.topic, message.key, message.headers):
         return message
     return replace(
         message, value=b"", headers=headers, cut=(*message.cut, ("dead_letter", "value"))

@@ -8,11 +8,19 @@ keeps being called so the consumer stays in its group: memory stays flat.
 
 A record decodes to self-contained answer spans (admitted at once), trace parts (handed to the
 :class:`~citemon._otlp.assembly.TraceAssembler`), spans that are no answers (skipped, counted) and
-spans or payloads that do not decode (dead-lettered with the record's commit, counted). A record
-with a part of a trace stays held until its trace is assembled, and the assembled answer is
-scored *with* the records of its parts: they finish only when it does. A trace the assembler
-lets go unscored (dropped incomplete, evicted, superseded, a late part of a trace already
-answered) releases its records, which then commit.
+spans or payloads that do not decode (dead-lettered with the record's commit, counted). Every
+span read is counted once in ``citemon_spans_total``: ``answer`` / ``sampled_out`` (a
+self-contained answer span, or ``skipped`` when it was counted already), ``part`` (a span a
+dialect read as part of a multi-span trace, whatever becomes of the trace:
+``citemon_traces_total`` says), ``skipped`` (nothing read from it), ``invalid``.
+
+A record with a part of a trace still waiting for the rest writes the trace's parts to the
+held-parts store with its own commit (:mod:`citemon._service.held`) and finishes at once, so the
+bound on uncommitted records never holds back the record that completes the trace. The answer
+assembled later is scored with the record that completed it (or, settled by its window, with an
+anchor entry at its partition's position), and the store's tombstone goes out in that commit.
+Parts too large for the store hold their record instead, as before: it finishes only when its
+trace leaves the assembler.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ import asyncio
 import contextlib
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from aiokafka.errors import IllegalStateError, KafkaError
@@ -31,7 +39,9 @@ from citemon._core.records import AnswerRecord
 from citemon._metrics import Metrics
 from citemon._otlp.assembly import TraceAssembler
 from citemon._otlp.decoding import decode_otlp
+from citemon._otlp.spans import TraceSpan
 from citemon._service.answers import AnswerJobs
+from citemon._service.held import HeldParts, HeldTrace
 from citemon._service.keys import KeyCheck
 from citemon._service.ledger import Entry, Ledger
 from citemon._service.outputs import dead_letter
@@ -58,6 +68,7 @@ class Intake:
         metrics: Metrics,
         *,
         assembler: TraceAssembler,
+        held: HeldParts,
         clock: Callable[[], float],
         decode_slice_s: float = 0.02,
     ) -> None:
@@ -70,7 +81,9 @@ class Intake:
         self._clock = clock
         self._decode_slice_s = decode_slice_s
         self._keys = KeyCheck(metrics, topic=settings.rekey_topic or settings.topic)
-        # Per trace ID: when its first part was held, and the records holding its parts.
+        self._store = held
+        # Per trace ID: when its first part was held, and the records holding its parts (parts
+        # too large for the held-parts store only).
         self._held: OrderedDict[str, tuple[float, list[Entry]]] = OrderedDict()
         self._paused = False
 
@@ -189,9 +202,9 @@ class Intake:
         try:
             batch = decode_otlp(rec.value or b"")
         except DecodeError as exc:
-            if exc.reason == "no_answer_spans":
-                self._metrics.span("skipped")
-                self._stats.skipped += 1
+            if exc.reason == "no_answer_spans":  # every span of it read, none of use
+                self._metrics.span("skipped", exc.spans)
+                self._stats.skipped += exc.spans
             else:
                 self._metrics.span("invalid")
                 message = dead_letter(dlq, source, rec.key, rec.value or b"", exc.reason, str(exc))
@@ -217,67 +230,151 @@ class Intake:
         for record in batch.records:
             self._answers.admit(record, [entry], entry.timestamp_ms)
         if batch.spans:
-            self._hold(
-                (
-                    span.trace_id
-                    for span in batch.spans
-                    if not span.answered and not (span.documents is None and span.answer is None)
-                ),
-                entry,
-            )
-            for record in self._assembler.add(batch.spans):
-                self._admit_assembled(record, entry.timestamp_ms)
+            self._take_parts(entry, batch.spans)
 
     # -- traces in parts -----------------------------------------------------------------------
 
-    def _hold(self, trace_ids: Iterable[str], entry: Entry) -> None:
-        """``entry`` carries a part of each of ``trace_ids``: it waits for each of them."""
-        now = self._clock()
-        for tid in trace_ids:
-            _, held = self._held.setdefault(tid, (now, []))
-            held.append(entry)
-            self._ledger.hold(entry)
+    def _take_parts(self, entry: Entry, spans: list[TraceSpan]) -> None:
+        """Hand ``entry``'s trace parts to the assembler; score what it completes or settles;
+        write the parts of traces still waiting to the held-parts store with ``entry``."""
+        mine: dict[str, list[TraceSpan]] = {}
+        read = 0
+        for span in spans:
+            if span.answered:
+                continue  # the marker of a self-contained answer, counted as that answer
+            mine.setdefault(span.trace_id, []).append(span)
+            read += span.documents is not None or span.answer is not None
+        bare = sum(len(parts) for parts in mine.values()) - read
+        if read:
+            self._metrics.span("part", read)
+        if bare:
+            self._metrics.span("skipped", bare)
+            self._stats.skipped += bare
+        carriers = _Carriers(self._ledger, entry)
+        try:
+            for record in self._assembler.add(spans):
+                self._admit_assembled(record, carriers, here=record.trace_id in mine)
+            for tid, parts in mine.items():
+                held = self._assembler.parts(tid)
+                if held is None:
+                    continue  # completed, settled, or nothing held (a bare root alone)
+                _, root_seen, age_s = held
+                message = self._store.upsert(
+                    tid, entry.tp, entry.offset, parts, root_seen=root_seen, age_s=age_s
+                )
+                if message is not None:
+                    entry.held.append(message)
+                else:
+                    self._hold(tid, entry)
+            self._let_go(carriers)
+        finally:
+            carriers.release()
 
-    def _admit_assembled(self, record: AnswerRecord, timestamp_ms: int) -> None:
-        """Score an assembled trace with the Kafka records of its parts, which hold it.
+    def _hold(self, tid: str, entry: Entry) -> None:
+        """``entry`` carries a part of ``tid`` too large for the store: it waits for the trace."""
+        _, held = self._held.setdefault(tid, (self._clock(), []))
+        held.append(entry)
+        self._ledger.hold(entry)
 
-        A trace with no record behind it (its partition was revoked or lost) is not scored:
+    def _admit_assembled(self, record: AnswerRecord, carriers: _Carriers, *, here: bool) -> None:
+        """Score an assembled trace with the entries its parts' store changes commit with: the
+        record that brought its last part (``here``), or an anchor of each partition whose
+        store holds parts of it, and the records held for parts too large for the store.
+
+        A trace with nothing behind it (its partition was revoked or lost) is not scored:
         nothing could commit it, and counting it here would count it a second time where its
         partition's new owner reads it again. Revoking discards such traces from the assembler
         (:meth:`drop`), so this is a guard, not a path."""
-        _, held = self._held.pop(record.trace_id or "", (0.0, []))
-        if not held:
-            log.warning(
-                "trace %s assembled with no Kafka record behind it: not scored", record.trace_id
-            )
+        tid = record.trace_id or ""
+        entries: list[Entry] = [carriers.entry] if here and carriers.entry is not None else []
+        for tp in self._store.partitions(tid):
+            carrier = carriers.get(tp)
+            if carrier is not None and carrier not in entries:
+                entries.append(carrier)
+        _, held = self._held.pop(tid, (0.0, []))
+        entries += [e for e in held if e not in entries]
+        if not entries:
+            log.warning("trace %s assembled with no Kafka record behind it: not scored", tid)
             return
         try:
-            self._answers.admit(record, held, timestamp_ms)
+            self._answers.admit(record, entries, entries[-1].timestamp_ms, assembled=True)
         finally:
             self._ledger.release_all(held)
 
-    def tick(self) -> None:
-        """Score traces the assembler settled by time and release the records of traces it
-        let go (the commit loop does this every ``commit_interval_s``)."""
-        self._assembler.expire()
-        for record in self._assembler.take_ready():
-            self._admit_assembled(record, -1)
-        for tid in [t for t in self._held if t not in self._assembler]:
-            _, held = self._held.pop(tid)
+    def _let_go(self, carriers: _Carriers) -> None:
+        """Traces that left the assembler: a tombstone for each store partition holding parts
+        of them, with that partition's carrier; records held for them released."""
+        for tid in self._assembler.take_gone():
+            for tp, message in self._store.gone(tid):
+                carrier = carriers.get(tp)
+                if carrier is not None:
+                    carrier.held.append(message)
+            _, held = self._held.pop(tid, (0.0, []))
             self._ledger.release_all(held)
+
+    def tick(self) -> None:
+        """Score traces the assembler settled by time, and let go of what it let go (the commit
+        loop does this every ``commit_interval_s``)."""
+        self._assembler.expire()
+        carriers = _Carriers(self._ledger, None)
+        try:
+            for record in self._assembler.take_ready():
+                self._admit_assembled(record, carriers, here=False)
+            self._let_go(carriers)
+        finally:
+            carriers.release()
         self._ledger.touch()
+
+    def restore(self, tp: Any, traces: Mapping[str, HeldTrace], now: float) -> int:
+        """Hold again the traces read back from ``tp``'s held partition (``now``: Unix time,
+        their windows run on from when they were first seen); returns how many."""
+        n = 0
+        for tid, trace in traces.items():
+            spans = [span for _, span in trace.parts]
+            age_s = max(0.0, now - trace.seen_at)
+            if self._assembler.restore(tid, spans, root_seen=trace.root_seen, age_s=age_s):
+                self._store.restored(tid, tp, trace)
+                n += 1
+        self._assembler.restored_all()
+        return n
 
     def drop(self, tps: set[Any]) -> None:
         """Discard the traces held with a part in ``tps`` (being revoked or lost): they are never
-        scored here, and their records there stay unfinished, so no offset commits past them
-        and the partition's next owner assembles them again. (Spans of one trace share a
-        partition when the exporter keys them by trace ID, as ``deploy/otel-collector.yaml``
-        does; parts of a discarded trace elsewhere are released.)"""
-        doomed = [tid for tid, (_, held) in self._held.items() if any(e.tp in tps for e in held)]
+        scored here. Their parts stay in the held-parts store (or, too large for it, in their
+        records, left uncommitted), so the partition's next owner holds them again. (Spans of
+        one trace share a partition when the exporter keys them by trace ID, as
+        ``deploy/otel-collector.yaml`` does; records of a discarded trace elsewhere are
+        released.)"""
+        doomed = set(self._store.drop(tps))
+        doomed |= {tid for tid, (_, held) in self._held.items() if any(e.tp in tps for e in held)}
         self._assembler.discard(doomed)
         for tid in doomed:
-            _, held = self._held.pop(tid)
+            _, held = self._held.pop(tid, (0.0, []))
             self._ledger.release_all(e for e in held if e.tp not in tps)
+
+
+class _Carriers:
+    """The entries that store changes and settled answers commit with, per partition: the
+    record being taken for its own partition, an anchor (:meth:`Ledger.anchor`) for others,
+    made on first use and released by :meth:`release`."""
+
+    def __init__(self, ledger: Ledger, entry: Entry | None) -> None:
+        self._ledger = ledger
+        self.entry = entry
+        self._anchors: dict[Any, Entry | None] = {}
+
+    def get(self, tp: Any) -> Entry | None:
+        if self.entry is not None and tp == self.entry.tp:
+            return self.entry
+        if tp not in self._anchors:
+            self._anchors[tp] = self._ledger.anchor(tp)
+        return self._anchors[tp]
+
+    def release(self) -> None:
+        for anchor in self._anchors.values():
+            if anchor is not None:
+                self._ledger.release(anchor)
+        self._anchors.clear()
 
 
 class CatchUp:

@@ -62,11 +62,15 @@ class OutMessage:
 
     topic: str
     key: bytes | None
-    value: bytes
+    value: bytes | None
+    """None: a tombstone (the held-parts store's, :mod:`citemon._service.held`)."""
     headers: tuple[tuple[str, bytes], ...] = ()
     cut: tuple[tuple[str, str], ...] = ()
     """What was cut to make the record fit its topic, as (record, reason) pairs
     (:mod:`citemon._service.fitting`); counted once its commit succeeded."""
+    partition: int | None = None
+    """The partition to write (the held-parts store's: the input partition's own); None: by
+    key."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +101,8 @@ class Entry:
     messages: list[OutMessage] = field(default_factory=list)
     answers: list[Finished] = field(default_factory=list)
     dead_letters: list[str] = field(default_factory=list)
+    held: list[OutMessage] = field(default_factory=list)
+    """Changes to the held-parts store (:mod:`citemon._service.held`) made with this commit."""
     alive: bool = True
     commit_with: int = -1
     """The offset of the record this one must commit with (or after): a trace's parts in
@@ -321,8 +327,26 @@ class Ledger:
         self._dead_letter(entry, message, reason)
         self.release(entry)
 
-    def _add(self, p: _Partition, tp: Any, offset: int, timestamp_ms: int) -> Entry:
-        if p.queue and offset <= p.queue[-1].offset:
+    def anchor(self, tp: Any) -> Entry | None:
+        """An entry backed by no record, at ``tp``'s position (one past the last record taken,
+        or the committed offset): what commits with it (a trace's answer settled by its window,
+        a held-parts tombstone) goes out with the next commit once everything taken before it
+        is finished, at an offset already reached. Pending until :meth:`release`; None when
+        ``tp`` is not readable or its position is unknown."""
+        if not self.readable(tp):
+            return None
+        p = self._parts[tp]
+        position = p.taken_to if p.taken_to is not None else p.committed
+        if position is None or position <= 0:
+            return None
+        return self._add(p, tp, position - 1, -1, anchor=True)
+
+    def _add(
+        self, p: _Partition, tp: Any, offset: int, timestamp_ms: int, *, anchor: bool = False
+    ) -> Entry:
+        if p.queue and (
+            offset < p.queue[-1].offset or (offset == p.queue[-1].offset and not anchor)
+        ):
             raise ValueError(f"{tp}: offset {offset} after {p.queue[-1].offset} (not in order)")
         entry = Entry(tp, offset, timestamp_ms)
         p.queue.append(entry)
@@ -414,7 +438,10 @@ class Ledger:
         """``r`` committed: forget its entries and remember its answers as counted."""
         p = self._parts.get(r.tp)
         if p is not None:  # else revoked meanwhile
-            while p.queue and p.queue[0].offset < r.offset:
+            # The committed prefix, by identity: an anchor (:meth:`anchor`) behind it may share
+            # its last offset and still be pending.
+            committed = {id(e) for e in r.entries}
+            while p.queue and id(p.queue[0]) in committed:
                 p.queue.popleft()
             p.committed = max(r.offset, p.committed or 0)
         for answer in r.counted:

@@ -165,6 +165,7 @@ def commit_messages(
     limits = limits or RecordLimits()
     r.cuts = []
     messages = [fit_dead_letter(m, limits) for e in r.entries for m in e.messages]
+    messages += [m for e in r.entries for m in e.held]  # sized when made (service.held)
     for answer in r.counted:
         result = result_message(settings, answer.score, answer.span_id, limits)
         if result is not None:
@@ -295,7 +296,11 @@ class KafkaDelivery:
             if messages:
                 futures = [
                     await self._producer.send(
-                        m.topic, value=m.value, key=m.key, headers=list(m.headers)
+                        m.topic,
+                        value=m.value,
+                        key=m.key,
+                        headers=list(m.headers),
+                        partition=m.partition,
                     )
                     for m in messages
                 ]
@@ -320,7 +325,11 @@ class KafkaDelivery:
                 for m in messages:
                     futures.append(
                         await producer.send(
-                            m.topic, value=m.value, key=m.key, headers=list(m.headers)
+                            m.topic,
+                            value=m.value,
+                            key=m.key,
+                            headers=list(m.headers),
+                            partition=m.partition,
                         )
                     )
                 await producer.send_offsets_to_transaction(

@@ -24,7 +24,7 @@ from dataclasses import asdict
 from typing import Any
 
 from aiokafka import ConsumerRebalanceListener
-from aiokafka.errors import KafkaConnectionError, KafkaError, ProducerFenced
+from aiokafka.errors import IllegalStateError, KafkaConnectionError, KafkaError, ProducerFenced
 
 from citemon._core.errors import KafkaUnavailable
 from citemon._core.records import AnswerScore
@@ -35,6 +35,7 @@ from citemon._service.answers import AnswerJobs, ShuffleProbes
 from citemon._service.clients import KafkaClients
 from citemon._service.fitting import RecordLimits
 from citemon._service.gate import JudgeGate
+from citemon._service.held import HeldParts
 from citemon._service.intake import CatchUp, Intake
 from citemon._service.kafka_internals import request_rejoin
 from citemon._service.ledger import Ledger, PipelineStats, Ready
@@ -48,6 +49,9 @@ from citemon._service.settings import Settings
 __all__ = ["Pipeline", "PipelineStats"]
 
 log = logging.getLogger(__name__)
+
+_TRACE_KEY = b"0" * 32
+"""A trace ID as a held-parts record's key (its size counts against the topic's limit)."""
 
 
 class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -91,7 +95,13 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             max_keys=settings.max_budget_keys,
         )
         self.assembler = (
-            assembler if assembler is not None else TraceAssembler(window_s=settings.trace_window_s)
+            assembler
+            if assembler is not None
+            else TraceAssembler(window_s=settings.trace_window_s, max_bytes=settings.held_max_bytes)
+        )
+        self._held = HeldParts(
+            settings.held_topic_name,
+            max_value_bytes=RecordLimits().value_budget(settings.held_topic_name, _TRACE_KEY),
         )
         self.gate = gate or JudgeGate(
             backoff_s=settings.answer_retry_backoff_s,
@@ -124,6 +134,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             self._answers,
             metrics,
             assembler=self.assembler,
+            held=self._held,
             clock=clock,
             decode_slice_s=decode_slice_s,
         )
@@ -143,6 +154,9 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         self._lag_ends: dict[Any, int] = {}
         self._limits = RecordLimits()  # read from the broker at start (service.topics)
         metrics.watch_traces(self.assembler.outcomes)
+        metrics.watch_held(
+            lambda: (len(self.assembler), self.assembler.nbytes, self.assembler.oldest_age_s())
+        )
         # After the drain: the last commit and closing the clients, within this deadline
         # (drain 30 s + this 10 s stays inside Kubernetes' 45 s).
         self._close_timeout_s = close_timeout_s
@@ -239,6 +253,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         stop = stop or asyncio.Event()
         # Every topic exists and may be used, or exit 1 naming what is missing (service.topics).
         self._limits = await self.clients.check_topics(s)
+        self._held.max_value_bytes = self._limits.value_budget(s.held_topic_name, _TRACE_KEY)
         consumer = self.clients.group_consumer(s, group_id=s.group, client_id=s.client_id)
         delivery = KafkaDelivery(s, consumer, self.clients)
         # Set before the consumer starts: the assignment callback opens producers with them.
@@ -302,8 +317,9 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
 
     async def caught_up(self, ends: Mapping[Any, int] | None = None) -> dict[Any, int]:
         """Return once every partition this replica owns is committed up to ``ends`` (by
-        default each one's log end, read when this call first sees it) and no answer or shuffle
-        probe is in flight; returns the ends it waited for (:class:`~citemon._service.intake.
+        default each one's log end, read when this call first sees it), no trace is held with
+        parts (each is completed or settled by its window) and no answer or shuffle probe is in
+        flight; returns the ends it waited for (:class:`~citemon._service.intake.
         CatchUp`). Every answer up to them is then counted in the metrics. Each call has ends of
         its own: a later call waits for what was written since the earlier one returned."""
         catch_up = CatchUp(self._ledger)
@@ -314,7 +330,8 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             try:
                 if self._started and self.ready:
                     done = await catch_up.check(self._consumer, ends)
-                    if done is not None and not self._answers and not len(self._probes):
+                    idle = not self._answers and not len(self._probes) and not len(self.assembler)
+                    if done is not None and idle:
                         return done
                 await changed
             finally:
@@ -502,8 +519,9 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         """After a rebalance (aiokafka's listener callback): take ``assigned``, opening their
         transactional producers first when there is a results topic."""
         assigned = list(assigned)
-        transactional = self._delivery is not None and self._delivery.transactional
-        self._ledger.assign(assigned, opening=transactional)
+        # Opening: its producer opened (transactions), its committed offset read, and its held
+        # trace parts read back, before any of its records is taken.
+        self._ledger.assign(assigned, opening=self._delivery is not None)
         if self._consumer is not None:
             self._intake.pause_new(self._consumer, assigned)
         log.info("partitions assigned: %s", sorted(tp.partition for tp in assigned))
@@ -512,8 +530,9 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
 
     async def _open_partitions(self) -> None:
         """Open the producers of the partitions still opening, then read their committed
-        offsets and seek there; one that fails (the broker is away) stays opening, retried on
-        the next commit tick.
+        offsets and seek there, then read their held trace parts back
+        (:mod:`citemon._service.held`); one that fails (the broker is away) stays opening,
+        retried on the next commit tick.
 
         The order closes the race with a frozen previous owner: ``init_transactions`` fences it
         and waits for its last transaction to complete or abort, so the committed offset read
@@ -521,7 +540,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         offset already, concurrently with the assignment callback, which may predate that
         commit). Intake ignores the partition's records until then, and records below the
         committed offset fetched before the seek."""
-        delivery, consumer = self._delivery, self._consumer
+        delivery, consumer, s = self._delivery, self._consumer, self.settings
         if delivery is None or consumer is None:
             return
         async with self._commit_lock:
@@ -529,6 +548,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             outcomes = await asyncio.gather(
                 *(delivery.open(tp) for tp in tps), return_exceptions=True
             )
+            committed: dict[Any, int | None] = {}
             for tp, out in zip(tps, outcomes, strict=True):
                 if tp not in self._ledger.opening:
                     continue  # revoked meanwhile
@@ -540,20 +560,43 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
                     )
                     continue
                 try:
-                    committed = await consumer.committed(tp)
-                    if committed is None:
-                        await consumer.seek_to_beginning(tp)
-                    else:
-                        consumer.seek(tp, committed)
-                    self._ledger.sought(tp)
+                    committed[tp] = await consumer.committed(tp)
                 except (KafkaError, OSError, TimeoutError) as exc:
                     log.warning(
                         "reading the committed offset of partition %d failed, will retry: %s",
                         tp.partition,
                         type(exc).__name__,
                     )
+            if not committed:
+                return
+            # Read back before the seeks, all partitions at once: a fetch during this await
+            # would move a position past records not taken (the partitions are not readable).
+            try:
+                held = await self.clients.read_held(s, list(committed), committed)
+            except (KafkaError, OSError, TimeoutError) as exc:
+                log.warning(
+                    "reading the held trace parts of partitions %s failed, will retry: %s",
+                    sorted(tp.partition for tp in committed),
+                    type(exc).__name__,
+                )
+                return
+            now = time.time()
+            for tp, offset in committed.items():
+                if tp not in self._ledger.opening:
+                    continue  # revoked meanwhile
+                try:
+                    if offset is None:
+                        await consumer.seek_to_beginning(tp)
+                    else:
+                        consumer.seek(tp, offset)
+                except (KafkaError, OSError, TimeoutError, IllegalStateError) as exc:
+                    log.warning("seeking partition %d failed, will retry: %r", tp.partition, exc)
                     continue
-                self._ledger.opened(tp, committed)
+                self._ledger.sought(tp)
+                restored = self._intake.restore(tp, held.get(tp, {}), now)
+                if restored:
+                    log.info("partition %d: %d held trace(s) read back", tp.partition, restored)
+                self._ledger.opened(tp, offset)
 
     # -- lag -----------------------------------------------------------------------------------
 

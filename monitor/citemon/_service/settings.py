@@ -87,6 +87,19 @@ SERVICE_FLAGS: Final = (
         "input not keyed by trace ID (off)",
     ),
     Flag(
+        "--held-topic",
+        "held_topic",
+        "compacted topic keeping trace parts that wait for the rest of their trace, created "
+        "when missing (default <group>.held-spans)",
+    ),
+    Flag(
+        "--held-max-bytes",
+        "held_max_bytes",
+        "bytes of trace parts held in memory for assembly; past it bare roots, then the "
+        "oldest traces, are let go early (default 67108864 = 64 MiB)",
+        int,
+    ),
+    Flag(
         "--create-topics",
         "create_topics",
         "create the topics run uses that do not exist, instead of exiting 1 (off)",
@@ -246,6 +259,11 @@ class Settings(FlagSettings):
     rekey_topic: str | None = None
     """Re-key the input by trace ID to this topic first, in transactions with the input
     offsets, and score from it (:mod:`citemon._service.rekey`)."""
+    held_topic: str | None = None
+    """The held-parts store (:mod:`citemon._service.held`); None: ``<group>.held-spans``."""
+    held_max_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
+    """Bytes of trace parts the assembler holds in memory (text, plus a small entry per bare
+    root); past it bare roots go first, then the oldest traces are settled early (``evicted``)."""
     create_topics: bool = False
     """Create the topics ``run`` uses that do not exist (:mod:`citemon._service.topics`)."""
     topic_partitions: int = Field(default=-1, ge=-1)
@@ -341,7 +359,9 @@ class Settings(FlagSettings):
     def _duration(cls, value: Any) -> Any:
         return parse_duration_s(value) if isinstance(value, str) else value
 
-    @field_validator("results_topic", "rekey_topic", "sasl_mechanism", "calibration", mode="before")
+    @field_validator(
+        "results_topic", "rekey_topic", "held_topic", "sasl_mechanism", "calibration", mode="before"
+    )
     @classmethod
     def _empty_is_none(cls, value: Any) -> Any:
         return None if value == "" else value
@@ -363,6 +383,8 @@ class Settings(FlagSettings):
         check_transactional_id(self.transactional_id, self.group)
         if self.rekey_topic is not None and self.rekey_topic == self.topic:
             raise ValueError("--rekey-topic must differ from --topic")
+        if self.held_topic_name in (self.topic, self.rekey_topic, self.results_topic):
+            raise ValueError("--held-topic must differ from the topics it reads and writes")
         if 0 in (self.topic_partitions, self.topic_replication_factor):
             raise ValueError("--topic-partitions and --topic-replication-factor: >= 1, or -1")
         return self
@@ -374,6 +396,12 @@ class Settings(FlagSettings):
         """Whether results are produced in per-partition transactions with the offsets: with a
         results topic or a review sample (both exactly once)."""
         return self.results_topic is not None or self.review_rate > 0
+
+    @property
+    def held_topic_name(self) -> str:
+        """The held-parts store's topic: ``--held-topic``, or ``<group>.held-spans`` (one per
+        group: two groups reading one input hold their parts apart)."""
+        return self.held_topic or f"{self.group}.held-spans"
 
     @property
     def transactional_id_prefix(self) -> str:

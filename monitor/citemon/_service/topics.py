@@ -8,6 +8,10 @@ broker, with the admin client, before the consumer starts:
 * that every topic exists (input, dead letters, results, review, the re-key topic) — or, with
   ``--create-topics``, creates the missing ones (``--topic-partitions``,
   ``--topic-replication-factor``; ``-1`` takes the broker's defaults);
+* that the held-parts store (``--held-topic``, :mod:`citemon._service.held`) is compacted and has
+  at least the input's partitions — it is citemon's own state, as Kafka Streams' changelogs are
+  its own, so it is created when missing (compacted, with the input's partition count) unless
+  the ACL CREATE is refused;
 * that this user may describe each topic and the consumer group;
 * with transactions (a results topic or a review sample), that the transactional-ID prefix may
   be used and each output topic written in a transaction: a probe transactional ID of the
@@ -71,6 +75,7 @@ def topic_uses(settings: Settings) -> list[TopicUse]:
         uses.append(TopicUse(s.results_topic, "results", "--results-topic", write=True))
     if s.review_rate > 0:
         uses.append(TopicUse(s.review_topic, "review sample", "--review-topic", write=True))
+    uses.append(TopicUse(s.held_topic_name, "held trace parts", "--held-topic", True, True))
     seen: set[str] = set()
     return [u for u in uses if not (u.name in seen or seen.add(u.name))]  # type: ignore[func-returns-value]
 
@@ -107,6 +112,10 @@ async def check_topics(settings: Settings) -> RecordLimits:
     admin = await _admin(settings)
     try:
         problems: list[str] = []
+        # Before any describe: on a broker that creates topics on first use, describing the
+        # held topic would create it uncompacted (listing all topics creates none).
+        if settings.held_topic_name not in await admin.list_topics():
+            problems += await _create_held(admin, settings)
         found = await _describe(admin, [u.name for u in uses])
         missing = [u for u in uses if found.get(u.name) == _UNKNOWN_TOPIC]
         if missing and settings.create_topics:
@@ -138,6 +147,8 @@ async def check_topics(settings: Settings) -> RecordLimits:
             elif code:
                 problems.append(f"topic {u.name!r} ({u.role}, {u.flag}): broker error {code}")
         problems += await _check_group(admin, settings)
+        if found.get(settings.held_topic_name) == 0:
+            problems += await _check_held(admin, settings)
         usable = [u for u in uses if found.get(u.name) == 0]
         limits = await _limits(admin, usable)
     finally:
@@ -166,6 +177,24 @@ async def check_topics(settings: Settings) -> RecordLimits:
         ", ".join(f"{u.name} ({u.role}, max {limits.max_bytes(u.name)} B)" for u in uses),
     )
     return limits
+
+
+async def _broker_default(admin: Any, config: str, fallback: int) -> int:
+    """A broker's integer setting (``num.partitions``...); ``fallback`` when it may not be read."""
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    try:
+        cluster = await admin.describe_cluster()
+        node = str(cluster["brokers"][0]["node_id"])
+        resource = ConfigResource(ConfigResourceType.BROKER, node, configs={config: None})
+        for response in await admin.describe_configs([resource]):
+            for res in response.to_object()["resources"]:
+                for entry in res["config_entries"] if not res["error_code"] else ():
+                    if entry["config_names"] == config:
+                        return int(entry["config_value"])
+    except Exception as exc:  # any failure: the fallback
+        log.debug("reading the broker's %s failed: %r", config, exc)
+    return fallback
 
 
 async def _auto_creates(admin: Any) -> bool:
@@ -229,6 +258,86 @@ async def _create(admin: Any, settings: Settings, missing: list[TopicUse]) -> li
             settings.topic_replication_factor,
         )
     await _wait_for_leaders(admin, created)
+    return problems
+
+
+async def _partition_counts(admin: Any, names: list[str]) -> dict[str, int]:
+    """Topic → its partition count, for the topics that exist."""
+    topics = await admin.describe_topics(names)
+    return {t["topic"]: len(t["partitions"]) for t in topics if t["error_code"] == 0}
+
+
+def _input(settings: Settings) -> str:
+    return settings.rekey_topic or settings.topic
+
+
+async def _create_held(admin: Any, settings: Settings) -> list[str]:
+    """Create the held-parts store: compacted, with the input's partition count (input
+    partition P keeps its held parts in partition P)."""
+    from aiokafka.admin import NewTopic
+
+    name = settings.held_topic_name
+    partitions = (await _partition_counts(admin, [_input(settings)])).get(
+        _input(settings), settings.topic_partitions
+    )
+    # aiokafka's NewTopic takes no "broker default" (-1) for one of the two alone: ask.
+    if partitions < 1:
+        partitions = await _broker_default(admin, "num.partitions", 1)
+    replication = settings.topic_replication_factor
+    if replication < 1:
+        replication = await _broker_default(admin, "default.replication.factor", 1)
+    new = NewTopic(
+        name,
+        num_partitions=partitions,
+        replication_factor=replication,
+        topic_configs={"cleanup.policy": "compact"},
+    )
+    response = await admin.create_topics([new], timeout_ms=_REQUEST_TIMEOUT_MS)
+    for _, code, *message in response.topic_errors:
+        if code in (_TOPIC_AUTHORIZATION_FAILED, _CLUSTER_AUTHORIZATION_FAILED):
+            return [
+                f"topic {name!r} (held trace parts, --held-topic) does not exist and may not be "
+                f"created: grant {_who(settings)} the ACL CREATE on Topic:{name}, or create it "
+                f"(kafka-topics.sh --create --topic {name} --partitions <the input's> --config "
+                "cleanup.policy=compact)"
+            ]
+        if code not in (0, _TOPIC_ALREADY_EXISTS):  # another replica created it first: fine
+            detail = (message[0] if message else "") or f"error {code}"
+            return [f"creating topic {name!r} (held trace parts) failed: {detail}"]
+    log.info("created topic %s (held trace parts, compacted, %d partitions)", name, partitions)
+    await _wait_for_leaders(admin, [name])
+    return []
+
+
+async def _check_held(admin: Any, settings: Settings) -> list[str]:
+    """The held-parts store is compacted (else its tombstones would not delete anything and
+    retention could delete parts still waiting) and has a partition per input partition."""
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    name, source = settings.held_topic_name, _input(settings)
+    problems: list[str] = []
+    counts = await _partition_counts(admin, [name, source])
+    if source in counts and counts.get(name, 0) < counts[source]:
+        problems.append(
+            f"topic {name!r} (held trace parts, --held-topic) has {counts.get(name, 0)} "
+            f"partitions, fewer than the input {source!r} ({counts[source]}): add partitions "
+            f"(kafka-topics.sh --alter --topic {name} --partitions {counts[source]})"
+        )
+    resource = ConfigResource(ConfigResourceType.TOPIC, name, configs={"cleanup.policy": None})
+    policy: str | None = None
+    for response in await admin.describe_configs([resource]):
+        for res in response.to_object()["resources"]:
+            for entry in res["config_entries"] if not res["error_code"] else ():
+                if entry["config_names"] == "cleanup.policy":
+                    policy = str(entry["config_value"])
+    if policy is None:
+        log.warning("cannot read cleanup.policy of topic %s: assuming it is compacted", name)
+    elif "compact" not in policy.split(","):
+        problems.append(
+            f"topic {name!r} (held trace parts, --held-topic) has cleanup.policy={policy}: it "
+            "must be compacted (kafka-configs.sh --alter --entity-type topics --entity-name "
+            f"{name} --add-config cleanup.policy=compact)"
+        )
     return problems
 
 
