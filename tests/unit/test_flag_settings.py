@@ -39,7 +39,7 @@ def test_run_help_names_the_variable_of_every_flag(capsys: pytest.CaptureFixture
     for model in MODELS:
         for row in model.FLAGS:
             assert f"[env {model.env_var(row.field)}]" in text, row.flag
-    assert len(Settings.FLAGS) + len(JudgeSettings.FLAGS) + len(ScoringSettings.FLAGS) == 57
+    assert len(Settings.FLAGS) + len(JudgeSettings.FLAGS) + len(ScoringSettings.FLAGS) == 58
 
 
 def test_flag_then_variable_then_default(monkeypatch: pytest.MonkeyPatch) -> None:
