@@ -15,7 +15,6 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,6 @@ from aiokafka import AIOKafkaProducer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from citemon._otlp.decoding import decode_otlp_proto
-from citemon._otlp.dialects.agents import ToolSelection, configure
 from citemon.cli import main
 from tests.conftest import REPO
 from tests.integration.conftest import TopicFactory
@@ -79,13 +77,6 @@ def agent_traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     assert done.returncode == 0, done.stderr[-3000:]
     print(f"agent traces made in {time.monotonic() - started:.1f} s")  # shown with -s
     return {p.stem: p.read_bytes() for p in out.glob("*.pb")}
-
-
-@pytest.fixture(autouse=True)
-def default_tool_reading() -> Iterator[None]:
-    """``score`` sets the process's tool reading from its flags: leave the defaults behind."""
-    yield
-    configure(ToolSelection())
 
 
 def score(

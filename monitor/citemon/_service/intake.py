@@ -187,7 +187,7 @@ class Intake:
         dlq = self._settings.dlq_topic
         source = (entry.tp.topic, entry.tp.partition, entry.offset)
         try:
-            batch = decode_otlp(rec.value or b"")
+            batch = decode_otlp(rec.value or b"", tools=self._settings.agents.reading)
         except DecodeError as exc:
             if exc.reason == "no_answer_spans":
                 self._metrics.span("skipped")
