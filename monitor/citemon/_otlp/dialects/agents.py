@@ -3,12 +3,11 @@
 
 The dialects call into this module for the spans that record a tool call (an OpenInference
 ``TOOL`` span, a GenAI ``execute_tool`` span, a ``tool_call_response`` part of a chat span's
-input messages). A tool's result is read by :func:`~citemon._otlp.tool_results.read_tool_result`;
-what makes a tool a search tool is :class:`ToolSelection` (``--retrieval-tools``). A final-answer
-tool (smolagents' ``final_answer``) carries the answer instead.
-
-Which tools are search tools and which readers a team adds come with each span, in
-:attr:`Limits.tools <citemon._otlp.spans.Limits.tools>` (the command's settings, passed in).
+input messages). A tool's result is read, and a tool chosen as a search tool
+(``--retrieval-tools``), as the :class:`~citemon._otlp.tool_results.ToolReading` handed in with
+each span says (:attr:`Limits.tools <citemon._otlp.spans.Limits.tools>`: the command's settings,
+never process-wide). A final-answer tool (smolagents' ``final_answer``) carries the answer
+instead.
 """
 
 from __future__ import annotations
