@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install llama tools browser label-studio postgres chroma shim-pythons js-traces js-traces-for-tests kafka-up kafka-down collector collector-for-tests demo demo-collector test test-slow unit lint docs bench clean
+.PHONY: install llama tools browser label-studio postgres chroma shim-pythons otel-openai-v2 js-traces js-traces-for-tests kafka-up kafka-down collector collector-for-tests demo demo-collector test test-slow unit lint docs bench clean
 
 install: $(STAMP)
 
@@ -94,6 +94,12 @@ $(CHROMA_VENV)/.installed:
 shim-pythons:
 	@scripts/shim_pythons.sh $(HOME)/.cache/citemon/shim-pythons
 
+# opentelemetry-instrumentation-openai-v2 2.4b0, whose trace tests/integration/test_native_citations.py
+# makes, in a venv of its own (it needs opentelemetry-util-genai 1.1b0, ours 1.3b0): the pins of
+# tests/otel-openai-v2/requirements.txt, installed by uv into ~/.cache/citemon, once per lock.
+otel-openai-v2: $(STAMP)
+	@PYTHON=$(PYTHON) UV=$(BIN)/uv scripts/otel_openai_v2.sh
+
 # The JavaScript agents whose traces the agent dialect tests make (tests/js: the Vercel AI SDK,
 # LangGraph.js under OpenInference): `npm ci` of tests/js/package-lock.json into ~/.cache/citemon,
 # once per lock, linked as tests/js/node_modules (scripts/js_agents.sh).
@@ -130,7 +136,7 @@ demo: install kafka-up
 demo-collector: install kafka-up collector
 	$(BIN)/citemon demo --via-collector
 
-test: install tools browser label-studio postgres chroma shim-pythons js-traces-for-tests kafka-up collector-for-tests docs
+test: install tools browser label-studio postgres chroma shim-pythons otel-openai-v2 js-traces-for-tests kafka-up collector-for-tests docs
 	$(BIN)/ruff check monitor instrumentation tests bench scripts deploy
 	$(BIN)/mypy
 	PYTHON=$(BIN)/python .ci/pytest -q -m "not slow"

@@ -539,12 +539,11 @@ def otel_gemini() -> bytes:
 
 @case("otel-openai-v2")
 def otel_openai_v2() -> bytes:
-    """Not made by the suite: opentelemetry-instrumentation-openai-v2 2.4b0 imports a module
+    """Made in a venv of its own: opentelemetry-instrumentation-openai-v2 2.4b0 imports a module
     that opentelemetry-util-genai ≥ 1.2b0 renamed, and the dialect tests need util-genai 1.3b0.
-    Made once in a venv of its own (openai 2.54.0, opentelemetry-sdk 1.45.2,
-    opentelemetry-instrumentation-openai-v2 2.4b0, opentelemetry-util-genai 1.1b0,
-    opentelemetry-exporter-otlp-proto-common) with ``python -m tests.integration.native_traces
-    OUT otel-openai-v2``; kept as tests/unit/traces/otel-openai-v2-search.json (OTLP JSON)."""
+    ``make otel-openai-v2`` makes that venv (tests/otel-openai-v2/requirements.txt);
+    test_native_citations.py runs ``python -m tests.integration.native_traces OUT
+    otel-openai-v2`` with its interpreter."""
     from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
 
     return _traced(OpenAIInstrumentor(), call_openai_chat)

@@ -11,11 +11,11 @@ otlp-json``) and through Kafka (``citemon run``): accuracy 0.33, coverage 1.00, 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,6 @@ from aiokafka import AIOKafkaProducer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from citemon._otlp.decoding import decode_otlp_proto
-from citemon._otlp.dialects.agents import ToolSelection, configure
 from citemon.cli import main
 from tests.conftest import REPO
 from tests.integration.conftest import TopicFactory
@@ -79,13 +78,6 @@ def agent_traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     assert done.returncode == 0, done.stderr[-3000:]
     print(f"agent traces made in {time.monotonic() - started:.1f} s")  # shown with -s
     return {p.stem: p.read_bytes() for p in out.glob("*.pb")}
-
-
-@pytest.fixture(autouse=True)
-def default_tool_reading() -> Iterator[None]:
-    """``score`` sets the process's tool reading from its flags: leave the defaults behind."""
-    yield
-    configure(ToolSelection())
 
 
 def score(
@@ -331,3 +323,38 @@ async def test_every_agent_through_kafka(
         for outcome in ("no_passages", "no_answer", "unrecognized"):
             assert metric_sum(r, "citemon_traces_total", outcome=outcome) == 0
         assert metric_sum(r, "citemon_dead_letters_total") == 0
+
+
+async def test_run_reads_tools_with_its_own_settings(
+    agent_traces: dict[str, bytes],
+    kafka_bootstrap: str,
+    kafka_topic: TopicFactory,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``citemon run``'s ``--retrieval-tools`` reaches its decoder (``settings.agents``), and a
+    ``score`` earlier in the same process with other settings changes nothing for it."""
+    payload = agent_traces["openai-agents"]
+    code, out, _ = await asyncio.to_thread(  # score runs an event loop of its own
+        score, tmp_path, capsys, [payload], "--format", "json", "--retrieval-tools", "search_docs"
+    )
+    assert code == 0 and out["summary"]["answers"] == 1
+    topic = await kafka_topic(partitions=1)
+    spans = ExportTraceServiceRequest.FromString(payload).resource_spans[0].scope_spans[0].spans
+    key = spans[0].trace_id.hex().encode()
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, payload, key=key)
+    finally:
+        await producer.stop()
+    flags = ("--judge", JUDGE, "--retrieval-tools", "*,-search_docs")
+    settings = settings_for(kafka_bootstrap, topic, flags, trace_window_s=1.0)
+    async with run_monitor(settings) as mon:
+        r = mon.registry
+        await wait_for(
+            lambda: metric_sum(r, "citemon_traces_total", outcome="no_passages") == 1,
+            60,
+            "the trace counted without passages",
+        )
+        assert metric_sum(r, "citemon_answers_total") == 0

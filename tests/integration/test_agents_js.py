@@ -20,7 +20,6 @@ import json
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,6 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from citemon._otlp.dialects.agents import ToolSelection, configure
 from citemon._otlp.dialects.vercel import Vercel
 from citemon._otlp.spans import Limits
 from citemon._otlp.wire import parse_otlp_json
@@ -117,14 +115,6 @@ def js_protobuf(js_out: Path) -> dict[str, bytes]:
     traces = {p.stem: p.read_bytes() for p in js_out.glob("*.pb")}
     assert sorted(traces) == sorted((*SPECIMEN_CASES, *CONTENT_OFF_CASES))
     return traces
-
-
-@pytest.fixture(autouse=True)
-def default_tool_reading() -> Iterator[None]:
-    """``score`` sets the process's tool reading from its flags (``--retrieval-tools``): leave
-    the defaults behind for the next test (``citemon run`` in-process does not set them)."""
-    yield
-    configure(ToolSelection())
 
 
 def score(

@@ -13,7 +13,9 @@ explained, never uncited claims.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +26,7 @@ from aiokafka import AIOKafkaProducer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from citemon.cli import main
-from tests.conftest import REPO
+from tests.conftest import REPO, need_server
 from tests.integration.conftest import TopicFactory
 from tests.integration.dialect_traces import PASSAGES
 from tests.integration.monitor_support import (
@@ -59,6 +61,10 @@ DROPPED = {
     "otel-google-genai": ("opentelemetry.instrumentation.google_genai", "(file_search)"),
 }
 GENERATE_TIMEOUT_S = 300
+#: opentelemetry-instrumentation-openai-v2 2.4b0 needs opentelemetry-util-genai 1.1b0, the main
+#: venv 1.3b0: its trace is made in a venv of its own, `make otel-openai-v2`
+#: (scripts/otel_openai_v2.sh), found by the same key, the pins' sha256.
+OPENAI_V2_LOCK = REPO / "tests" / "otel-openai-v2" / "requirements.txt"
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +81,31 @@ def real_traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return {p.stem: p.read_bytes() for p in out.glob("*.pb")}
+
+
+@pytest.fixture(scope="module")
+def openai_v2_trace(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """The trace of opentelemetry-instrumentation-openai-v2 2.4b0 (OTLP protobuf), made by the
+    same case of native_traces.py against the same local server, in its own venv."""
+    key = hashlib.sha256(OPENAI_V2_LOCK.read_bytes()).hexdigest()[:16]
+    cache = Path(os.environ.get("CITEMON_CACHE", Path.home() / ".cache" / "citemon"))
+    python = cache / "otel-openai-v2" / key / "bin" / "python"
+    if not (python.parent.parent / ".installed").exists():
+        need_server("the opentelemetry-instrumentation-openai-v2 venv", "run `make otel-openai-v2`")
+    out = tmp_path_factory.mktemp("openai-v2-trace")
+    done = subprocess.run(
+        [str(python), "-m", "tests.integration.native_traces", str(out), "otel-openai-v2"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=GENERATE_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    versions = json.loads((out / "versions.json").read_text())
+    assert versions["opentelemetry-instrumentation-openai-v2"] == "2.4b0"
+    assert versions["opentelemetry-util-genai"] == "1.1b0"
+    return (out / "otel-openai-v2.pb").read_bytes()
 
 
 def score(
@@ -184,6 +215,23 @@ def test_dropped_citations_are_explained_not_uncited(
     assert "gave no answer (citations_not_recorded)" in err
     assert f"{asked}, and {scope} records the answer's text without its" in err
     assert "openinference-instrumentation-" in err and "citemon_instrumentation.record_" in err
+
+
+def test_openai_v2s_search_model_answer_is_citations_not_recorded(
+    openai_v2_trace: bytes, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """opentelemetry-instrumentation-openai-v2 records the search model's answer without its
+    url_citation annotations: explained, never uncited claims."""
+    code, out, err = score(tmp_path, capsys, [openai_v2_trace], "--format", "json")
+    assert code == 1
+    assert out["summary"]["answers"] == 0
+    assert out["summary"]["verdicts"]["uncited"] == 0
+    assert "gave no answer (citations_not_recorded)" in err
+    assert (
+        "the request asked OpenAI's search model gpt-4o-search-preview, which cites the pages "
+        "it searched (url_citation annotations), and opentelemetry.util.genai.handler records "
+        "the answer's text without them" in err
+    )
 
 
 async def test_every_provider_through_kafka(

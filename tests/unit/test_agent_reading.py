@@ -5,32 +5,24 @@ tests/integration/test_agents.py; these are the rules, one at a time."""
 
 from __future__ import annotations
 
+import argparse
 import json
-from collections.abc import Iterator
 
 import pytest
 
 from citemon._core.errors import ConfigError
 from citemon._otlp.assembly import TraceAssembler
 from citemon._otlp.decoding import read_spans
-from citemon._otlp.dialects.agents import (
-    ToolSelection,
-    configure,
-    selection,
-    unwrap_tool_output,
-)
+from citemon._otlp.dialects.agents import unwrap_tool_output
 from citemon._otlp.explanations import explain
 from citemon._otlp.settings import AgentSettings
-from citemon._otlp.spans import RawSpan, ResourceInfo, TraceSpan
+from citemon._otlp.spans import Limits, RawSpan, ResourceInfo, TraceSpan
+from citemon._otlp.tool_results import ToolReading, ToolSelection
+from citemon._service.settings import Settings
+from citemon.cli import build_parser
 
 TRACE = "a" * 32
 DOCS = [{"id": "p-1", "text": "Retention is 90 days."}, {"id": "p-2", "text": "Ask support."}]
-
-
-@pytest.fixture(autouse=True)
-def default_tool_reading() -> Iterator[None]:
-    yield
-    configure(ToolSelection())
 
 
 def raw(
@@ -50,8 +42,10 @@ def raw(
     )
 
 
-def assemble(*spans: RawSpan) -> tuple[TraceAssembler, list[object]]:
-    batch = read_spans(spans)
+def assemble(
+    *spans: RawSpan, tools: ToolReading | None = None
+) -> tuple[TraceAssembler, list[object]]:
+    batch = read_spans(spans, Limits(tools=tools or ToolReading()))
     assert batch.errors == []
     assembler = TraceAssembler(explain=True)
     return assembler, [*assembler.add(batch.spans), *assembler.flush()]
@@ -94,11 +88,19 @@ def test_tool_selection() -> None:
         AgentSettings(retrieval_tools="-")  # the settings refuse it before anything starts
 
 
-def test_settings_apply_process_wide() -> None:
-    AgentSettings(retrieval_tools="kb", tool_result_reader=r"re:(?P<id>\d+)=(?P<text>\w+)").apply()
-    assert selection() == ToolSelection.parse("kb")
+def test_settings_make_a_reading_of_their_own() -> None:
+    settings = AgentSettings(
+        retrieval_tools="kb", tool_result_reader=r"re:(?P<id>\d+)=(?P<text>\w+)"
+    )
+    assert settings.reading.selection == ToolSelection.parse("kb")
+    assert [(p.id, p.text) for p in settings.reading.read("7=seven") or []] == [("7", "seven")]
+    assert AgentSettings().reading == ToolReading()  # another command's settings: untouched
+    with pytest.raises(ValueError, match=r"package\.module:factory or re:PATTERN"):
+        AgentSettings(tool_result_reader="nope")  # loaded with the settings, before any read
+    parser = argparse.ArgumentParser()
+    AgentSettings.add_arguments(parser)
     with pytest.raises(ConfigError, match=r"package\.module:factory or re:PATTERN"):
-        AgentSettings(tool_result_reader="nope").apply()
+        AgentSettings.from_args(parser.parse_args(["--tool-result-reader", "nope"]))
 
 
 def test_tool_outputs_unwrapped() -> None:
@@ -160,17 +162,17 @@ def test_a_retriever_inside_the_tool_wins_and_a_retriever_beside_it_does_not() -
 
 
 def test_tools_not_chosen_and_final_answers_are_not_searches() -> None:
-    configure(ToolSelection.parse("kb"))
+    kb = ToolReading(ToolSelection.parse("kb"))
     assembler, got = assemble(
         tool_span("2", json.dumps(DOCS), start=3, end=4),
         tool_span("3", "The answer. [p-1]", start=5, end=6, tool="final_answer"),
         ROOT,
+        tools=kb,
     )
     assert got == [] and assembler.no_passages == 1
     (item,) = assembler.take_unanswered()
     assert "tool results that do not read as documents" not in str(explain(item, []))
     # Any tool, by default: one whose result no reader knows is named in the explanation.
-    configure(ToolSelection())
     assembler, got = assemble(
         tool_span("2", "It is sunny.", start=3, end=4, tool="weather"),
         tool_span("3", "The answer. [p-1]", start=5, end=6, tool="final_answer"),
@@ -180,11 +182,11 @@ def test_tools_not_chosen_and_final_answers_are_not_searches() -> None:
     assert got == [] and item.outcome == "no_passages"
     assert "tool results that do not read as documents: 'weather'; name" in str(explain(item, []))
     # Named, a tool's result is retrieval whatever its shape: one passage, numbered.
-    configure(ToolSelection.parse("kb"))
     _, got = assemble(
         tool_span("2", "Retention is 90 days.", start=3, end=4, tool="kb"),
         tool_span("3", "The answer. [1]", start=5, end=6, tool="final_answer"),
         ROOT,
+        tools=kb,
     )
     (record,) = got
     assert [(p.id, p.text) for p in record.passages] == [("1", "Retention is 90 days.")]  # type: ignore[attr-defined]
@@ -370,3 +372,11 @@ def test_a_node_whose_output_is_a_tool_message_is_no_answer() -> None:
         end=5,
     )
     assert read_spans([node, ROOT]).spans == [read_spans([ROOT]).spans[0]]  # the bare root only
+
+
+def test_run_reads_with_its_own_settings() -> None:
+    """``citemon run``'s settings carry their agents part (``settings.agents``); intake hands
+    its reading to the decoder, so a monitor built in-process reads as its settings say."""
+    args = build_parser().parse_args(["run", "--retrieval-tools", "kb"])
+    assert Settings.from_args(args).agents.reading.selection == ToolSelection.parse("kb")
+    assert Settings().agents.reading == ToolReading()  # unaffected by the other one

@@ -14,7 +14,7 @@ from citemon._core.errors import ConfigError
 from citemon._core.records import Passage
 from citemon._otlp import tool_results
 from citemon._otlp.tool_results import (
-    configure_readers,
+    ToolReading,
     pattern_reader,
     read_tool_result,
     reader_from_spec,
@@ -141,7 +141,7 @@ def test_a_pattern_with_id_and_text_groups() -> None:
 
 @pytest.fixture
 def plugin_module() -> Iterator[str]:
-    """A team's reader, importable as a module, and the process's readers restored after."""
+    """A team's reader, importable as a module (removed after)."""
     module = types.ModuleType("team_reader_plugin")
 
     def factory() -> tool_results.ToolResultReader:
@@ -166,23 +166,23 @@ def plugin_module() -> Iterator[str]:
         yield module.__name__
     finally:
         del sys.modules[module.__name__]
-        configure_readers(())
 
 
 def test_a_plugin_reader_comes_before_the_built_ins(plugin_module: str) -> None:
-    configure_readers(readers_from_specs([f"{plugin_module}:factory", " "]))
-    assert pairs(read_tool_result("KB: p-3310, p-3312")) == [WANT[0], WANT[2]]
+    team = ToolReading(readers=readers_from_specs([f"{plugin_module}:factory", " "]))
+    assert pairs(team.read("KB: p-3310, p-3312")) == [WANT[0], WANT[2]]
     # The built-ins still read what the plugin does not know.
-    assert pairs(read_tool_result(json.dumps([{"id": "p-3311", "text": "t"}]))) == [("p-3311", "t")]
-    configure_readers(())
+    assert pairs(team.read(json.dumps([{"id": "p-3311", "text": "t"}]))) == [("p-3311", "t")]
+    # Without the team's reading, nothing else knows the shape.
+    assert ToolReading().read("KB: p-3310, p-3312") is None
     assert read_tool_result("KB: p-3310, p-3312") is None
 
 
 def test_a_failing_plugin_is_not_this_shape(
     plugin_module: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    configure_readers(readers_from_specs([f"{plugin_module}:broken"]))
-    assert pairs(read_tool_result("[p-3310] text")) == [("p-3310", "text")]
+    team = ToolReading(readers=readers_from_specs([f"{plugin_module}:broken"]))
+    assert pairs(team.read("[p-3310] text")) == [("p-3310", "text")]
     assert "failed; trying the next" in caplog.text
 
 

@@ -33,7 +33,6 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from citemon._metrics import MetricsServer
-from citemon._otlp.settings import AgentSettings
 from citemon._service.clients import KafkaClients
 from citemon._service.monitor import build_monitor
 from citemon._service.pipeline import Pipeline, PipelineStats
@@ -45,8 +44,7 @@ log = logging.getLogger("citemon.run")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    Settings.add_arguments(parser, parts=True)
-    AgentSettings.add_arguments(parser, title=AgentSettings.TITLE)
+    Settings.add_arguments(parser, parts=True)  # with the agents part's: settings.agents
 
 
 async def serve(
@@ -65,7 +63,6 @@ async def serve(
 
 async def _main(args: argparse.Namespace, clients: KafkaClients | None) -> int:
     settings = Settings.from_args(args)
-    AgentSettings.from_args(args).apply()  # how agents' tool calls are read, process-wide
     # httpx logs every judge request at INFO; that is the metrics' job, not the log's.
     logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))
     stop = asyncio.Event()

@@ -34,6 +34,7 @@ from citemon._engine.scoring import Scorer
 from citemon._engine.summary import summarize
 from citemon._otlp.files import NoAnswer, iter_otlp_json_lines
 from citemon._otlp.settings import AgentSettings
+from citemon._otlp.tool_results import ToolReading
 from citemon._passages import ManagedStore, add_passage_store_arguments, open_store
 from citemon._review.sample import (
     DEFAULT_REVIEW_PASSAGE_CHARS,
@@ -138,7 +139,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 Item = AnswerRecord | CitemonError | NoAnswer
 
 
-def _records(stream: IO[str], fmt: str) -> Iterator[tuple[int, Item]]:
+def _records(stream: IO[str], fmt: str, tools: ToolReading) -> Iterator[tuple[int, Item]]:
     first = stream.readline()
     if fmt == "auto":
         fmt = detect_format(first)
@@ -146,7 +147,7 @@ def _records(stream: IO[str], fmt: str) -> Iterator[tuple[int, Item]]:
     if fmt == "jsonl":
         yield from read_jsonl(lines)
         return
-    yield from iter_otlp_json_lines(lines)
+    yield from iter_otlp_json_lines(lines, tools=tools)
 
 
 async def score_stream(
@@ -220,7 +221,7 @@ def _write_review(out: IO[str], score: AnswerScore, settings: ScoreSettings) -> 
 
 
 async def _run(args: argparse.Namespace) -> int:
-    AgentSettings.from_args(args).apply()  # how agents' tool calls are read, process-wide
+    tools = AgentSettings.from_args(args).reading  # how agents' tool calls are read
     own = ScoreSettings.from_args(args)
     review_out = _review_file(own)
     reviewed = 0
@@ -238,7 +239,7 @@ async def _run(args: argparse.Namespace) -> int:
         with open_input(args.input) as stream:
             stream_scores = score_stream(
                 scorer,
-                _records(stream, own.input_format),
+                _records(stream, own.input_format, tools),
                 concurrency=max(1, own.concurrency),
                 strict=own.strict,
                 errors=errors,

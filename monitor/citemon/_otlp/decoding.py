@@ -25,6 +25,7 @@ from citemon._otlp.spans import (
     ResourceInfo,
     TraceSpan,
 )
+from citemon._otlp.tool_results import ToolReading
 from citemon._otlp.wire import parse_otlp, parse_otlp_json, parse_otlp_proto
 
 __all__ = ["decode_otlp", "decode_otlp_json", "decode_otlp_proto", "read_spans"]
@@ -119,11 +120,14 @@ def _read(raw: RawSpan, limits: Limits, dialects: Sequence[Dialect]) -> SpanRead
     return None
 
 
-def _limits(max_passages: int, max_answer_bytes: int, max_context_bytes: int) -> Limits:
+def _limits(
+    max_passages: int, max_answer_bytes: int, max_context_bytes: int, tools: ToolReading | None
+) -> Limits:
     return Limits(
         max_passages=max_passages,
         max_answer_bytes=max_answer_bytes,
         max_context_bytes=max_context_bytes,
+        tools=tools or ToolReading(),
     )
 
 
@@ -133,9 +137,11 @@ def decode_otlp_proto(
     max_passages: int = DEFAULT_MAX_PASSAGES,
     max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     max_context_bytes: int = DEFAULT_MAX_CONTEXT_BYTES,
+    tools: ToolReading | None = None,
 ) -> DecodedBatch:
-    """Decode one OTLP ``ExportTraceServiceRequest`` (a Kafka message value, ``otlp_proto``)."""
-    limits = _limits(max_passages, max_answer_bytes, max_context_bytes)
+    """Decode one OTLP ``ExportTraceServiceRequest`` (a Kafka message value, ``otlp_proto``);
+    ``tools``: how agents' tool calls are read (default: every tool, the built-in readers)."""
+    limits = _limits(max_passages, max_answer_bytes, max_context_bytes, tools)
     return read_spans(parse_otlp_proto(payload), limits)
 
 
@@ -145,10 +151,11 @@ def decode_otlp_json(
     max_passages: int = DEFAULT_MAX_PASSAGES,
     max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     max_context_bytes: int = DEFAULT_MAX_CONTEXT_BYTES,
+    tools: ToolReading | None = None,
 ) -> DecodedBatch:
     """Decode one OTLP JSON ``ExportTraceServiceRequest`` (hex IDs), as one line of the
     Collector's file exporter or a Kafka value with ``encoding: otlp_json``."""
-    limits = _limits(max_passages, max_answer_bytes, max_context_bytes)
+    limits = _limits(max_passages, max_answer_bytes, max_context_bytes, tools)
     try:
         return read_spans(parse_otlp_json(payload), limits)
     except (TypeError, AttributeError) as exc:
@@ -162,15 +169,17 @@ def decode_otlp(
     max_passages: int = DEFAULT_MAX_PASSAGES,
     max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     max_context_bytes: int = DEFAULT_MAX_CONTEXT_BYTES,
+    tools: ToolReading | None = None,
 ) -> DecodedBatch:
     """``otlp_proto`` or ``otlp_json`` by ``encoding``, or sniffed (OTLP protobuf never starts
     with ``{``)."""
-    limits = _limits(max_passages, max_answer_bytes, max_context_bytes)
+    limits = _limits(max_passages, max_answer_bytes, max_context_bytes, tools)
     if encoding == "otlp_json" or (encoding is None and bytes(payload[:64]).lstrip()[:1] == b"{"):
         return decode_otlp_json(
             payload,
             max_passages=max_passages,
             max_answer_bytes=max_answer_bytes,
             max_context_bytes=max_context_bytes,
+            tools=tools,
         )
     return read_spans(parse_otlp(payload, encoding="otlp_proto"), limits)

@@ -19,6 +19,7 @@ from citemon._otlp.spans import (
     DEFAULT_MAX_CONTEXT_BYTES,
     DEFAULT_MAX_PASSAGES,
 )
+from citemon._otlp.tool_results import ToolReading
 
 __all__ = ["NoAnswer", "is_otlp_json_line", "iter_otlp_json_lines"]
 
@@ -47,11 +48,13 @@ def iter_otlp_json_lines(
     max_passages: int = DEFAULT_MAX_PASSAGES,
     max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     max_context_bytes: int = DEFAULT_MAX_CONTEXT_BYTES,
+    tools: ToolReading | None = None,
 ) -> Iterator[tuple[int, AnswerRecord | DecodeError | NoAnswer]]:
     """Records from a Collector file-exporter dump: ``(line number, record, error or
     explanation)``.
 
-    ``source`` is a path, or the lines themselves (an open text file, standard input).
+    ``source`` is a path, or the lines themselves (an open text file, standard input);
+    ``tools`` says how agents' tool calls are read (``citemon score``'s settings).
 
     Every bad line yields its :class:`DecodeError`. Traces are joined across lines; any left
     incomplete at the end of the file are settled then (numbered with the last line). A trace
@@ -86,6 +89,7 @@ def iter_otlp_json_lines(
                     max_passages=max_passages,
                     max_answer_bytes=max_answer_bytes,
                     max_context_bytes=max_context_bytes,
+                    tools=tools,
                 )
             except DecodeError as exc:
                 if exc.reason != "no_answer_spans":

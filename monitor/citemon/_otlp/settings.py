@@ -1,16 +1,16 @@
 """How agents' traces are read, as settings (``score`` and ``run``): which tools are search
-tools, and a team's own reader of tool results (docs/dialects.md, "Agents")."""
+tools, and a team's own reader of tool results (docs/dialects.md, "Agents"). The command hands
+:attr:`AgentSettings.reading` to the decoder; nothing is set process-wide."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Self
 
-from pydantic import field_validator
+from pydantic import PrivateAttr, field_validator, model_validator
 
 from citemon._core.errors import ConfigError
 from citemon._core.settings import Flag, FlagSettings
-from citemon._otlp.dialects.agents import ToolSelection, configure
-from citemon._otlp.tool_results import reader_from_spec
+from citemon._otlp.tool_results import ToolReading, ToolSelection, reader_from_spec
 
 __all__ = ["AGENT_FLAGS", "AgentSettings"]
 
@@ -45,6 +45,8 @@ class AgentSettings(FlagSettings):
     tool_result_reader: str = ""
     """``CITEMON_TOOL_RESULT_READER``; empty: the built-in readers only."""
 
+    _reading: ToolReading = PrivateAttr(default_factory=ToolReading)
+
     @field_validator("retrieval_tools")
     @classmethod
     def _a_selection(cls, value: str) -> str:
@@ -54,10 +56,20 @@ class AgentSettings(FlagSettings):
             raise ValueError(str(exc)) from None
         return value
 
-    def apply(self) -> None:
-        """Make these the process's settings for reading traces (every span of every trace is
-        read alike, so they are process-wide); loads the reader, a ``ConfigError`` if it
-        cannot work."""
+    @model_validator(mode="after")
+    def _load(self) -> Self:
+        # The reader is loaded here, once, so that one that cannot work stops the command
+        # before it reads anything (a ConfigError from ``from_args``).
         spec = self.tool_result_reader.strip()
-        readers = (reader_from_spec(spec),) if spec else ()
-        configure(ToolSelection.parse(self.retrieval_tools), readers)
+        try:
+            readers = (reader_from_spec(spec),) if spec else ()
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        self._reading = ToolReading(ToolSelection.parse(self.retrieval_tools), readers)
+        return self
+
+    @property
+    def reading(self) -> ToolReading:
+        """These settings as the decoder takes them (:attr:`Limits.tools
+        <citemon._otlp.spans.Limits.tools>`)."""
+        return self._reading

@@ -44,6 +44,7 @@ from typing import Any, Final
 
 from citemon._core.errors import DecodeError
 from citemon._core.records import AnswerRecord, NativeCitation, Passage
+from citemon._otlp.tool_results import ToolReading
 
 __all__ = [
     "DEFAULT_MAX_ANSWER_BYTES",
@@ -86,11 +87,15 @@ handler failed before answering): skipped, and not taken for a trace's bare root
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Limits:
-    """What one answer may hold (each excess is a :class:`~citemon._core.errors.DecodeError`)."""
+    """What one answer may hold (each excess is a :class:`~citemon._core.errors.DecodeError`),
+    and which tools' results are its passages: what every dialect is handed with each span."""
 
     max_passages: int = DEFAULT_MAX_PASSAGES
     max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES
     max_context_bytes: int = DEFAULT_MAX_CONTEXT_BYTES
+    tools: ToolReading = field(default_factory=ToolReading)
+    """Which tools are search tools and how their results are read (``--retrieval-tools``,
+    ``--tool-result-reader``); the command's own, passed in, never process-wide."""
 
 
 @dataclass(frozen=True, slots=True)

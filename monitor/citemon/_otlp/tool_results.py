@@ -23,10 +23,16 @@ Built-in readers, tried in this order (:data:`BUILTIN_READERS`):
 * **Bracketed blocks** — LangChain ``document_prompt`` renderings such as ``[p-3310] text``.
 
 A team whose tool renders documents its own way adds a reader without changing citemon
-(``--tool-result-readers``, env ``CITEMON_TOOL_RESULT_READERS``): ``package.module:factory``,
+(``--tool-result-reader``, env ``CITEMON_TOOL_RESULT_READER``): ``package.module:factory``,
 where ``factory()`` returns a callable ``(text: str) -> list[Passage] | None`` (tried before the
 built-ins; an exception in it counts as "not this shape"), or ``re:PATTERN``, a regular
 expression with named groups ``id`` and ``text`` whose matches, in order, are the passages.
+
+Which tools are search tools (:class:`ToolSelection`, ``--retrieval-tools``) and the team's
+readers travel together as a :class:`ToolReading`, built from the command's settings
+(:class:`~citemon._otlp.settings.AgentSettings`) and handed to every span read in
+:class:`~citemon._otlp.spans.Limits`: nothing here is process-wide, so two readers with different
+settings can share a process.
 
 Nothing here raises on a tool's output: a shape no reader knows is ``None``.
 """
@@ -39,6 +45,7 @@ import json
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from citemon._core.errors import ConfigError
@@ -46,11 +53,12 @@ from citemon._core.records import Passage
 
 __all__ = [
     "BUILTIN_READERS",
+    "FINAL_ANSWER_TOOLS",
     "ID_KEYS",
     "TEXT_KEYS",
+    "ToolReading",
     "ToolResultReader",
-    "configure_readers",
-    "configured_readers",
+    "ToolSelection",
     "pattern_reader",
     "read_tool_result",
     "reader_from_spec",
@@ -335,22 +343,6 @@ def readers_from_specs(specs: Iterable[str]) -> tuple[ToolResultReader, ...]:
     return tuple(reader_from_spec(s) for s in specs if s.strip())
 
 
-_configured: tuple[ToolResultReader, ...] = ()
-
-
-def configure_readers(readers: Sequence[ToolResultReader]) -> None:
-    """Set the process's own readers (tried before the built-ins). ``citemon score`` and
-    ``citemon run`` call this once with ``--tool-result-readers``, before reading traces."""
-    global _configured
-    _configured = tuple(readers)
-
-
-def configured_readers() -> tuple[ToolResultReader, ...]:
-    """The readers :func:`read_tool_result` tries by default: the configured ones, then the
-    built-ins."""
-    return (*_configured, *BUILTIN_READERS)
-
-
 def _safe(reader: ToolResultReader, text: str) -> list[Passage] | None:
     try:
         found = reader(text)
@@ -366,16 +358,74 @@ def _safe(reader: ToolResultReader, text: str) -> list[Passage] | None:
 
 
 def read_tool_result(
-    text: str, readers: Sequence[ToolResultReader] | None = None
+    text: str, readers: Sequence[ToolResultReader] = BUILTIN_READERS
 ) -> list[Passage] | None:
     """A tool's result as passages (in the order the model saw them), or ``None`` when no
-    reader knows its shape. ``readers`` defaults to :func:`configured_readers`. Passages may
-    have an empty ID (numbered by position later) or an empty text (ID only: the passage
+    reader knows its shape (:meth:`ToolReading.read` puts a team's readers first). Passages
+    may have an empty ID (numbered by position later) or an empty text (ID only: the passage
     store fills it)."""
     if not isinstance(text, str) or not text.strip():
         return None
-    for reader in configured_readers() if readers is None else readers:
+    for reader in readers:
         found = _safe(reader, text)
         if found is not None:
             return found
     return None
+
+
+FINAL_ANSWER_TOOLS: Final = frozenset({"final_answer"})
+"""Tools whose argument is the agent's answer (smolagents ends a run by calling one)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSelection:
+    """Which tools are search tools (``--retrieval-tools``, env ``CITEMON_RETRIEVAL_TOOLS``).
+
+    ``*`` (the default; also an empty value): every tool whose result reads as documents.
+    ``search_docs,kb``: only those tools — and their results are retrieval even when no reader
+    knows the shape (the whole result is then one passage, numbered by position). ``*,-web``
+    (or ``-web``): every tool whose result reads as documents except those named.
+    """
+
+    named: frozenset[str] = frozenset()
+    excluded: frozenset[str] = frozenset()
+    any_tool: bool = True
+
+    @classmethod
+    def parse(cls, spec: str) -> ToolSelection:
+        names = [n.strip() for n in spec.split(",") if n.strip()]
+        excluded = frozenset(n[1:].strip() for n in names if n.startswith("-"))
+        named = frozenset(n for n in names if not n.startswith("-") and n != "*")
+        if "" in excluded:
+            raise ConfigError(f"--retrieval-tools {spec!r}: '-' needs a tool name after it")
+        return cls(named=named, excluded=excluded, any_tool="*" in names or not named)
+
+    def wants(self, tool: str) -> bool:
+        """Whether the result of ``tool`` may be retrieval."""
+        if tool in self.excluded or tool in FINAL_ANSWER_TOOLS:
+            return False
+        return self.any_tool or tool in self.named
+
+    def insists(self, tool: str) -> bool:
+        """Whether ``tool`` was named: its result is retrieval whatever its shape."""
+        return tool in self.named and tool not in self.excluded
+
+    def __str__(self) -> str:
+        parts = ["*"] if self.any_tool else []
+        return ",".join([*parts, *sorted(self.named), *(f"-{n}" for n in sorted(self.excluded))])
+
+
+@dataclass(frozen=True, slots=True)
+class ToolReading:
+    """How an agent's tool calls are read: which tools are search tools, and a team's own
+    readers (tried before the built-ins). The default reads every tool with the built-in
+    readers; a command builds its own from its settings
+    (:attr:`AgentSettings.reading <citemon._otlp.settings.AgentSettings.reading>`)."""
+
+    selection: ToolSelection = ToolSelection()
+    readers: tuple[ToolResultReader, ...] = ()
+
+    def read(self, text: str) -> list[Passage] | None:
+        """``text`` as passages: the team's readers first, then the built-ins
+        (:func:`read_tool_result`)."""
+        return read_tool_result(text, (*self.readers, *BUILTIN_READERS))

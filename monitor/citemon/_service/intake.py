@@ -200,7 +200,7 @@ class Intake:
         dlq = self._settings.dlq_topic
         source = (entry.tp.topic, entry.tp.partition, entry.offset)
         try:
-            batch = decode_otlp(rec.value or b"")
+            batch = decode_otlp(rec.value or b"", tools=self._settings.agents.reading)
         except DecodeError as exc:
             if exc.reason == "no_answer_spans":  # every span of it read, none of use
                 self._metrics.span("skipped", exc.spans)

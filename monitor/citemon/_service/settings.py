@@ -29,6 +29,7 @@ from citemon._core.settings import (
 )
 from citemon._engine.excerpts import MAX_EXCERPT_CHARS
 from citemon._engine.settings import ScoringSettings
+from citemon._otlp.settings import AgentSettings
 from citemon._passages.settings import PassageStoreSettings
 from citemon._review.sample import DEFAULT_REVIEW_PASSAGE_CHARS, DEFAULT_REVIEW_TOPIC
 from citemon.judges.settings import JudgeSettings
@@ -353,6 +354,8 @@ class Settings(FlagSettings):
     """The judge (``--judge*``, ``CITEMON_JUDGE*``)."""
     passages: PassageStoreSettings = Field(default_factory=PassageStoreSettings)
     """The passage store answers' cited IDs are looked up in (``--passage-store*``)."""
+    agents: AgentSettings = Field(default_factory=AgentSettings)
+    """How agents' tool calls are read (``--retrieval-tools``, ``--tool-result-reader``)."""
 
     @field_validator("window", "probe_window", mode="before")
     @classmethod

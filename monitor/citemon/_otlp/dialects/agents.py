@@ -3,108 +3,34 @@
 
 The dialects call into this module for the spans that record a tool call (an OpenInference
 ``TOOL`` span, a GenAI ``execute_tool`` span, a ``tool_call_response`` part of a chat span's
-input messages). A tool's result is read by :func:`~citemon._otlp.tool_results.read_tool_result`;
-what makes a tool a search tool is :class:`ToolSelection` (``--retrieval-tools``). A final-answer
-tool (smolagents' ``final_answer``) carries the answer instead.
-
-Which tools are search tools and which readers a team adds are process-wide, set once by the
-command from its settings (:func:`configure`), as every span of every trace is read alike.
+input messages). A tool's result is read, and a tool chosen as a search tool
+(``--retrieval-tools``), as the :class:`~citemon._otlp.tool_results.ToolReading` handed in with
+each span says (:attr:`Limits.tools <citemon._otlp.spans.Limits.tools>`: the command's settings,
+never process-wide). A final-answer tool (smolagents' ``final_answer``) carries the answer
+instead.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
-from citemon._core.errors import ConfigError, DecodeError
+from citemon._core.errors import DecodeError
 from citemon._core.records import Passage
 from citemon._otlp.dialects.values import check_context, check_text
 from citemon._otlp.spans import Limits, RawSpan, TraceSpan
-from citemon._otlp.tool_results import (
-    ToolResultReader,
-    configure_readers,
-    read_tool_result,
-    readers_from_specs,
-)
+from citemon._otlp.tool_results import FINAL_ANSWER_TOOLS, ToolReading
 
 __all__ = [
-    "FINAL_ANSWER_TOOLS",
-    "ToolSelection",
     "checked",
-    "configure",
-    "configure_from_specs",
     "fill_missing_text",
     "is_final_answer_tool",
     "looks_like_tool_call",
     "messages_tool_results",
-    "selection",
     "tool_documents",
     "tool_part",
     "unwrap_tool_output",
 ]
-
-FINAL_ANSWER_TOOLS: Final = frozenset({"final_answer"})
-"""Tools whose argument is the agent's answer (smolagents ends a run by calling one)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ToolSelection:
-    """Which tools are search tools (``--retrieval-tools``, env ``CITEMON_RETRIEVAL_TOOLS``).
-
-    ``*`` (the default; also an empty value): every tool whose result reads as documents.
-    ``search_docs,kb``: only those tools — and their results are retrieval even when no reader
-    knows the shape (the whole result is then one passage, numbered by position). ``*,-web``
-    (or ``-web``): every tool whose result reads as documents except those named.
-    """
-
-    named: frozenset[str] = frozenset()
-    excluded: frozenset[str] = frozenset()
-    any_tool: bool = True
-
-    @classmethod
-    def parse(cls, spec: str) -> ToolSelection:
-        names = [n.strip() for n in spec.split(",") if n.strip()]
-        excluded = frozenset(n[1:].strip() for n in names if n.startswith("-"))
-        named = frozenset(n for n in names if not n.startswith("-") and n != "*")
-        if "" in excluded:
-            raise ConfigError(f"--retrieval-tools {spec!r}: '-' needs a tool name after it")
-        return cls(named=named, excluded=excluded, any_tool="*" in names or not named)
-
-    def wants(self, tool: str) -> bool:
-        """Whether the result of ``tool`` may be retrieval."""
-        if tool in self.excluded or tool in FINAL_ANSWER_TOOLS:
-            return False
-        return self.any_tool or tool in self.named
-
-    def insists(self, tool: str) -> bool:
-        """Whether ``tool`` was named: its result is retrieval whatever its shape."""
-        return tool in self.named and tool not in self.excluded
-
-    def __str__(self) -> str:
-        parts = ["*"] if self.any_tool else []
-        return ",".join([*parts, *sorted(self.named), *(f"-{n}" for n in sorted(self.excluded))])
-
-
-_selection = ToolSelection()
-
-
-def configure(tools: ToolSelection, readers: Sequence[ToolResultReader] = ()) -> None:
-    """Set the search tools and a team's own result readers for this process."""
-    global _selection
-    _selection = tools
-    configure_readers(readers)
-
-
-def configure_from_specs(retrieval_tools: str, reader_specs: Sequence[str]) -> None:
-    """:func:`configure` from the settings' text (a bad value is a ``ConfigError``)."""
-    configure(ToolSelection.parse(retrieval_tools), readers_from_specs(reader_specs))
-
-
-def selection() -> ToolSelection:
-    """The search tools this process reads (:func:`configure`)."""
-    return _selection
 
 
 def is_final_answer_tool(tool: str) -> bool:
@@ -178,7 +104,7 @@ def tool_part(
         return part
     docs = tool_documents(tool, result, limits)
     if docs is None:
-        return part if _selection.wants(tool) else None
+        return part if limits.tools.selection.wants(tool) else None
     part.documents = checked(docs, limits)
     part.nbytes += sum(len(d.text) for d in docs)
     return part
@@ -187,12 +113,12 @@ def tool_part(
 def tool_documents(tool: str, result: str, limits: Limits) -> list[Passage] | None:
     """The passages of one search tool's result, or ``None`` when ``tool`` is not a search tool
     or its result does not read as documents (a named tool's result is then one passage)."""
-    tools = _selection
-    if not tools.wants(tool) or len(result) > limits.max_context_bytes:
+    tools = limits.tools
+    if not tools.selection.wants(tool) or len(result) > limits.max_context_bytes:
         return None
-    docs = read_tool_result(result)
+    docs = tools.read(result)
     if docs is None:
-        if not tools.insists(tool) or not result.strip():
+        if not tools.selection.insists(tool) or not result.strip():
             return None
         docs = [Passage(id="", text=result.strip())]
     return docs
@@ -205,11 +131,12 @@ def looks_like_tool_call(text: str) -> bool:
     return s.startswith("{'content': None") and "'tool_calls': [" in s
 
 
-def fill_missing_text(docs: list[Passage], result: str) -> bool:
+def fill_missing_text(docs: list[Passage], result: str, tools: ToolReading) -> bool:
     """Give documents that came without text the text their span's output has under the same
     ID (the OpenAI Agents SDK's ``tool_span_kinds`` RETRIEVER span records IDs, and the text
-    only in ``output.value``). Returns whether every document now has text."""
-    found = read_tool_result(result)
+    only in ``output.value``), read as ``tools`` read results. Returns whether every document
+    now has text."""
+    found = tools.read(result)
     if found:
         by_id = {p.id: p.text for p in found if p.id and p.text}
         for d in docs:

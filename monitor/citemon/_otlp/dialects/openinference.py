@@ -213,7 +213,7 @@ class OpenInference:
             _ids_from_output(attrs, docs)
             out = attrs.get(A.OUTPUT_VALUE)
             if missing and isinstance(out, str):
-                missing = not agents.fill_missing_text(docs, out)
+                missing = not agents.fill_missing_text(docs, out, limits.tools)
             part.documents = docs
             part.truncated |= missing
             part.question = _plain(attrs, A.INPUT_VALUE, "input.mime_type")
