@@ -27,8 +27,8 @@ from citemon._demo.data import sample_records, specimen
 from citemon._engine.scoring import Scorer, ScoringOptions
 from citemon._engine.summary import Summary
 from citemon._metrics import Metrics
+from citemon._service.answers import ratio_bound, trace_id_sampled
 from citemon._service.pipeline import Pipeline
-from citemon._service.sampling import ratio_bound, trace_id_sampled
 from citemon._service.settings import Settings, settings_from_args
 from citemon.cli import build_parser
 from citemon.judges.http import HTTPBatchJudge

@@ -24,10 +24,9 @@ from citemon._core.errors import ConfigError
 from citemon._engine.scoring import Scorer
 from citemon._metrics import Metrics, MetricsServer
 from citemon._passages.open import open_store_from
-from citemon._service.client_noise import quiet_repeats
 from citemon._service.clients import KafkaClients
 from citemon._service.gate import GateObserver, JudgeGate
-from citemon._service.lifecycle import quiet_startup
+from citemon._service.lifecycle import quiet_repeats, quiet_startup
 from citemon._service.pipeline import Pipeline, PipelineStats
 from citemon._service.settings import Settings
 from citemon.judges import Judge, load_judge

@@ -31,7 +31,7 @@ from citemon._core.records import AnswerScore
 from citemon._engine.scoring import Scorer
 from citemon._metrics import Metrics
 from citemon._otlp.assembly import TraceAssembler
-from citemon._service.answers import AnswerJobs, ShuffleProbes
+from citemon._service.answers import AnswerJobs, Sampler, ShuffleProbes
 from citemon._service.clients import KafkaClients
 from citemon._service.fitting import RecordLimits
 from citemon._service.gate import JudgeGate
@@ -43,7 +43,6 @@ from citemon._service.lifecycle import Supervisor, close_within, stop_between_co
 from citemon._service.outputs import KafkaDelivery, commit_messages
 from citemon._service.recovery import BatchRecovery, Scanner
 from citemon._service.rekey import RekeyStage
-from citemon._service.sampling import Sampler
 from citemon._service.settings import Settings
 
 __all__ = ["Pipeline", "PipelineStats"]
