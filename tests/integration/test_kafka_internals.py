@@ -14,6 +14,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError, UnsupportedCodecError
 
+from citemon._service.intake import split_batches
 from citemon._service.kafka_internals import (
     cluster_metadata,
     fetch_record_set,
@@ -23,7 +24,6 @@ from citemon._service.kafka_internals import (
     producer_is_fatal,
     request_rejoin,
 )
-from citemon._service.recovery import split_batches
 from tests.integration.conftest import TopicFactory
 from tests.kafka_faults import disable_codecs
 

@@ -26,7 +26,7 @@ fails there, by name, rather than in production.
   ``aiokafka.record.memory_records.MemoryRecords``. A record batch the consumer cannot decode
   makes ``getmany`` raise without saying which partition or offsets; re-reading the partition
   with a raw ``Fetch`` and the consumer's own unpacking, batch by batch, is the only way to
-  find exactly the bad batch (:mod:`citemon._service.recovery`).
+  find exactly the bad batch (:mod:`citemon._service.intake`).
 """
 
 from __future__ import annotations
