@@ -1,4 +1,4 @@
-"""How the aiokafka internals of :mod:`citemon._service.kafka_internals` behave on the installed
+"""How the aiokafka internals of :mod:`citemon._service.kafka` behave on the installed
 aiokafka against the real broker: each test is one assumption the monitor makes, so an aiokafka
 upgrade that breaks one fails here by name (``tests/unit/test_kafka_internals_api.py`` checks the
 signatures)."""
@@ -15,7 +15,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.errors import KafkaError, UnsupportedCodecError
 
 from citemon._service.intake import split_batches
-from citemon._service.kafka_internals import (
+from citemon._service.kafka import (
     cluster_metadata,
     fetch_record_set,
     first_batch,

@@ -5,7 +5,7 @@ A Kafka transaction that holds one record over the topic's ``max.message.bytes``
 producer's ``max_request_size``) fails, and since the record is built again for every retry of
 the commit, the partition would stall for good behind it. :class:`RecordLimits` holds, per
 topic, the bytes a record may take (read from the broker at start-up:
-:mod:`citemon._service.topics`); the functions here make each record fit, in a documented way:
+:mod:`citemon._service.kafka`); the functions here make each record fit, in a documented way:
 
 * a **results** record (:func:`fit_result`): first the passage ``excerpts`` are dropped; then
   the claims beyond what fits are dropped, summarised by their count and their verdicts; at

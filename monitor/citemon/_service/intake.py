@@ -51,9 +51,8 @@ from citemon._otlp.assembly import TraceAssembler
 from citemon._otlp.decoding import decode_otlp
 from citemon._otlp.spans import DecodedBatch, TraceSpan
 from citemon._service.answers import AnswerJobs
-from citemon._service.clients import KafkaClients
 from citemon._service.held import HeldParts, HeldTrace
-from citemon._service.kafka_internals import fetch_record_set, first_batch, partition_records
+from citemon._service.kafka import KafkaClients, fetch_record_set, first_batch, partition_records
 from citemon._service.ledger import Entry, Ledger, OutMessage
 from citemon._service.outputs import MAX_RECORD_BYTES, dead_letter, error_headers
 from citemon._service.settings import Settings
@@ -510,7 +509,7 @@ class KeyCheck:
 #
 # So every readable partition is put back where intake stands and re-read from there with a
 # client of our own: a raw ``Fetch`` (:func:`scan_partition`, through
-# :mod:`citemon._service.kafka_internals`), unpacked batch by batch by the consumer's own
+# :mod:`citemon._service.kafka`), unpacked batch by batch by the consumer's own
 # ``PartitionRecords`` (same CRC check, same ``read_committed`` filtering of aborted
 # transactions). The records before the first bad batch are taken, the batch is dead-lettered
 # whole (:class:`BadBatch`) and the partition sought past it. Partitions still opening are left

@@ -255,7 +255,7 @@ async def close_within(
 # When a condition persists (a topic deleted under the consumer, a broker away, a refused ACL),
 # aiokafka logs the same ``ERROR``/``WARNING`` on every metadata refresh or retry:
 # ``Topic … not found in cluster metadata`` several times a second, for as long as it lasts. By
-# then citemon has said what is wrong in its own words (:mod:`citemon._service.topics`, the
+# then citemon has said what is wrong in its own words (:mod:`citemon._service.kafka`, the
 # commit loop's warnings, ``/healthz``); the copies bury that line. :class:`RepeatedClientErrors`
 # lets the first of each distinct aiokafka message through, counts the repeats
 # (``citemon_kafka_client_errors_total{logger}``) and lets one through again, with the number of

@@ -29,9 +29,8 @@ from typing import Any, Final
 from citemon._core.records import AnswerScore
 from citemon._engine.excerpts import recut
 from citemon._review.sample import review_record, review_selected
-from citemon._service.clients import KafkaClients
 from citemon._service.fitting import RecordLimits, fit_dead_letter, fit_result
-from citemon._service.kafka_internals import producer_is_fatal
+from citemon._service.kafka import KafkaClients, producer_is_fatal
 from citemon._service.ledger import OutMessage, Ready
 from citemon._service.settings import Settings
 
