@@ -11,19 +11,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from citemon._core.errors import KafkaUnavailable, TopicsUnusable
-from citemon._service.fitting import MIN_RECORD_BYTES, RecordLimits
 from citemon._service.settings import Settings
 
 if TYPE_CHECKING:
     from citemon._service.held import HeldTrace
 
 __all__ = [
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "MIN_RECORD_BYTES",
+    "RECORD_OVERHEAD_BYTES",
     "KafkaClients",
+    "RecordLimits",
     "TopicUse",
     "TopicWatch",
     "add_partitions_probe",
@@ -129,7 +132,7 @@ class KafkaClients:
 #   prefix (``<prefix>-startup-check``, never a partition's own, which would fence its owner) is
 #   initialised and its partitions added to a transaction that is then aborted — nothing is
 #   written;
-# * each topic's ``max.message.bytes`` (:class:`~citemon._service.fitting.RecordLimits`: what
+# * each topic's ``max.message.bytes`` (:class:`~citemon._service.kafka.RecordLimits`: what
 #   every produced record is cut to fit).
 #
 # Every problem found is named in one :class:`TopicsUnusable` (exit status 1), each with the
@@ -586,6 +589,51 @@ class TopicWatch:
                     )
         finally:
             await admin.close()
+
+
+# -- record limits: the bytes a record may take on each topic (read by check_topics) ---------
+
+DEFAULT_MAX_MESSAGE_BYTES: Final = 1_048_588
+"""Kafka's default ``message.max.bytes`` (a topic's ``max.message.bytes`` defaults to it)."""
+DEFAULT_MAX_REQUEST_SIZE: Final = 1_048_576
+"""aiokafka's default ``max_request_size``: the producer refuses a larger record itself."""
+RECORD_OVERHEAD_BYTES: Final = 512
+"""Kept free of every limit for the record batch's framing (61 bytes of batch header, the
+record's varints and attributes) with room to spare."""
+MIN_RECORD_BYTES: Final = 4096
+"""A topic whose limit leaves less than this is refused at start-up: not even an answer's
+identity and its counts would fit."""
+
+
+class RecordLimits:
+    """The bytes a produced record's value may take on each topic: the smaller of the topic's
+    ``max.message.bytes`` and the producer's ``max_request_size``, less the key, the headers
+    and :data:`RECORD_OVERHEAD_BYTES`. Topics not named get ``default``."""
+
+    def __init__(
+        self,
+        by_topic: Mapping[str, int] | None = None,
+        *,
+        default: int = DEFAULT_MAX_MESSAGE_BYTES,
+        max_request_size: int = DEFAULT_MAX_REQUEST_SIZE,
+    ) -> None:
+        self._by_topic = dict(by_topic or {})
+        self._default = default
+        self.max_request_size = max_request_size
+
+    def __repr__(self) -> str:
+        return f"RecordLimits({self._by_topic!r}, max_request_size={self.max_request_size})"
+
+    def max_bytes(self, topic: str) -> int:
+        """The record size (key, value and headers) ``topic`` and the producer accept."""
+        return min(self._by_topic.get(topic, self._default), self.max_request_size)
+
+    def value_budget(
+        self, topic: str, key: bytes | None, headers: tuple[tuple[str, bytes], ...] = ()
+    ) -> int:
+        """The bytes left for a record's value on ``topic``."""
+        framing = sum(len(k.encode()) + len(v) + 8 for k, v in headers)
+        return self.max_bytes(topic) - RECORD_OVERHEAD_BYTES - len(key or b"") - framing
 
 
 # -- aiokafka's private parts -----------------------------------------------------------------

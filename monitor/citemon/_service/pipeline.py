@@ -32,10 +32,9 @@ from citemon._engine.scoring import Scorer
 from citemon._metrics import Metrics
 from citemon._otlp.assembly import TraceAssembler
 from citemon._service.answers import AnswerJobs, JudgeGate, Sampler, ShuffleProbes
-from citemon._service.fitting import RecordLimits
 from citemon._service.held import HeldParts
 from citemon._service.intake import BatchRecovery, CatchUp, Intake, Scanner
-from citemon._service.kafka import KafkaClients, request_rejoin
+from citemon._service.kafka import KafkaClients, RecordLimits, request_rejoin
 from citemon._service.ledger import Ledger, PipelineStats, Ready
 from citemon._service.lifecycle import Supervisor, close_within, stop_between_commits
 from citemon._service.outputs import KafkaDelivery, commit_messages

@@ -38,11 +38,10 @@ from aiokafka.errors import KafkaError, ProducerFenced
 from citemon._core.errors import DecodeError
 from citemon._metrics import Metrics
 from citemon._otlp.split import split_by_trace
-from citemon._service.fitting import RecordLimits, fit_dead_letter
 from citemon._service.intake import UNDECODABLE, BadBatch, Scanner, scan_partition
-from citemon._service.kafka import KafkaClients, request_rejoin
+from citemon._service.kafka import KafkaClients, RecordLimits, request_rejoin
 from citemon._service.ledger import OutMessage, Ready
-from citemon._service.outputs import KafkaDelivery
+from citemon._service.outputs import KafkaDelivery, fit_dead_letter
 from citemon._service.settings import Settings
 
 __all__ = ["RekeyStage", "rekey_messages"]
