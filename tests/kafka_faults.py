@@ -1,6 +1,6 @@
 """Faults the tests inject into a real monitor: Kafka clients that fail on cue, missing codecs.
 
-The monitor takes its Kafka clients from a :class:`~citemon._service.clients.KafkaClients`;
+The monitor takes its Kafka clients from a :class:`~citemon._service.kafka.KafkaClients`;
 :class:`FaultyClients` hands it aiokafka's own consumer with one call made to fail, so a test
 sees what a bug in that path does (a supervised loop dies) without a hook in the runtime code.
 :func:`disable_codecs` makes aiokafka believe a codec's library is missing, which is how a test
@@ -24,7 +24,7 @@ from aiokafka import AIOKafkaConsumer
 
 from citemon._commands import run
 from citemon._core.errors import CitemonError
-from citemon._service.clients import KafkaClients
+from citemon._service.kafka import KafkaClients
 from citemon.cli import build_parser
 
 __all__ = ["CODEC_NAMES", "FaultyClients", "InjectedFault", "disable_codecs"]

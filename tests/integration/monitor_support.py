@@ -22,7 +22,7 @@ from citemon._core.records import AnswerRecord
 from citemon._demo.service import FakeRAGService
 from citemon._engine.scoring import Scorer
 from citemon._metrics import MetricsServer
-from citemon._service.clients import KafkaClients
+from citemon._service.kafka import KafkaClients
 from citemon._service.pipeline import Pipeline, PipelineStats
 from citemon._service.settings import Settings
 from citemon.cli import build_parser

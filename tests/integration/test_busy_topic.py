@@ -249,7 +249,7 @@ async def test_the_held_topic_is_created_compacted_and_an_uncompacted_one_is_ref
     from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
     from citemon._core.errors import TopicsUnusable
-    from citemon._service.topics import check_topics
+    from citemon._service.kafka import check_topics
 
     topic = await kafka_topic(partitions=5)
     settings = settings_for(kafka_bootstrap, topic)

@@ -1,4 +1,4 @@
-"""How the aiokafka internals of :mod:`citemon._service.kafka_internals` behave on the installed
+"""How the aiokafka internals of :mod:`citemon._service.kafka` behave on the installed
 aiokafka against the real broker: each test is one assumption the monitor makes, so an aiokafka
 upgrade that breaks one fails here by name (``tests/unit/test_kafka_internals_api.py`` checks the
 signatures)."""
@@ -14,7 +14,8 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError, UnsupportedCodecError
 
-from citemon._service.kafka_internals import (
+from citemon._service.intake import split_batches
+from citemon._service.kafka import (
     cluster_metadata,
     fetch_record_set,
     first_batch,
@@ -23,7 +24,6 @@ from citemon._service.kafka_internals import (
     producer_is_fatal,
     request_rejoin,
 )
-from citemon._service.recovery import split_batches
 from tests.integration.conftest import TopicFactory
 from tests.kafka_faults import disable_codecs
 

@@ -105,13 +105,13 @@ async def test_unkeyed_spans_are_counted_and_warned_about_once(
     topic = await kafka_topic(partitions=2)
     await _publish_split(kafka_bootstrap, topic, n)
     settings = settings_for(kafka_bootstrap, topic, trace_window_s=0.5)
-    with caplog.at_level(logging.WARNING, logger="citemon._service.keys"):
+    with caplog.at_level(logging.WARNING, logger="citemon._service.intake"):
         async with run_monitor(settings) as mon:
             await asyncio.wait_for(mon.pipeline.caught_up(), 60)
             # One replica owns both partitions here, so every trace is still assembled.
             assert metric_sum(mon.registry, "citemon_answers_total") == n
             assert metric_sum(mon.registry, "citemon_spans_total", outcome="unkeyed") == 2 * n
-    warnings = [r.getMessage() for r in caplog.records if r.name == "citemon._service.keys"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "citemon._service.intake"]
     assert len(warnings) == 1, warnings
     assert "--rekey-topic" in warnings[0] and "partition_traces_by_id: true" in warnings[0]
 

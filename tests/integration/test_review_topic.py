@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from citemon._commands._results import ResultsReader, Start
 from citemon._review.model import ReviewRecord, read_review_records
 from citemon._review.sample import review_selected
-from citemon._service.results import ResultsReader, Start
-from citemon._service.sampling import ratio_bound, trace_id_sampled
+from citemon._service.answers import ratio_bound, trace_id_sampled
 from citemon._service.settings import Settings
 from citemon.cli import main
 from tests.integration.conftest import TopicFactory

@@ -1,4 +1,4 @@
-"""The bad-batch scan of citemon._service.recovery, on batches built by aiokafka's own builder."""
+"""The bad-batch scan of citemon._service.intake, on batches built by aiokafka's own builder."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from aiokafka.record.util import calc_crc32c
 from aiokafka.structs import TopicPartition
 
-from citemon._service.recovery import CODECS, split_batches, unpack_batches
+from citemon._service.intake import CODECS, split_batches, unpack_batches
 from tests.kafka_faults import disable_codecs
 
 TP = TopicPartition("t", 0)

@@ -9,7 +9,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from citemon._metrics import Metrics
-from citemon._service.client_noise import RepeatedClientErrors, quiet_repeats
+from citemon._service.lifecycle import RepeatedClientErrors, quiet_repeats
 
 
 def _record(name: str, msg: str, *args: object, level: int = logging.ERROR) -> logging.LogRecord:

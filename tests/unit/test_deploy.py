@@ -325,7 +325,7 @@ def test_design_page_names_the_metrics_this_file_checks() -> None:
 
 def test_design_page_topics_are_the_defaults() -> None:
     """The Kafka topics table names the topics and group the monitor really defaults to."""
-    from citemon._service.results import DEFAULT_RESULTS_TOPIC
+    from citemon._commands._results import DEFAULT_RESULTS_TOPIC
 
     rows = {
         row.split("|")[1].strip(): row.split("|")[2]

@@ -1,4 +1,4 @@
-"""The aiokafka internals :mod:`citemon._service.kafka_internals` relies on exist on the installed
+"""The aiokafka internals :mod:`citemon._service.kafka` relies on exist on the installed
 aiokafka, with the arguments it passes (``tests/integration/test_kafka_internals.py`` checks how
 they behave against the broker). A failure here names the assumption an upgrade broke."""
 

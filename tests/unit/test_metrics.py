@@ -13,7 +13,7 @@ from citemon._core.errors import INVALID_REPLY_CAUSES
 from citemon._core.judge import JudgeObserver
 from citemon._core.records import AnswerScore, ClaimResult, VerdictName
 from citemon._metrics import JUDGE_OUTCOMES, SPAN_OUTCOMES, Metrics, MetricsServer
-from citemon._service.gate import GateObserver, JudgeGate
+from citemon._service.answers import GateObserver, JudgeGate
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 SVE = {"service": "support-bot", "version": "v1", "environment": "prod"}

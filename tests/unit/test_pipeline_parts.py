@@ -9,7 +9,7 @@ import pytest
 from aiokafka import TopicPartition
 
 from citemon._core.records import AnswerScore, ClaimResult, UnjudgedCause
-from citemon._service.gate import JudgeGate, judge_failed
+from citemon._service.answers import JudgeGate, judge_failed
 from citemon._service.ledger import Finished, Ledger, PipelineStats
 
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)

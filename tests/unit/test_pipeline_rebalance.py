@@ -22,12 +22,11 @@ from citemon._engine.scoring import Scorer
 from citemon._metrics import Metrics
 from citemon._otlp.assembly import TraceAssembler
 from citemon._otlp.decoding import decode_otlp
-from citemon._service.clients import KafkaClients
-from citemon._service.fitting import RecordLimits
 from citemon._service.held import HeldTrace, decode_held
+from citemon._service.intake import BadBatch, BatchRecovery, Scan, Scanner
+from citemon._service.kafka import KafkaClients, RecordLimits
 from citemon._service.ledger import Ledger, PipelineStats
 from citemon._service.pipeline import Pipeline
-from citemon._service.recovery import BadBatch, BatchRecovery, Scan, Scanner
 from citemon._service.settings import Settings
 from citemon.judges.lexical import LexicalJudge
 

@@ -13,9 +13,9 @@ from prometheus_client import CollectorRegistry
 
 from citemon._metrics import Metrics
 from citemon._service import rekey
-from citemon._service.fitting import RecordLimits
+from citemon._service.intake import BadBatch, Scan
+from citemon._service.kafka import RecordLimits
 from citemon._service.ledger import OutMessage, Ready
-from citemon._service.recovery import BadBatch, Scan
 from citemon._service.rekey import RekeyStage
 from citemon._service.settings import Settings
 

@@ -14,8 +14,8 @@ from citemon._demo.data import sample_records, specimen
 from citemon._engine.scoring import Scorer
 from citemon._review.model import Label, ReviewRecord, append_label, read_review_records
 from citemon._review.sample import review_key, review_record, review_selected
+from citemon._service.answers import ratio_bound, trace_id_sampled
 from citemon._service.outputs import review_message
-from citemon._service.sampling import ratio_bound, trace_id_sampled
 from citemon._service.settings import Settings
 from citemon.cli import main
 from citemon.judges.lexical import LexicalJudge

@@ -7,7 +7,7 @@ import random
 import pytest
 from opentelemetry.sdk.trace.sampling import Decision, TraceIdRatioBased
 
-from citemon._service.sampling import Sampler, TokenBucket, ratio_bound, trace_id_sampled
+from citemon._service.answers import Sampler, TokenBucket, ratio_bound, trace_id_sampled
 
 
 @pytest.mark.parametrize("rate", [0.0, 0.001, 0.1, 0.25, 0.5, 0.9, 0.999, 1.0])

@@ -21,8 +21,7 @@ from citemon._engine.settings import ScoringSettings
 from citemon._engine.support_search import allot
 from citemon._metrics import Metrics
 from citemon._otlp.assembly import TRACE_OUTCOMES, TraceAssembler
-from citemon._service.answers import score_with_retries
-from citemon._service.gate import JudgeGate, judge_failed
+from citemon._service.answers import JudgeGate, judge_failed, score_with_retries
 from citemon._service.ledger import PipelineStats
 from citemon._service.pipeline import Pipeline
 from citemon._service.settings import Settings

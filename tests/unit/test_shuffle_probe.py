@@ -28,8 +28,8 @@ from citemon._engine.scoring import Scorer
 from citemon._engine.settings import ScoringSettings
 from citemon._engine.summary import Summary
 from citemon._metrics import Metrics
+from citemon._service.answers import ratio_bound, trace_id_sampled
 from citemon._service.pipeline import Pipeline
-from citemon._service.sampling import ratio_bound, trace_id_sampled
 from citemon._service.settings import Settings, settings_from_args
 from citemon.cli import build_parser
 from citemon.judges.cache import ReplyCache

@@ -8,12 +8,12 @@ import argparse
 import asyncio
 from pathlib import Path
 
+from citemon._commands._results import ResultsReader, Start
 from citemon._core.errors import ConfigError
 from citemon._engine.scoring import Scorer
 from citemon._engine.summary import summarize
 from citemon._review.model import ReviewRecord
 from citemon._review.selection import DEFAULT_SIZE, SeededSample
-from citemon._service.results import ResultsReader, Start
 from citemon._service.settings import Settings
 from citemon.judges import judge_options, load_judge
 

@@ -11,7 +11,7 @@ first (a file record without a timestamp counts by its line: a later line is new
 :class:`Worst` keeps only the ``limit`` worst findings in a heap, so reading a busy hour of the
 topic takes memory for ``limit`` claims, not for the hour.
 
-This module is pure (no Kafka): :mod:`citemon._service.results` reads the topic.
+This module is pure (no Kafka): :mod:`citemon._commands._results` reads the topic.
 """
 
 from __future__ import annotations

@@ -43,9 +43,9 @@ from citemon._commands._inspection import (
     time_flag_ms,
 )
 from citemon._commands._options import open_input
+from citemon._commands._results import DEFAULT_RESULTS_TOPIC, ResultsReader, Start
 from citemon._core.errors import ConfigError, InputError, KafkaUnavailable
 from citemon._core.records import PATTERNS, VERDICTS
-from citemon._service.results import DEFAULT_RESULTS_TOPIC, ResultsReader, Start
 from citemon._service.settings import (
     KAFKA_CONNECTION_FIELDS,
     add_settings_arguments,

@@ -33,7 +33,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from citemon._metrics import MetricsServer
-from citemon._service.clients import KafkaClients
+from citemon._service.kafka import KafkaClients
 from citemon._service.monitor import build_monitor
 from citemon._service.pipeline import Pipeline, PipelineStats
 from citemon._service.settings import Settings

@@ -102,7 +102,7 @@ RECORD_CUTS: Final = (
     ("dead_letter", "value"),
 )
 """Values of ``citemon_records_cut_total{record, reason}``: a produced record cut to fit its
-topic's limit (:mod:`citemon._service.fitting`)."""
+topic's limit (:mod:`citemon._service.outputs`)."""
 
 EVALUATION_EVENT_OUTCOMES: Final = ("sent", "dropped", "failed")
 """Values of ``citemon_evaluation_events_total{outcome}`` (``--evaluation-events``): accepted by

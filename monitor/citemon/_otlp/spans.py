@@ -184,7 +184,7 @@ class DecodedBatch:
     gives no answer; at most :data:`MAX_SEEN_NAMES` per trace)."""
     spans_per_trace: dict[str, int] = field(default_factory=dict)
     """Trace ID → how many spans of it this payload held (what its Kafka key is checked
-    against: :mod:`citemon._service.keys`)."""
+    against: :mod:`citemon._service.intake`)."""
 
 
 @dataclass(slots=True)

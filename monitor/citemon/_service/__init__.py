@@ -3,7 +3,7 @@
 One answer's path, Kafka record to Prometheus counter (``docs/architecture.md`` draws it):
 :mod:`~citemon._service.intake` takes the record into the :mod:`~citemon._service.ledger` and
 decodes it; :mod:`~citemon._service.answers` scores the answer (held by
-:mod:`~citemon._service.gate` while the judge is down) and finishes it in the ledger;
+:mod:`~citemon._service.answers` while the judge is down) and finishes it in the ledger;
 :mod:`~citemon._service.pipeline` commits it with its :mod:`~citemon._service.outputs` and counts
 it once confirmed.
 """

@@ -10,7 +10,7 @@ most ``max_inflight_answers`` jobs score at once (a semaphore).
 
 An answer that comes back with judge failures is not finished: it is tried again. When *no*
 judge request succeeded during its attempt, the judge is taken to be down
-(:class:`~citemon._service.gate.JudgeGate`): the attempt is not charged and the gate holds it
+(:class:`~citemon._service.answers.JudgeGate`): the attempt is not charged and the gate holds it
 until a probe gets through. Only failures while the judge is otherwise answering spend
 ``max_answer_attempts``, with exponential backoff; after them the answer is recorded with its
 ``unjudged`` claims.
@@ -28,8 +28,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict, deque
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Final
 
 from citemon._checks.shuffle_probe import probe_selected, shuffled_check
 from citemon._core.errors import JudgeError
@@ -37,13 +39,24 @@ from citemon._core.probe import cited_counts
 from citemon._core.records import AnswerRecord, AnswerScore
 from citemon._engine.scoring import Scorer
 from citemon._metrics import Metrics
-from citemon._service.gate import JudgeGate, judge_failed
 from citemon._service.ledger import Entry, Finished, Ledger, PipelineStats
 from citemon._service.outputs import dead_letter
-from citemon._service.sampling import Sampler
 from citemon._service.settings import Settings
 
-__all__ = ["AnswerJobs", "ShuffleProbes", "score_with_retries"]
+__all__ = [
+    "OUTAGE_CAUSES",
+    "TRACE_ID_LIMIT",
+    "AnswerJobs",
+    "GateObserver",
+    "JudgeGate",
+    "Sampler",
+    "ShuffleProbes",
+    "TokenBucket",
+    "judge_failed",
+    "ratio_bound",
+    "score_with_retries",
+    "trace_id_sampled",
+]
 
 log = logging.getLogger(__name__)
 
@@ -290,3 +303,297 @@ class ShuffleProbes:
         else:
             original = cited_counts(score)
             self._metrics.record_probe(original, shuffled, trace_id=record.trace_id)
+
+
+# -- sampling ---------------------------------------------------------------------------------
+# Which answers get scored: a deterministic trace-ID ratio, then a per-version budget.
+#
+# Two decisions, in this order:
+#
+# 1. **Ratio by trace ID** — exactly OpenTelemetry's ``TraceIdRatioBased``: keep the trace when its
+#    low 64 bits are below ``round(rate · 2⁶⁴)``. Every replica, every replay and every SDK that
+#    samples the same way agree on the same traces, so a replayed topic scores the same answers
+#    and a trace the service kept at rate r is kept here at any rate ≥ r.
+# 2. **A token bucket per (service, version)**: at most ``budget_per_minute`` answers per minute
+#    of *traffic*, with a burst of one minute's budget. Per version, so a flood from one deploy
+#    cannot spend the judge budget of a new, quiet one. The bucket's clock is the record's own
+#    timestamp (the Kafka record time the producer set), not the wall clock: a backlog drained
+#    after a judge outage is sampled as it would have been live, instead of being mostly thrown
+#    away because it arrives all at once. The budget is per replica.
+#
+# Both drops count as ``sampled_out``; :class:`Sampler` keeps them apart in ``dropped_by_ratio``
+# and ``dropped_by_budget`` for the shutdown log.
+
+
+TRACE_ID_LIMIT: Final = (1 << 64) - 1
+"""The low 64 bits of a trace ID are what ``TraceIdRatioBased`` compares."""
+
+
+def ratio_bound(rate: float) -> int:
+    """The bound ``TraceIdRatioBased`` derives from ``rate`` (same rounding)."""
+    if not 0.0 <= rate <= 1.0:
+        raise ValueError(f"sample rate must be within [0, 1], not {rate}")
+    return round(rate * (TRACE_ID_LIMIT + 1))
+
+
+def trace_id_sampled(trace_id: int | str, bound: int) -> bool:
+    """Whether a trace (int, or 32 hex digits) is kept under ``bound`` (:func:`ratio_bound`)."""
+    tid = int(trace_id, 16) if isinstance(trace_id, str) else trace_id
+    return tid & TRACE_ID_LIMIT < bound
+
+
+@dataclass(slots=True)
+class TokenBucket:
+    """``capacity`` tokens, refilled at ``rate_per_s``; time is whatever clock the caller uses.
+
+    A timestamp earlier than the last one seen refills nothing (partitions interleave, so record
+    times are not monotonic across them).
+    """
+
+    capacity: float
+    rate_per_s: float
+    tokens: float
+    last_s: float
+
+    def take(self, now_s: float) -> bool:
+        if now_s > self.last_s:
+            self.tokens = min(self.capacity, self.tokens + (now_s - self.last_s) * self.rate_per_s)
+            self.last_s = now_s
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return True
+        return False
+
+
+class Sampler:
+    """The two decisions above. ``budget_per_minute=0`` disables the budget.
+
+    At most ``max_keys`` (service, version) buckets are kept; the least recently used one is
+    forgotten beyond that (it starts again full), so memory is bounded whatever the labels.
+    """
+
+    def __init__(
+        self, *, rate: float = 1.0, budget_per_minute: float = 0.0, max_keys: int = 1000
+    ) -> None:
+        if budget_per_minute < 0:
+            raise ValueError("budget_per_minute must be >= 0")
+        if max_keys < 1:
+            raise ValueError("max_keys must be >= 1")
+        self.rate = rate
+        self.bound = ratio_bound(rate)
+        self.budget_per_minute = budget_per_minute
+        self.max_keys = max_keys
+        self._buckets: OrderedDict[tuple[str, str], TokenBucket] = OrderedDict()
+        self.dropped_by_ratio = 0
+        self.dropped_by_budget = 0
+
+    def by_trace_id(self, trace_id: int | str | None) -> bool:
+        """The ratio decision; an answer without a trace ID is kept only at rate 1."""
+        if trace_id is None or trace_id == "":
+            keep = self.bound > TRACE_ID_LIMIT
+        else:
+            try:
+                keep = trace_id_sampled(trace_id, self.bound)
+            except ValueError:
+                keep = self.bound > TRACE_ID_LIMIT
+        if not keep:
+            self.dropped_by_ratio += 1
+        return keep
+
+    def by_budget(self, service: str | None, version: str | None, now_s: float) -> bool:
+        """Take one answer from the (service, version) bucket at time ``now_s`` (seconds)."""
+        if self.budget_per_minute <= 0:
+            return True
+        key = (service or "", version or "")
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            bucket = TokenBucket(
+                capacity=self.budget_per_minute,
+                rate_per_s=self.budget_per_minute / 60.0,
+                tokens=self.budget_per_minute,
+                last_s=now_s,
+            )
+            self._buckets[key] = bucket
+            if len(self._buckets) > self.max_keys:
+                self._buckets.popitem(last=False)
+        else:
+            self._buckets.move_to_end(key)
+        keep = bucket.take(now_s)
+        if not keep:
+            self.dropped_by_budget += 1
+        return keep
+
+    def __repr__(self) -> str:
+        return (
+            f"Sampler(rate={self.rate:g}, budget_per_minute={self.budget_per_minute:g}, "
+            f"dropped_by_ratio={self.dropped_by_ratio}, dropped_by_budget={self.dropped_by_budget})"
+        )
+
+
+# -- the judge gate ---------------------------------------------------------------------------
+# The judge gate: while the judge is down, answers wait instead of being scored ``unjudged``.
+#
+# An outage is told from an answer's own failure by timing: an attempt that failed while no judge
+# request succeeded means the dependency is down, and counting its answers ``unjudged`` would put
+# an outage into the accuracy metric. The gate then holds every attempt (and, as work fills up,
+# intake: partitions pause) and lets one probe through at a time until one succeeds
+# (``docs/running.md``, "A judge outage delays, it does not degrade"). Any dependency an
+# attempt needs can report through :meth:`JudgeGate.report`; :class:`GateObserver` is the judge
+# observer that feeds the gate and the judge metrics with every request.
+
+
+OUTAGE_CAUSES: Final[frozenset[str]] = frozenset({"judge_failure"})
+"""The ``unjudged_cause`` values that are evidence about a dependency the answer needs (the
+judge), not about the input: an answer with one is retried, and counts toward an outage."""
+
+
+def judge_failed(score: AnswerScore) -> bool:
+    """Whether any claim lacks a verdict because a dependency failed (:data:`OUTAGE_CAUSES`;
+    a truncated answer or a cut search is no evidence about the judge)."""
+    return any(c.unjudged_cause in OUTAGE_CAUSES for c in score.claims)
+
+
+class JudgeGate:
+    """Decides whether a judge failure is an outage, and meters the judge while it is down.
+
+    ``request_ok`` is called for every successful judge request (:class:`GateObserver`) and
+    every cleanly scored answer. A failed attempt during which nothing succeeded means the
+    judge is down: :meth:`acquire` then holds every caller and releases one *probe* at a time,
+    first come first served, every ``backoff`` seconds (doubling up to ``backoff_max_s``). A
+    probe that succeeds reopens the gate for all.
+    """
+
+    def __init__(
+        self,
+        *,
+        backoff_s: float = 1.0,
+        backoff_max_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._backoff_s = backoff_s
+        self._backoff_max_s = backoff_max_s
+        self._clock = clock
+        self._last_ok = float("-inf")
+        self.down_since: float | None = None
+        self._backoff = backoff_s
+        self._next_probe = 0.0
+        self._probing = False
+        self._waiters: deque[asyncio.Future[bool]] = deque()
+        self._timer: asyncio.TimerHandle | None = None
+        self.outages = 0
+        self.probes = 0
+
+    @property
+    def down(self) -> bool:
+        return self.down_since is not None
+
+    def request_ok(self) -> None:
+        self._last_ok = self._clock()
+        if self.down_since is not None:
+            log.warning(
+                "judge is answering again after %.1f s down; resuming",
+                self._clock() - self.down_since,
+            )
+            self.down_since = None
+            self._probing = False
+            self._backoff = self._backoff_s
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            while self._waiters:
+                fut = self._waiters.popleft()
+                if not fut.done():
+                    fut.set_result(False)
+
+    async def acquire(self) -> bool:
+        """Wait until the judge may be called; True when the caller is the outage's probe."""
+        if self.down_since is None:
+            return False
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        self._dispatch()
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled() and fut.result():
+                self._probing = False  # the probe was cancelled: let another go
+                self._dispatch()
+            raise
+
+    def release(self, probe: bool) -> None:
+        """An attempt that called no judge ended: as a probe it proved nothing, so let the
+        next probe go (at the time already set)."""
+        if probe:
+            self._probing = False
+            self._dispatch()
+
+    def report(self, *, ok: bool, started: float, probe: bool) -> bool:
+        """An attempt begun at ``started`` ended; returns whether its failure is an outage."""
+        if probe:
+            self._probing = False
+        if ok:
+            self.request_ok()
+            return False
+        if self._last_ok >= started:
+            return False  # the judge answered others meanwhile: this answer's own failure
+        now = self._clock()
+        if self.down_since is None:
+            self.down_since = now
+            self.outages += 1
+            self._backoff = self._backoff_s
+            log.warning("judge is failing every request; holding answers and probing it")
+        elif probe:
+            self._backoff = min(self._backoff * 2, self._backoff_max_s)
+        self._next_probe = now + self._backoff
+        self._dispatch()
+        return True
+
+    def _dispatch(self) -> None:
+        if self.down_since is None or self._probing:
+            return
+        while self._waiters and self._waiters[0].done():
+            self._waiters.popleft()
+        if not self._waiters:
+            return
+        delay = self._next_probe - self._clock()
+        if delay > 0:
+            if self._timer is None:
+                self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
+            return
+        self._probing = True
+        self.probes += 1
+        self._waiters.popleft().set_result(True)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._dispatch()
+
+
+class GateObserver:
+    """A judge observer that feeds the metrics and tells the gate about every success."""
+
+    def __init__(self, inner: Any, gate: JudgeGate) -> None:
+        self._inner = inner
+        self._gate = gate
+
+    def request_done(self, outcome: str, seconds: float) -> None:
+        if outcome == "ok":
+            self._gate.request_ok()
+        if self._inner is not None:
+            self._inner.request_done(outcome, seconds)
+
+    def inflight(self, delta: int) -> None:
+        if self._inner is not None:
+            self._inner.inflight(delta)
+
+    def cache(self, hit: bool) -> None:
+        if self._inner is not None:
+            self._inner.cache(hit)
+
+    def invalid_reply(self, cause: str) -> None:
+        if self._inner is not None and hasattr(self._inner, "invalid_reply"):
+            self._inner.invalid_reply(cause)
+
+    def set_limit(self, max_inflight: int) -> None:
+        if self._inner is not None and hasattr(self._inner, "set_limit"):
+            self._inner.set_limit(max_inflight)

@@ -67,7 +67,7 @@ class OutMessage:
     headers: tuple[tuple[str, bytes], ...] = ()
     cut: tuple[tuple[str, str], ...] = ()
     """What was cut to make the record fit its topic, as (record, reason) pairs
-    (:mod:`citemon._service.fitting`); counted once its commit succeeded."""
+    (:mod:`citemon._service.outputs`); counted once its commit succeeded."""
     partition: int | None = None
     """The partition to write (the held-parts store's: the input partition's own); None: by
     key."""
@@ -126,7 +126,7 @@ class Ready:
     counted: list[Finished] = field(default_factory=list)
     cuts: list[tuple[str, str]] = field(default_factory=list)
     """What was cut of the records produced with this commit, as (record, reason) pairs
-    (:mod:`citemon._service.fitting`): counted once it succeeded."""
+    (:mod:`citemon._service.outputs`): counted once it succeeded."""
 
 
 class _Partition:

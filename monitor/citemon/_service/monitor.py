@@ -2,9 +2,9 @@
 
 Everything ``citemon run`` (and ``citemon demo``) runs is made here from one
 :class:`~citemon._service.settings.Settings`: the metrics and their server, the judge gate (once),
-the judge behind a :class:`~citemon._service.gate.GateObserver` of that gate, the scorer, the
+the judge behind a :class:`~citemon._service.answers.GateObserver` of that gate, the scorer, the
 evaluation events and the pipeline. The Kafka clients are handed in
-(:class:`~citemon._service.clients.KafkaClients`), as arq takes its Redis pool: a test passes
+(:class:`~citemon._service.kafka.KafkaClients`), as arq takes its Redis pool: a test passes
 clients that fail on cue, and the runtime code carries no test hooks.
 """
 
@@ -24,10 +24,9 @@ from citemon._core.errors import ConfigError
 from citemon._engine.scoring import Scorer
 from citemon._metrics import Metrics, MetricsServer
 from citemon._passages.open import open_store_from
-from citemon._service.client_noise import quiet_repeats
-from citemon._service.clients import KafkaClients
-from citemon._service.gate import GateObserver, JudgeGate
-from citemon._service.lifecycle import quiet_startup
+from citemon._service.answers import GateObserver, JudgeGate
+from citemon._service.kafka import KafkaClients
+from citemon._service.lifecycle import quiet_repeats, quiet_startup
 from citemon._service.pipeline import Pipeline, PipelineStats
 from citemon._service.settings import Settings
 from citemon.judges import Judge, load_judge

@@ -21,17 +21,18 @@ Delivery, two modes:
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Final
 
 from citemon._core.records import AnswerScore
 from citemon._engine.excerpts import recut
 from citemon._review.sample import review_record, review_selected
-from citemon._service.clients import KafkaClients
-from citemon._service.fitting import RecordLimits, fit_dead_letter, fit_result
-from citemon._service.kafka_internals import producer_is_fatal
+from citemon._service.kafka import KafkaClients, RecordLimits, producer_is_fatal
 from citemon._service.ledger import OutMessage, Ready
 from citemon._service.settings import Settings
 
@@ -45,6 +46,8 @@ __all__ = [
     "commit_messages",
     "dead_letter",
     "error_headers",
+    "fit_dead_letter",
+    "fit_result",
     "result_message",
     "review_message",
 ]
@@ -106,7 +109,7 @@ def result_message(
     limits: RecordLimits | None = None,
 ) -> OutMessage | None:
     """The results-topic record of a scored answer (None without a results topic), cut to
-    fit the topic's limit (:func:`~citemon._service.fitting.fit_result`)."""
+    fit the topic's limit (:func:`~citemon._service.outputs.fit_result`)."""
     topic = settings.results_topic
     if topic is None:
         return None
@@ -160,7 +163,7 @@ def commit_messages(
 ) -> list[OutMessage]:
     """What to produce with ``r``'s commit: its dead letters, then the result and review
     records of the answers it counts, each fitting its topic's limit
-    (:mod:`citemon._service.fitting`); what was cut to fit is noted in ``r.cuts``, to be
+    (:mod:`citemon._service.outputs`); what was cut to fit is noted in ``r.cuts``, to be
     counted once the commit succeeded."""
     limits = limits or RecordLimits()
     r.cuts = []
@@ -351,3 +354,94 @@ async def _stop_quietly(producer: Any) -> None:
             await producer.stop()
     except Exception as exc:  # closing after a fatal error (fenced) may complain; nothing to do
         log.warning("stopping a producer: %s", type(exc).__name__)
+
+
+# -- records that fit -------------------------------------------------------------------------
+# Records that fit: every record ``citemon run`` produces stays under the limit the broker
+# enforces on its topic, so no commit can fail on every retry.
+#
+# A Kafka transaction that holds one record over the topic's ``max.message.bytes`` (or the
+# producer's ``max_request_size``) fails, and since the record is built again for every retry of
+# the commit, the partition would stall for good behind it. :class:`RecordLimits` holds, per
+# topic, the bytes a record may take (read from the broker at start-up:
+# :mod:`citemon._service.kafka`); the functions here make each record fit, in a documented way:
+#
+# * a **results** record (:func:`fit_result`): first the passage ``excerpts`` are dropped; then
+#   the claims beyond what fits are dropped, summarised by their count and their verdicts; at
+#   last (a record that does not fit even then) only the answer's identity is kept. The record is
+#   marked ``cut``: ``{"excerpts": n, "claims": n, "verdicts": {verdict: n}, "bytes": size
+#   before, "max_bytes": limit}``. The answer is still counted in the metrics in full: only the
+#   written record is shorter.
+# * a **dead letter** (:func:`fit_dead_letter`): the original value is left out (header
+#   ``citemon.cut.omitted_bytes`` says how long it was); key and reason headers stay.
+# * a **review** record that does not fit is not written (the caller counts it): a review record
+#   without its passages could not be labelled.
+#
+# Each cut is named in :attr:`OutMessage.cut` and counted once the record's commit succeeded
+# (``citemon_records_cut_total{record, reason}``).
+
+_JSON: Final = {"separators": (",", ":"), "ensure_ascii": False}
+
+
+def _dumps(body: Mapping[str, Any]) -> bytes:
+    return json.dumps(body, **_JSON).encode()  # type: ignore[arg-type]
+
+
+def fit_result(body: dict[str, Any], max_bytes: int) -> tuple[bytes, tuple[str, ...]]:
+    """The results record ``body`` as JSON of at most ``max_bytes``, cut as the module says;
+    returns the bytes and what was cut (``excerpts``, ``claims``, ``identity_only``)."""
+    value = _dumps(body)
+    if len(value) <= max_bytes:
+        return value, ()
+    original = len(value)
+    claims: list[dict[str, Any]] = list(body.get("claims") or [])
+    excerpts = body.get("excerpts") or {}
+    cut: dict[str, Any] = {
+        "excerpts": len(excerpts),
+        "claims": 0,
+        "verdicts": {},
+        "bytes": original,
+        "max_bytes": max_bytes,
+    }
+    reasons = ["excerpts"] if excerpts else []
+    trimmed = {**body, "excerpts": {}, "cut": cut} if "excerpts" in body else {**body, "cut": cut}
+
+    def with_claims(n: int) -> bytes:
+        dropped = claims[n:]
+        cut["claims"] = len(dropped)
+        cut["verdicts"] = dict(Counter(str(c.get("verdict")) for c in dropped))
+        return _dumps({**trimmed, "claims": claims[:n]})
+
+    value = with_claims(len(claims))
+    if len(value) <= max_bytes:
+        return value, tuple(reasons)
+    # The most claims that fit: the record grows with n, so search for the largest n that fits.
+    low, high = 0, len(claims)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if len(with_claims(mid)) <= max_bytes:
+            low = mid
+        else:
+            high = mid - 1
+    value = with_claims(low)
+    if claims:
+        reasons.append("claims")
+    if len(value) <= max_bytes:
+        return value, tuple(reasons)
+    # Not even the identity and the counts with no claim fit with the other fields: keep only
+    # the fields that say which answer this is.
+    keep = ("id", "service", "version", "environment", "trace_id", "span_id", "judge_calls")
+    stub = {k: body[k] for k in keep if k in body}
+    value = _dumps({**stub, "claims": [], "cut": cut})
+    return value, (*reasons, "identity_only")
+
+
+def fit_dead_letter(message: OutMessage, limits: RecordLimits) -> OutMessage:
+    """``message`` (a dead letter) with its value left out when it would not fit its topic."""
+    size = len(message.value or b"")
+    headers = (*message.headers, ("citemon.cut.omitted_bytes", str(size).encode()))
+    if size <= limits.value_budget(message.topic, message.key, message.headers):
+        return message
+    return replace(
+        message, value=b"", headers=headers, cut=(*message.cut, ("dead_letter", "value"))
+    )

@@ -31,19 +31,14 @@ from citemon._core.records import AnswerScore
 from citemon._engine.scoring import Scorer
 from citemon._metrics import Metrics
 from citemon._otlp.assembly import TraceAssembler
-from citemon._service.answers import AnswerJobs, ShuffleProbes
-from citemon._service.clients import KafkaClients
-from citemon._service.fitting import RecordLimits
-from citemon._service.gate import JudgeGate
+from citemon._service.answers import AnswerJobs, JudgeGate, Sampler, ShuffleProbes
 from citemon._service.held import HeldParts
-from citemon._service.intake import CatchUp, Intake
-from citemon._service.kafka_internals import request_rejoin
+from citemon._service.intake import BatchRecovery, CatchUp, Intake, Scanner
+from citemon._service.kafka import KafkaClients, RecordLimits, request_rejoin
 from citemon._service.ledger import Ledger, PipelineStats, Ready
 from citemon._service.lifecycle import Supervisor, close_within, stop_between_commits
 from citemon._service.outputs import KafkaDelivery, commit_messages
-from citemon._service.recovery import BatchRecovery, Scanner
 from citemon._service.rekey import RekeyStage
-from citemon._service.sampling import Sampler
 from citemon._service.settings import Settings
 
 __all__ = ["Pipeline", "PipelineStats"]
@@ -60,9 +55,9 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
     committed (as arq's burst mode; what the tests use).
 
     ``metrics``, ``scorer`` (and the judge inside it, built with a
-    :class:`~citemon._service.gate.GateObserver` of ``gate`` so that outage detection sees every
+    :class:`~citemon._service.answers.GateObserver` of ``gate`` so that outage detection sees every
     request) and ``clients`` (the Kafka clients) are passed in; ``scan`` replaces the bad-batch
-    re-read (:mod:`citemon._service.recovery`). ``decode_slice_s``: how long taking one fetch
+    re-read (:mod:`citemon._service.intake`). ``decode_slice_s``: how long taking one fetch
     runs before it yields to the event loop; ``unlocated_backoff_s``: the wait before fetching
     again after an undecodable fetch whose bad batch a re-read did not find.
     """

@@ -17,7 +17,7 @@ transactional producer per input partition, ``citemon-<group>.rekey-<topic>-<par
 opened at assignment before the committed offset is read, so a replaced owner is fenced. A
 record that is no trace request is forwarded as it is (scoring dead-letters it, as before).
 
-A record batch the consumer cannot decode (:mod:`citemon._service.recovery`) cannot be re-keyed
+A record batch the consumer cannot decode (:mod:`citemon._service.intake`) cannot be re-keyed
 either: each open partition is re-read from its committed offset, the records before the bad
 batch are forwarded and the batch itself goes to the dead-letter topic, raw, in the same
 transaction as the offset past it, counted as the pipeline counts its own. The stage's lag on
@@ -38,12 +38,10 @@ from aiokafka.errors import KafkaError, ProducerFenced
 from citemon._core.errors import DecodeError
 from citemon._metrics import Metrics
 from citemon._otlp.split import split_by_trace
-from citemon._service.clients import KafkaClients
-from citemon._service.fitting import RecordLimits, fit_dead_letter
-from citemon._service.kafka_internals import request_rejoin
+from citemon._service.intake import UNDECODABLE, BadBatch, Scanner, scan_partition
+from citemon._service.kafka import KafkaClients, RecordLimits, request_rejoin
 from citemon._service.ledger import OutMessage, Ready
-from citemon._service.outputs import KafkaDelivery
-from citemon._service.recovery import UNDECODABLE, BadBatch, Scanner, scan_partition
+from citemon._service.outputs import KafkaDelivery, fit_dead_letter
 from citemon._service.settings import Settings
 
 __all__ = ["RekeyStage", "rekey_messages"]

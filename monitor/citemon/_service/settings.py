@@ -266,7 +266,7 @@ class Settings(FlagSettings):
     """Bytes of trace parts the assembler holds in memory (text, plus a small entry per bare
     root); past it bare roots go first, then the oldest traces are settled early (``evicted``)."""
     create_topics: bool = False
-    """Create the topics ``run`` uses that do not exist (:mod:`citemon._service.topics`)."""
+    """Create the topics ``run`` uses that do not exist (:mod:`citemon._service.kafka`)."""
     topic_partitions: int = Field(default=-1, ge=-1)
     topic_replication_factor: int = Field(default=-1, ge=-1)
     transactional_id: str | None = None

@@ -25,10 +25,10 @@ from typing import IO, Final
 from pydantic import ValidationError
 
 from citemon._commands._inspection import parse_time_ms, time_flag_ms
+from citemon._commands._results import ResultsReader, Start
 from citemon._core.errors import ConfigError, InputError
 from citemon._review.model import ReviewRecord, read_review_records
 from citemon._review.selection import DEFAULT_SIZE, SeededSample
-from citemon._service.results import ResultsReader, Start
 from citemon._service.settings import (
     KAFKA_CONNECTION_FIELDS,
     add_settings_arguments,

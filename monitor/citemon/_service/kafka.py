@@ -1,48 +1,144 @@
-"""The topics ``citemon run`` reads and writes, checked before it consumes anything.
+"""The monitor's Kafka: the clients it makes, the topics it checks before consuming, and every
+use of aiokafka's private parts, each in a section of its own below (clients, topics, internals).
 
-A broker that does not create topics on first use (``auto.create.topics.enable=false``, most
-production clusters) or an ACL that refuses one use would otherwise show up as a client error
-logged several times a second and a partition that never moves. :func:`check_topics` asks the
-broker, with the admin client, before the consumer starts:
-
-* that every topic exists (input, dead letters, results, review, the re-key topic) — or, with
-  ``--create-topics``, creates the missing ones (``--topic-partitions``,
-  ``--topic-replication-factor``; ``-1`` takes the broker's defaults);
-* that the held-parts store (``--held-topic``, :mod:`citemon._service.held`) is compacted and has
-  at least the input's partitions — it is citemon's own state, as Kafka Streams' changelogs are
-  its own, so it is created when missing (compacted, with the input's partition count) unless
-  the ACL CREATE is refused;
-* that this user may describe each topic and the consumer group;
-* with transactions (a results topic or a review sample), that the transactional-ID prefix may
-  be used and each output topic written in a transaction: a probe transactional ID of the
-  prefix (``<prefix>-startup-check``, never a partition's own, which would fence its owner) is
-  initialised and its partitions added to a transaction that is then aborted — nothing is
-  written;
-* each topic's ``max.message.bytes`` (:class:`~citemon._service.fitting.RecordLimits`: what
-  every produced record is cut to fit).
-
-Every problem found is named in one :class:`TopicsUnusable` (exit status 1), each with the
-setting or ACL that fixes it. :class:`TopicWatch` repeats the existence check while running:
-a topic deleted under a running monitor turns ``/healthz`` red and stops it with the same
-message, instead of a loop of client errors.
+Production uses :class:`KafkaClients` as it is; a test hands in a subclass (the way arq takes its
+Redis pool). :func:`check_topics` asks the broker about every topic ``run`` uses before it
+consumes anything. The internals are the only calls into aiokafka's private parts, each with its
+reason and a test of its assumption (``tests/integration/test_kafka_internals.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from citemon._core.errors import KafkaUnavailable, TopicsUnusable
-from citemon._service.fitting import MIN_RECORD_BYTES, RecordLimits
-from citemon._service.kafka_internals import add_partitions_probe
 from citemon._service.settings import Settings
 
-__all__ = ["TopicUse", "TopicWatch", "check_topics", "topic_uses"]
+if TYPE_CHECKING:
+    from citemon._service.held import HeldTrace
+
+__all__ = [
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "MIN_RECORD_BYTES",
+    "RECORD_OVERHEAD_BYTES",
+    "KafkaClients",
+    "RecordLimits",
+    "TopicUse",
+    "TopicWatch",
+    "add_partitions_probe",
+    "check_topics",
+    "cluster_metadata",
+    "fetch_record_set",
+    "first_batch",
+    "new_client",
+    "partition_records",
+    "producer_is_fatal",
+    "request_rejoin",
+    "topic_uses",
+]
 
 log = logging.getLogger(__name__)
+
+
+# -- clients ----------------------------------------------------------------------------------
+# The Kafka clients of one monitor, made by one object that the builder takes.
+#
+# Production uses :class:`KafkaClients` as it is; a test hands in a subclass whose clients wrap
+# aiokafka's (a consumer that fails on cue, say), the way arq takes its Redis pool: the runtime
+# code has no test hooks of its own. The start-up check of the topics and the watch on them
+# (:mod:`citemon._service.kafka`) go through it too, so a test without a broker replaces them.
+
+
+class KafkaClients:
+    """Makes the consumer, the producers and the low-level client the monitor uses."""
+
+    def group_consumer(self, settings: Settings, *, group_id: str, client_id: str) -> Any:
+        """A consumer of ``group_id`` as the monitor reads its input: committed by hand,
+        ``read_committed``, with the fetch and session bounds of ``settings``; not started."""
+        s = settings
+        return self.consumer(
+            **s.kafka_options(),
+            group_id=group_id,
+            client_id=client_id,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            isolation_level="read_committed",
+            fetch_max_bytes=s.fetch_max_bytes,
+            max_partition_fetch_bytes=s.max_partition_fetch_bytes,
+            max_poll_records=s.max_poll_records,
+            session_timeout_ms=s.session_timeout_ms,
+            heartbeat_interval_ms=max(100, s.session_timeout_ms // 4),
+        )
+
+    def consumer(self, **options: Any) -> Any:
+        """The group consumer (an ``AIOKafkaConsumer``), not started."""
+        from aiokafka import AIOKafkaConsumer
+
+        return AIOKafkaConsumer(**options)
+
+    def producer(self, **options: Any) -> Any:
+        """A producer (an ``AIOKafkaProducer``), not started: the dead-letter one, or an input
+        partition's transactional one."""
+        from aiokafka import AIOKafkaProducer
+
+        return AIOKafkaProducer(**options)
+
+    async def client(self, options: dict[str, Any], client_id: str) -> Any:
+        """A bootstrapped ``AIOKafkaClient`` (the bad-batch re-read's)."""
+        return await new_client(options, client_id)
+
+    async def read_held(
+        self, settings: Settings, tps: list[Any], committed: dict[Any, int | None]
+    ) -> dict[Any, dict[str, HeldTrace]]:
+        """The trace parts held for input partitions ``tps``, read back from the held-parts
+        store (:func:`citemon._service.held.read_held`)."""
+        from citemon._service.held import read_held
+
+        return await read_held(self.consumer, settings, tps, committed)
+
+    async def check_topics(self, settings: Settings) -> RecordLimits:
+        """Every topic ``run`` uses exists and may be used (or is created), before consuming;
+        their record limits (:func:`citemon._service.kafka.check_topics`)."""
+        return await check_topics(settings)
+
+    async def watch_topics(self, settings: Settings, *, interval_s: float) -> None:
+        """Until cancelled, or until a topic ``run`` uses is gone
+        (:class:`citemon._service.kafka.TopicWatch`)."""
+        await TopicWatch(settings, interval_s=interval_s).run()
+
+
+# -- topics -----------------------------------------------------------------------------------
+# The topics ``citemon run`` reads and writes, checked before it consumes anything.
+#
+# A broker that does not create topics on first use (``auto.create.topics.enable=false``, most
+# production clusters) or an ACL that refuses one use would otherwise show up as a client error
+# logged several times a second and a partition that never moves. :func:`check_topics` asks the
+# broker, with the admin client, before the consumer starts:
+#
+# * that every topic exists (input, dead letters, results, review, the re-key topic) — or, with
+#   ``--create-topics``, creates the missing ones (``--topic-partitions``,
+#   ``--topic-replication-factor``; ``-1`` takes the broker's defaults);
+# * that the held-parts store (``--held-topic``, :mod:`citemon._service.held`) is compacted and has
+#   at least the input's partitions — it is citemon's own state, as Kafka Streams' changelogs are
+#   its own, so it is created when missing (compacted, with the input's partition count) unless
+#   the ACL CREATE is refused;
+# * that this user may describe each topic and the consumer group;
+# * with transactions (a results topic or a review sample), that the transactional-ID prefix may
+#   be used and each output topic written in a transaction: a probe transactional ID of the
+#   prefix (``<prefix>-startup-check``, never a partition's own, which would fence its owner) is
+#   initialised and its partitions added to a transaction that is then aborted — nothing is
+#   written;
+# * each topic's ``max.message.bytes`` (:class:`~citemon._service.kafka.RecordLimits`: what
+#   every produced record is cut to fit).
+#
+# Every problem found is named in one :class:`TopicsUnusable` (exit status 1), each with the
+# setting or ACL that fixes it. :class:`TopicWatch` repeats the existence check while running:
+# a topic deleted under a running monitor turns ``/healthz`` red and stops it with the same
+# message, instead of a loop of client errors.
 
 _UNKNOWN_TOPIC: Final = 3
 _TOPIC_AUTHORIZATION_FAILED: Final = 29
@@ -493,3 +589,210 @@ class TopicWatch:
                     )
         finally:
             await admin.close()
+
+
+# -- record limits: the bytes a record may take on each topic (read by check_topics) ---------
+
+DEFAULT_MAX_MESSAGE_BYTES: Final = 1_048_588
+"""Kafka's default ``message.max.bytes`` (a topic's ``max.message.bytes`` defaults to it)."""
+DEFAULT_MAX_REQUEST_SIZE: Final = 1_048_576
+"""aiokafka's default ``max_request_size``: the producer refuses a larger record itself."""
+RECORD_OVERHEAD_BYTES: Final = 512
+"""Kept free of every limit for the record batch's framing (61 bytes of batch header, the
+record's varints and attributes) with room to spare."""
+MIN_RECORD_BYTES: Final = 4096
+"""A topic whose limit leaves less than this is refused at start-up: not even an answer's
+identity and its counts would fit."""
+
+
+class RecordLimits:
+    """The bytes a produced record's value may take on each topic: the smaller of the topic's
+    ``max.message.bytes`` and the producer's ``max_request_size``, less the key, the headers
+    and :data:`RECORD_OVERHEAD_BYTES`. Topics not named get ``default``."""
+
+    def __init__(
+        self,
+        by_topic: Mapping[str, int] | None = None,
+        *,
+        default: int = DEFAULT_MAX_MESSAGE_BYTES,
+        max_request_size: int = DEFAULT_MAX_REQUEST_SIZE,
+    ) -> None:
+        self._by_topic = dict(by_topic or {})
+        self._default = default
+        self.max_request_size = max_request_size
+
+    def __repr__(self) -> str:
+        return f"RecordLimits({self._by_topic!r}, max_request_size={self.max_request_size})"
+
+    def max_bytes(self, topic: str) -> int:
+        """The record size (key, value and headers) ``topic`` and the producer accept."""
+        return min(self._by_topic.get(topic, self._default), self.max_request_size)
+
+    def value_budget(
+        self, topic: str, key: bytes | None, headers: tuple[tuple[str, bytes], ...] = ()
+    ) -> int:
+        """The bytes left for a record's value on ``topic``."""
+        framing = sum(len(k.encode()) + len(v) + 8 for k, v in headers)
+        return self.max_bytes(topic) - RECORD_OVERHEAD_BYTES - len(key or b"") - framing
+
+
+# -- aiokafka's private parts -----------------------------------------------------------------
+# Every use of aiokafka's private or undocumented parts, in one place, each with its reason.
+#
+# The rest of citemon talks to Kafka through aiokafka's public API (``AIOKafkaConsumer``,
+# ``AIOKafkaProducer``, ``aiokafka.errors``, ``aiokafka.structs``). What follows has no public
+# equivalent in the aiokafka this is tested with (the pin in ``pyproject.toml``);
+# ``tests/integration/test_kafka_internals.py`` checks each assumption on the installed version
+# (that the attributes exist, take these arguments and behave so), so an upgrade that breaks one
+# fails there, by name, rather than in production.
+#
+# * :func:`request_rejoin` — ``consumer._coordinator.request_rejoin()``. A partition whose
+#   transactional producer was fenced has a new owner; the consumer must ask the group for a
+#   fresh assignment (the one place a new producer for it may be opened without fencing its real
+#   owner). aiokafka has no public "rejoin"; re-subscribing would reset every partition's state.
+# * :func:`producer_is_fatal` — ``producer._txn_manager.is_fatal_error()``. A transactional
+#   producer in the fatal state (fenced, or its sender died) can never commit again; aiokafka
+#   raises on the next call but does not say so beforehand, and the pipeline must tell "retry
+#   next tick" from "this partition is lost".
+# * :func:`cluster_metadata` — ``consumer._client.fetch_all_metadata()``. ``citemon inspect``
+#   needs a topic's partitions; the public ``consumer.topics()`` makes this very request and
+#   drops the partitions, and ``consumer.partitions_for_topic`` knows only subscribed topics.
+#   (``AIOKafkaAdminClient.describe_topics`` would open a second client with the same TLS/SASL
+#   options for one request.)
+# * :func:`new_client`, :func:`fetch_record_set`, :func:`partition_records`, :func:`first_batch`
+#   — ``aiokafka.client.AIOKafkaClient``, ``aiokafka.protocol.fetch.FetchRequest`` (and the
+#   positional fields of its response), ``aiokafka.consumer.fetcher.PartitionRecords`` and
+#   ``aiokafka.record.memory_records.MemoryRecords``. A record batch the consumer cannot decode
+#   makes ``getmany`` raise without saying which partition or offsets; re-reading the partition
+#   with a raw ``Fetch`` and the consumer's own unpacking, batch by batch, is the only way to
+#   find exactly the bad batch (:mod:`citemon._service.intake`).
+
+
+def request_rejoin(consumer: Any) -> bool:
+    """Ask ``consumer``'s group coordinator to rejoin the group; False when it cannot."""
+    coordinator = getattr(consumer, "_coordinator", None)
+    rejoin = getattr(coordinator, "request_rejoin", None)
+    if not callable(rejoin):
+        return False
+    rejoin()
+    return True
+
+
+def producer_is_fatal(producer: Any) -> bool:
+    """Whether a transactional ``producer`` is in aiokafka's fatal state (never commits again)."""
+    manager = getattr(producer, "_txn_manager", None)
+    is_fatal = getattr(manager, "is_fatal_error", None)
+    return bool(callable(is_fatal) and is_fatal())
+
+
+async def cluster_metadata(consumer: Any) -> Any:
+    """Fresh metadata of every topic (``ClusterMetadata``: ``topics()``,
+    ``partitions_for_topic(name)``) through a started ``consumer``'s connection."""
+    return await consumer._client.fetch_all_metadata()
+
+
+async def new_client(options: dict[str, Any], client_id: str) -> Any:
+    """A bootstrapped low-level client (``AIOKafkaClient``) with the consumer's connection
+    options; the caller closes it (``await client.close()``)."""
+    from aiokafka.client import AIOKafkaClient
+
+    client = AIOKafkaClient(**options, client_id=client_id)
+    try:
+        await client.bootstrap()
+    except BaseException:
+        await client.close()
+        raise
+    return client
+
+
+async def fetch_record_set(
+    client: Any, tp: Any, offset: int, *, max_bytes: int, isolation_level: int
+) -> tuple[bytes, Any] | None:
+    """One ``Fetch`` of ``tp`` from ``offset`` at its leader: the raw record set and the aborted
+    transactions list (for ``read_committed``), or None when the response lacks ``tp``.
+    Raises the ``KafkaError`` the broker answered with."""
+    from aiokafka.errors import KafkaError, for_code
+    from aiokafka.protocol.fetch import FetchRequest
+
+    node = client.cluster.leader_for_partition(tp)
+    if node is None or node < 0:
+        client.add_topic(tp.topic)
+        await client.force_metadata_update()
+        node = client.cluster.leader_for_partition(tp)
+        if node is None or node < 0:
+            raise KafkaError(f"no leader for {tp.topic}/{tp.partition}")
+    request = FetchRequest(
+        0, 1, max_bytes, isolation_level, [(tp.topic, [(tp.partition, offset, max_bytes)])]
+    )
+    response = await client.send(node, request)
+    for topic, partitions in response.topics:
+        for partition, error_code, _highwater, *part_data in partitions:
+            if topic != tp.topic or partition != tp.partition:
+                continue
+            if error_code != 0:
+                raise for_code(error_code)(f"fetching {topic}/{partition} at {offset}")
+            if response.API_VERSION >= 11:
+                aborted = part_data[2]
+            elif response.API_VERSION >= 4:
+                aborted = part_data[-2]
+            else:
+                aborted = None
+            return bytes(part_data[-1] or b""), aborted
+    return None
+
+
+def partition_records(
+    tp: Any, batches: Any, aborted: Any, offset: int, isolation_level: int
+) -> Any:
+    """The consumer's own unpacking of fetched ``batches`` (an object with ``has_next()`` and
+    ``next_batch()``, as ``MemoryRecords``): an iterator of ``ConsumerRecord`` with the same
+    CRC check and ``read_committed`` filtering of aborted transactions."""
+    from aiokafka.consumer.fetcher import PartitionRecords
+
+    return PartitionRecords(tp, batches, aborted, offset, None, None, True, isolation_level)
+
+
+def first_batch(chunk: bytes) -> Any:
+    """The first record batch of ``chunk`` (raw bytes of one or more batches)."""
+    from aiokafka.record.memory_records import MemoryRecords
+
+    return MemoryRecords(chunk).next_batch()
+
+
+async def add_partitions_probe(
+    producer: Any, transactional_id: str, topics: list[str]
+) -> list[str]:
+    """Add partition 0 of each of ``topics`` to a transaction of the started transactional
+    ``producer`` (``AddPartitionsToTxn``, which checks WRITE on each topic), then abort it
+    (``EndTxn``): nothing is written. Returns the topics the broker refused to let it write.
+
+    Private parts: ``producer.client`` and ``producer._txn_manager``'s producer ID and epoch;
+    aiokafka adds partitions only as a side effect of ``send``, which would write a record."""
+    from aiokafka.client import CoordinationType
+    from aiokafka.errors import TransactionalIdAuthorizationFailed, for_code
+    from aiokafka.protocol.transaction import AddPartitionsToTxnRequest, EndTxnRequest
+
+    if not topics:
+        return []
+    client = producer.client
+    manager = producer._txn_manager
+    node = await client.coordinator_lookup(CoordinationType.TRANSACTION, transactional_id)
+    pid, epoch = manager.producer_id, manager.producer_epoch
+    response = await client.send(
+        node, AddPartitionsToTxnRequest(transactional_id, pid, epoch, [(t, [0]) for t in topics])
+    )
+    refused: list[str] = []
+    other: list[int] = []
+    for topic, partitions in response.errors:
+        for _partition, code in partitions:
+            if code == 29:  # TOPIC_AUTHORIZATION_FAILED
+                refused.append(topic)
+            elif code == 53:  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                raise TransactionalIdAuthorizationFailed()
+            elif code not in (0, 55):  # 55: not attempted because another partition failed
+                other.append(code)
+    if not refused and not other:
+        await client.send(node, EndTxnRequest(transactional_id, pid, epoch, False))
+    elif other:
+        raise for_code(other[0])(f"adding partitions of {topics} to a probe transaction")
+    return sorted(set(refused))

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from citemon._core.errors import ConfigError, KafkaUnavailable
-from citemon._service.kafka_internals import cluster_metadata
+from citemon._service.kafka import cluster_metadata
 from citemon._service.settings import Settings
 
 __all__ = ["DEFAULT_RESULTS_TOPIC", "ResultsReader", "Start"]
