@@ -1,0 +1,188 @@
+"""The harness the trace-test modules share (test_dialects, test_native_citations, test_agents,
+test_agents_js): their traces are made once by a generator in a child process, then scored
+offline (``citemon score --input-format otlp-json``) and through Kafka (``citemon run``), each
+specimen case to the specimen's exact scores (docs/design.md): accuracy 0.33, coverage 1.00,
+faithfulness 1.00, 2 misattributed.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaProducer
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from prometheus_client import CollectorRegistry
+
+from citemon.cli import main
+from tests.conftest import REPO
+from tests.integration.monitor_support import (
+    metric_sum,
+    read_topic,
+    run_monitor,
+    settings_for,
+    wait_for,
+)
+from tests.otlp_json import otlp_json
+
+#: The judge that knows which specimen passage says what.
+JUDGE = "tests.oracles:specimen_text_judge"
+#: Seconds a generator may take to import every framework and make every trace.
+GENERATE_TIMEOUT_S = 300
+#: The specimen's verdicts: the first claim correct, the other two misattributed.
+SPECIMEN_VERDICTS = {
+    "correct": 1, "misattributed": 2, "multi_hop": 0, "unsupported": 0,
+    "dangling": 0, "unjudged": 0, "uncited": 0,
+}  # fmt: skip
+#: Every misattribution pattern the summary counts.
+PATTERN_NAMES = ("off_by_one", "first_retrieved", "previous_citation", "same_document", "other")
+
+
+def generate(
+    tmp_path_factory: pytest.TempPathFactory,
+    label: str,
+    command: Sequence[str],
+    *cases: str,
+    cwd: Path = REPO,
+    timeout_s: float = GENERATE_TIMEOUT_S,
+) -> Path:
+    """Run ``command OUT [CASE…]`` (a trace generator) into a fresh directory and return it.
+
+    Every instrumentation patches its framework process-wide, so the traces are made in a
+    child process of their own, never in pytest's."""
+    out = tmp_path_factory.mktemp(label)
+    started = time.monotonic()
+    done = subprocess.run(
+        [*command, str(out), *cases],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    print(f"{label} made in {time.monotonic() - started:.1f} s")  # shown with -s
+    return out
+
+
+def read_traces(out: Path, suffix: str = "pb") -> dict[str, bytes]:
+    """Every ``<case>.<suffix>`` a generator wrote, by case."""
+    return {p.stem: p.read_bytes() for p in out.glob(f"*.{suffix}")}
+
+
+def traces_fixture(generator: str, name: str) -> Any:
+    """A module fixture ``name``: every case's trace (OTLP protobuf) that ``python -m
+    tests.integration.<generator> OUT`` writes, made once per module."""
+
+    @pytest.fixture(scope="module", name=name)
+    def fixture(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+        command = [sys.executable, "-m", f"tests.integration.{generator}"]
+        return read_traces(generate(tmp_path_factory, generator, command))
+
+    return fixture
+
+
+def score_offline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], payloads: list[bytes], *flags: str
+) -> tuple[int, Any, str]:
+    """``citemon score`` of ``payloads`` as one OTLP JSON-lines file, with the specimen's
+    judge: the exit code, stdout (parsed when ``--format`` is among ``flags``) and stderr.
+
+    A protobuf request is converted as the Collector's file exporter writes it; an OTLP/JSON
+    one (the JavaScript SDK's serialiser writes one line per request) is taken as is."""
+    src = tmp_path / "traces.jsonl"
+    lines = (
+        p.rstrip(b"\n") if p.startswith(b"{") else otlp_json(p).encode("utf-8") for p in payloads
+    )
+    src.write_bytes(b"".join(line + b"\n" for line in lines))
+    code = main(["score", str(src), "--input-format", "otlp-json", "--judge", JUDGE, *flags])
+    captured = capsys.readouterr()
+    out = json.loads(captured.out) if "--format" in flags else captured.out
+    return code, out, captured.err
+
+
+def assert_specimen(out: dict[str, Any], patterns: Sequence[str]) -> list[dict[str, Any]]:
+    """``score --format json`` scored one answer, the specimen, exactly; the wrong citations'
+    ``patterns`` in claim order. Returns its claims for the caller's own checks."""
+    summary = out["summary"]
+    assert summary["answers"] == 1
+    assert summary["citation_accuracy"] == 0.3333
+    assert summary["faithfulness"] == 1.0
+    assert summary["citation_coverage"] == 1.0
+    assert summary["verdicts"] == SPECIMEN_VERDICTS
+    claims: list[dict[str, Any]] = out["answers"][0]["claims"]
+    assert [c.get("pattern") for c in claims] == [None, *patterns]
+    assert summary["misattribution_patterns"] == {p: list(patterns).count(p) for p in PATTERN_NAMES}
+    return claims
+
+
+def trace_id(payload: bytes) -> str:
+    """The trace ID of a request of one trace, OTLP/JSON or protobuf."""
+    if payload.startswith(b"{"):
+        spans = json.loads(payload)["resourceSpans"][0]["scopeSpans"][0]["spans"]
+        return str(spans[0]["traceId"])
+    req = ExportTraceServiceRequest.FromString(payload)
+    return req.resource_spans[0].scope_spans[0].spans[0].trace_id.hex()
+
+
+async def publish_traces(bootstrap: str, topic: str, payloads: Iterable[bytes]) -> list[str]:
+    """Each trace one message keyed by its trace ID, as the Collector's kafka exporter writes
+    them; their trace IDs, in order."""
+    ids = []
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        for payload in payloads:
+            ids.append(trace_id(payload))
+            await producer.send_and_wait(topic, payload, key=ids[-1].encode())
+    finally:
+        await producer.stop()
+    return ids
+
+
+@asynccontextmanager
+async def caught_up_monitor(
+    bootstrap: str,
+    topic: str,
+    until: Callable[[CollectorRegistry], bool],
+    *,
+    flags: Sequence[str] = ("--judge", JUDGE),
+    results_topic: str | None = None,
+    what: str = "every trace scored or counted",
+) -> AsyncIterator[CollectorRegistry]:
+    """One ``citemon run`` monitor (1 s trace window) on ``topic``, entered once its metrics
+    say ``until``: its registry, for the caller's assertions while it still runs."""
+    fields: dict[str, Any] = {"trace_window_s": 1.0}
+    if results_topic is not None:
+        fields["results_topic"] = results_topic
+    async with run_monitor(settings_for(bootstrap, topic, flags, **fields)) as mon:
+        await wait_for(lambda: until(mon.registry), 60, what)
+        yield mon.registry
+
+
+def assert_specimen_metrics(
+    registry: CollectorRegistry, answers: int, patterns: Mapping[str, int]
+) -> None:
+    """The monitor scored ``answers`` specimens exactly: one claim correct, two misattributed
+    (``patterns`` counts them by pattern) and all three faithful each; no dead letters."""
+    r = registry
+    assert metric_sum(r, "citemon_claims_total", verdict="correct") == answers
+    assert metric_sum(r, "citemon_claims_total", verdict="misattributed") == 2 * answers
+    for pattern in PATTERN_NAMES:
+        want = patterns.get(pattern, 0)
+        assert metric_sum(r, "citemon_misattributions_total", pattern=pattern) == want, pattern
+    assert metric_sum(r, "citemon_faithful_claims_total") == 3 * answers
+    assert metric_sum(r, "citemon_dead_letters_total") == 0
+
+
+async def read_results(bootstrap: str, results_topic: str) -> dict[str, Any]:
+    """The results records on ``results_topic``, by trace ID."""
+    records = await read_topic(bootstrap, results_topic)
+    return {b["trace_id"]: b for b in (json.loads(m.value) for m in records)}
