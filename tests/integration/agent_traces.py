@@ -25,13 +25,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.integration.dialect_traces import ANSWER, PASSAGES, QUESTION
+from tests.integration.dialect_traces import ANSWER, NUMBERED_ANSWER, PASSAGES, QUESTION
 from tests.integration.trace_export import Cases, JsonServer, captured, versions, write_cases
 
 #: The two-search agent's queries and what each returns, in order.
 SEARCHES = (("audit log retention", ["p-3310", "p-3311"]), ("custom retention terms", ["p-3312"]))
-#: The specimen citing by the position the model saw its passages at across both searches.
-NUMBERED_ANSWER = ANSWER.replace("[p-3310]", "[1]").replace("[p-3312]", "[3]")
 
 PACKAGES = (
     "langchain-core",

@@ -41,7 +41,8 @@ ANSWER = (
     "Retention can be extended through a custom term in an Enterprise agreement. [p-3310] "
     "Changing it is not possible from the dashboard. [p-3312]"
 )
-#: The same answer citing by position, as DSPy programs that number their sources do.
+#: The same answer citing by position, as DSPy programs that number their sources do (and the
+#: agents of agent_traces, by the position the model saw each passage at across two searches).
 NUMBERED_ANSWER = ANSWER.replace("[p-3310]", "[1]").replace("[p-3312]", "[3]")
 
 #: Distributions whose versions the traces were made with (docs/dialects.md's table).

@@ -23,11 +23,12 @@ from tests.integration.dialect_traces import PASSAGES
 from tests.integration.monitor_support import metric_sum
 from tests.integration.trace_cases import (
     JUDGE,
-    assert_specimen,
     assert_specimen_metrics,
     caught_up_monitor,
+    explain_input,
     publish_traces,
     score_offline,
+    score_specimen,
     traces_fixture,
 )
 
@@ -65,9 +66,7 @@ agent_traces = traces_fixture("agent_traces", "agent_traces")
 def test_each_agent_scores_the_specimen_offline(
     agent_traces: dict[str, bytes], case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, err = score_offline(tmp_path, capsys, [agent_traces[case]], "--format", "json")
-    assert (code, err) == (0, "")
-    assert_specimen(out, PATTERNS)
+    out = score_specimen(tmp_path, capsys, agent_traces[case], PATTERNS)
     # The passages are the three the tool returned, with the IDs the model saw.
     claims = out["answers"][0]["claims"]
     if case == "langgraph-numbered":
@@ -98,8 +97,7 @@ def test_explain_input_names_the_tool_and_the_final_turn(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    _, out, _ = score_offline(tmp_path, capsys, [agent_traces[case]], "--explain-input")
-    lines = out.splitlines()
+    lines = explain_input(tmp_path, capsys, agent_traces[case])
     assert lines[1].startswith(f"  passages:  span {passages}"), lines[1]
     assert lines[1].endswith(": 3 document(s)") and ";" not in lines[1], lines[1]
     assert lines[2].startswith("  answer:    span ") and answer in lines[2], lines[2]
@@ -150,8 +148,7 @@ def test_two_searches_are_both_retrieved_in_the_order_the_model_saw_them(
         ("pydantic-ai-two-searches", "'execute_tool search_docs'"),
         ("smolagents-two-searches", "'RetrieverTool'"),
     ):
-        _, out, _ = score_offline(tmp_path, capsys, [agent_traces[case]], "--explain-input")
-        lines = out.splitlines()
+        lines = explain_input(tmp_path, capsys, agent_traces[case])
         searches = lines[1].removeprefix("  passages:  ").split("; ")
         assert [s.split(" (")[0].rsplit(" ", 1)[0] for s in searches] == [f"span {span}"] * 2
         assert [s.rsplit(": ", 1)[1] for s in searches] == ["2 document(s)", "1 document(s)"]
@@ -186,11 +183,7 @@ def test_id_only_results_are_filled_from_the_passage_store(
     assert {c["unjudged_cause"] for c in out["answers"][0]["claims"]} == {"no_passage_text"}
     store = tmp_path / "kb.jsonl"
     store.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in PASSAGES.items()))
-    code, out, err = score_offline(
-        tmp_path, capsys, payload, "--format", "json", "--passage-store", str(store)
-    )
-    assert (code, err) == (0, "")
-    assert_specimen(out, PATTERNS)
+    score_specimen(tmp_path, capsys, payload[0], PATTERNS, "--passage-store", str(store))
 
 
 def test_content_capture_off_is_explained_with_the_setting(
@@ -213,10 +206,7 @@ def test_retrieval_tools_narrow_and_widen(
     assert code == 1 and "gave no answer (no_passages)" in err
     code, _, err = score_offline(tmp_path, capsys, payload, "--retrieval-tools", "kb_lookup")
     assert code == 1 and "gave no answer (no_passages)" in err
-    code, out, _ = score_offline(
-        tmp_path, capsys, payload, "--format", "json", "--retrieval-tools", "search_docs"
-    )
-    assert_specimen(out, PATTERNS)
+    score_specimen(tmp_path, capsys, payload[0], PATTERNS, "--retrieval-tools", "search_docs")
 
 
 def test_a_teams_reader_reads_its_own_shape(
@@ -251,15 +241,10 @@ async def test_every_agent_through_kafka(
     counted as ``no_content``."""
     topic = await kafka_topic(partitions=2)
     cases = [*SPECIMEN_CASES, *CONTENT_OFF]
-    await publish_traces(kafka_bootstrap, topic, [agent_traces[c] for c in cases])
+    await publish_traces(kafka_bootstrap, topic, {c: agent_traces[c] for c in cases})
     n = len(SPECIMEN_CASES)
     async with caught_up_monitor(
-        kafka_bootstrap,
-        topic,
-        lambda r: (
-            metric_sum(r, "citemon_answers_total") == n
-            and metric_sum(r, "citemon_traces_total", outcome="no_content") == len(CONTENT_OFF)
-        ),
+        kafka_bootstrap, topic, answers=n, outcomes={"no_content": len(CONTENT_OFF)}
     ) as r:
         assert_specimen_metrics(r, n, {pattern: n for pattern in PATTERNS})
         for verdict in ("unjudged", "dangling", "uncited"):
@@ -290,13 +275,9 @@ async def test_run_reads_tools_with_its_own_settings(
     )
     assert code == 0 and out["summary"]["answers"] == 1
     topic = await kafka_topic(partitions=1)
-    await publish_traces(kafka_bootstrap, topic, [payload])
+    await publish_traces(kafka_bootstrap, topic, {"openai-agents": payload})
     flags = ("--judge", JUDGE, "--retrieval-tools", "*,-search_docs")
     async with caught_up_monitor(
-        kafka_bootstrap,
-        topic,
-        lambda r: metric_sum(r, "citemon_traces_total", outcome="no_passages") == 1,
-        flags=flags,
-        what="the trace counted without passages",
+        kafka_bootstrap, topic, answers=0, outcomes={"no_passages": 1}, flags=flags
     ) as r:
         assert metric_sum(r, "citemon_answers_total") == 0

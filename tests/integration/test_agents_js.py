@@ -29,14 +29,15 @@ from tests.conftest import REPO, need_server
 from tests.integration.conftest import TopicFactory
 from tests.integration.monitor_support import metric_sum
 from tests.integration.trace_cases import (
-    assert_specimen,
     assert_specimen_metrics,
     caught_up_monitor,
+    explain_input,
     generate,
     publish_traces,
     read_results,
     read_traces,
     score_offline,
+    score_specimen,
 )
 
 JS_DIR = REPO / "tests" / "js"
@@ -109,9 +110,8 @@ def js_protobuf(js_out: Path) -> dict[str, bytes]:
 def test_each_js_agent_scores_the_specimen_offline(
     js_traces: dict[str, bytes], case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, err = score_offline(tmp_path, capsys, [js_traces[case]], "--format", "json")
-    assert (code, err) == (0, "")
-    claims = assert_specimen(out, PATTERNS)
+    out = score_specimen(tmp_path, capsys, js_traces[case], PATTERNS)
+    claims = out["answers"][0]["claims"]
     assert [c["cited_ids"] for c in claims] == CITED.get(case, SPECIMEN_CITED)
     assert [c["resolved_ids"] for c in claims] == CITED.get(case, SPECIMEN_CITED)
     assert out["answers"][0]["service"] == "kb-agent"
@@ -136,8 +136,7 @@ def test_explain_input_names_the_tool_call_and_the_final_turn(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    _, out, _ = score_offline(tmp_path, capsys, [js_traces[case]], "--explain-input")
-    lines = out.splitlines()
+    lines = explain_input(tmp_path, capsys, js_traces[case])
     assert lines[1].startswith(f"  passages:  span {passages_from} ")
     assert lines[1].endswith(": 3 document(s)")
     assert lines[2].startswith(f"  answer:    span {answer_from} ")
@@ -159,10 +158,7 @@ def test_two_searches_before_the_answer_are_both_retrieved(
     """The agent searches twice (p-3310 and p-3311, then p-3312) before answering: both
     results are the answer's passages, in the order the model saw them, and the markers
     resolve across them (the specimen's score: the offline test above)."""
-    _, out, _ = score_offline(
-        tmp_path, capsys, [js_traces["vercel-two-searches"]], "--explain-input"
-    )
-    lines = out.splitlines()
+    lines = explain_input(tmp_path, capsys, js_traces["vercel-two-searches"])
     first, second = lines[1].removeprefix("  passages:  ").split("; ")
     assert first.startswith("span 'ai.toolCall' ")
     assert first.endswith("(vercel tool search_docs): 2 document(s)")
@@ -271,18 +267,12 @@ async def test_every_js_agent_through_kafka(
     # Every other trace in each encoding: the JSON an OTLP/HTTP JSON exporter (or a Collector
     # with encoding otlp_json) sends, the protobuf a Collector writes by default.
     cases = (*SPECIMEN_CASES, *CONTENT_OFF_CASES)
-    payloads = [(js_traces if n % 2 else js_protobuf)[case] for n, case in enumerate(cases)]
+    payloads = {case: (js_traces if n % 2 else js_protobuf)[case] for n, case in enumerate(cases)}
     ids = await publish_traces(kafka_bootstrap, topic, payloads)
-    trace_ids = dict(zip(ids, cases, strict=True))
+    trace_ids = {trace_id: case for case, trace_id in ids.items()}
     n = len(SPECIMEN_CASES)
     async with caught_up_monitor(
-        kafka_bootstrap,
-        topic,
-        lambda r: (
-            metric_sum(r, "citemon_answers_total") == n
-            and metric_sum(r, "citemon_traces_total", outcome="no_content") == 2
-        ),
-        results_topic=results,
+        kafka_bootstrap, topic, answers=n, outcomes={"no_content": 2}, results_topic=results
     ) as r:
         # Each answer's results record: the markers as cited, the specimen's verdicts and patterns.
         bodies = await read_results(kafka_bootstrap, results)

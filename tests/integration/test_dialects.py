@@ -20,12 +20,13 @@ from tests.integration.conftest import TopicFactory
 from tests.integration.monitor_support import metric_sum
 from tests.integration.trace_cases import (
     PATTERN_NAMES,
-    assert_specimen,
     assert_specimen_metrics,
     caught_up_monitor,
+    explain_input,
     publish_traces,
     read_results,
     score_offline,
+    score_specimen,
     traces_fixture,
 )
 
@@ -63,9 +64,7 @@ real_traces = traces_fixture("dialect_traces", "real_traces")
 def test_each_dialect_scores_the_specimen_offline(
     real_traces: dict[str, bytes], case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, err = score_offline(tmp_path, capsys, [real_traces[case]], "--format", "json")
-    assert (code, err) == (0, "")
-    assert_specimen(out, PATTERNS[case])
+    score_specimen(tmp_path, capsys, real_traces[case], PATTERNS[case])
 
 
 def test_llamaindex_markers_name_the_apps_ids_in_metadata(
@@ -134,10 +133,7 @@ def test_traces_without_an_answer_are_explained(
 def test_explain_input_shows_the_spans_and_each_markers_resolution(
     real_traces: dict[str, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _, out, _ = score_offline(
-        tmp_path, capsys, [real_traces["openllmetry-langchain"]], "--explain-input"
-    )
-    lines = out.splitlines()
+    lines = explain_input(tmp_path, capsys, real_traces["openllmetry-langchain"])
     assert lines[1].startswith("  passages:  span 'vector_db_retrieve VectorStoreRetriever' ")
     assert lines[1].endswith("(openllmetry task): 3 document(s)")
     assert lines[2].startswith("  answer:    span 'RunnableSequence.workflow' ")
@@ -157,17 +153,13 @@ async def test_every_dialect_through_kafka(
     topic = await kafka_topic(partitions=2)
     results = await kafka_topic(partitions=1)
     cases = [*SPECIMEN_CASES, "genai-typed", "genai-retrieval-only", "plain-http"]
-    ids = await publish_traces(kafka_bootstrap, topic, [real_traces[c] for c in cases])
-    trace_ids = dict(zip(cases, ids, strict=True))
+    trace_ids = await publish_traces(kafka_bootstrap, topic, {c: real_traces[c] for c in cases})
     n = len(SPECIMEN_CASES)
     async with caught_up_monitor(
         kafka_bootstrap,
         topic,
-        lambda r: (
-            metric_sum(r, "citemon_answers_total") == n + 1
-            and metric_sum(r, "citemon_traces_total", outcome="no_answer") == 1
-            and metric_sum(r, "citemon_traces_total", outcome="unrecognized") == 1
-        ),
+        answers=n + 1,
+        outcomes={"no_answer": 1, "unrecognized": 1},
         results_topic=results,
     ) as r:
         patterns = {p: sum(case.count(p) for case in PATTERNS.values()) for p in PATTERN_NAMES}

@@ -26,13 +26,13 @@ from tests.integration.dialect_traces import PASSAGES
 from tests.integration.monitor_support import metric_sum
 from tests.integration.native_traces import URLS
 from tests.integration.trace_cases import (
-    assert_specimen,
     assert_specimen_metrics,
     caught_up_monitor,
     generate,
     publish_traces,
     read_results,
     score_offline,
+    score_specimen,
     traces_fixture,
 )
 
@@ -86,9 +86,8 @@ def openai_v2_trace(tmp_path_factory: pytest.TempPathFactory) -> bytes:
 def test_each_providers_citations_score_the_specimen_offline(
     real_traces: dict[str, bytes], case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, err = score_offline(tmp_path, capsys, [real_traces[case]], "--format", "json")
-    assert (code, err) == (0, "")
-    claims = assert_specimen(out, PATTERNS)
+    out = score_specimen(tmp_path, capsys, real_traces[case], PATTERNS)
+    claims = out["answers"][0]["claims"]
     assert [c["cited_ids"] for c in claims] == [[pid] for pid in SPECIMEN_CASES[case]]
     assert not any("quote_mismatch" in c for c in claims)  # every quote is in its passage
 
@@ -195,17 +194,13 @@ async def test_every_provider_through_kafka(
     topic = await kafka_topic(partitions=2)
     results = await kafka_topic(partitions=1)
     cases = [*SPECIMEN_CASES, "openinference-openai-chat-url", *DROPPED]
-    ids = await publish_traces(kafka_bootstrap, topic, [real_traces[c] for c in cases])
-    trace_ids = dict(zip(cases, ids, strict=True))
+    trace_ids = await publish_traces(kafka_bootstrap, topic, {c: real_traces[c] for c in cases})
     n = len(SPECIMEN_CASES)
     async with caught_up_monitor(
         kafka_bootstrap,
         topic,
-        lambda r: (
-            metric_sum(r, "citemon_answers_total") == n + 1
-            and metric_sum(r, "citemon_traces_total", outcome="citations_not_recorded")
-            == len(DROPPED)
-        ),
+        answers=n + 1,
+        outcomes={"citations_not_recorded": len(DROPPED)},
         results_topic=results,
     ) as r:
         assert_specimen_metrics(r, n, {pattern: n for pattern in PATTERNS})

@@ -11,7 +11,7 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -108,16 +108,40 @@ def score_offline(
     return code, out, captured.err
 
 
-def assert_specimen(out: dict[str, Any], patterns: Sequence[str]) -> list[dict[str, Any]]:
+def explain_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], payload: bytes, *flags: str
+) -> list[str]:
+    """``citemon score --explain-input`` of one trace: its lines."""
+    _, out, _ = score_offline(tmp_path, capsys, [payload], "--explain-input", *flags)
+    lines: list[str] = out.splitlines()
+    return lines
+
+
+def score_specimen(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    payload: bytes,
+    patterns: Sequence[str],
+    *flags: str,
+) -> dict[str, Any]:
+    """Score one trace (``--format json``, and ``flags``): exit 0, nothing on stderr, and the
+    specimen exactly (:func:`assert_specimen`). Returns the JSON for the caller's own checks."""
+    code, out, err = score_offline(tmp_path, capsys, [payload], "--format", "json", *flags)
+    assert (code, err) == (0, "")
+    assert_specimen(out, patterns)
+    return dict(out)
+
+
+def assert_specimen(out: dict[str, Any], patterns: Sequence[str]) -> None:
     """``score --format json`` scored one answer, the specimen, exactly; the wrong citations'
-    ``patterns`` in claim order. Returns its claims for the caller's own checks."""
+    ``patterns`` in claim order."""
     summary = out["summary"]
     assert summary["answers"] == 1
     assert summary["citation_accuracy"] == 0.3333
     assert summary["faithfulness"] == 1.0
     assert summary["citation_coverage"] == 1.0
     assert summary["verdicts"] == SPECIMEN_VERDICTS
-    claims: list[dict[str, Any]] = out["answers"][0]["claims"]
+    claims = out["answers"][0]["claims"]
     assert [c.get("pattern") for c in claims] == [None, *patterns]
     assert summary["misattribution_patterns"] == {p: list(patterns).count(p) for p in PATTERN_NAMES}
     return claims
@@ -132,16 +156,16 @@ def trace_id(payload: bytes) -> str:
     return req.resource_spans[0].scope_spans[0].spans[0].trace_id.hex()
 
 
-async def publish_traces(bootstrap: str, topic: str, payloads: Iterable[bytes]) -> list[str]:
+async def publish_traces(bootstrap: str, topic: str, traces: Mapping[str, bytes]) -> dict[str, str]:
     """Each trace one message keyed by its trace ID, as the Collector's kafka exporter writes
-    them; their trace IDs, in order."""
-    ids = []
+    them, in order; each case's trace ID."""
+    ids = {}
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
     await producer.start()
     try:
-        for payload in payloads:
-            ids.append(trace_id(payload))
-            await producer.send_and_wait(topic, payload, key=ids[-1].encode())
+        for case, payload in traces.items():
+            ids[case] = trace_id(payload)
+            await producer.send_and_wait(topic, payload, key=ids[case].encode())
     finally:
         await producer.stop()
     return ids
@@ -151,19 +175,27 @@ async def publish_traces(bootstrap: str, topic: str, payloads: Iterable[bytes]) 
 async def caught_up_monitor(
     bootstrap: str,
     topic: str,
-    until: Callable[[CollectorRegistry], bool],
     *,
+    answers: int,
+    outcomes: Mapping[str, int],
     flags: Sequence[str] = ("--judge", JUDGE),
     results_topic: str | None = None,
-    what: str = "every trace scored or counted",
 ) -> AsyncIterator[CollectorRegistry]:
-    """One ``citemon run`` monitor (1 s trace window) on ``topic``, entered once its metrics
-    say ``until``: its registry, for the caller's assertions while it still runs."""
+    """One ``citemon run`` monitor (1 s trace window) on ``topic``, entered once it has scored
+    ``answers`` answers and counted the traces of each of ``outcomes``: its registry, for the
+    caller's assertions while it still runs."""
     fields: dict[str, Any] = {"trace_window_s": 1.0}
     if results_topic is not None:
         fields["results_topic"] = results_topic
+
+    def caught_up(r: CollectorRegistry) -> bool:
+        return metric_sum(r, "citemon_answers_total") == answers and all(
+            metric_sum(r, "citemon_traces_total", outcome=o) == n for o, n in outcomes.items()
+        )
+
     async with run_monitor(settings_for(bootstrap, topic, flags, **fields)) as mon:
-        await wait_for(lambda: until(mon.registry), 60, what)
+        what = f"{answers} answer(s) scored and the traces counted by outcome, {dict(outcomes)}"
+        await wait_for(lambda: caught_up(mon.registry), 60, what)
         yield mon.registry
 
 
