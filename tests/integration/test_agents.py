@@ -24,9 +24,8 @@ from tests.integration.monitor_support import metric_sum
 from tests.integration.trace_cases import (
     JUDGE,
     assert_specimen_metrics,
-    caught_up_monitor,
     explain_input,
-    publish_traces,
+    kafka_leg,
     score_offline,
     score_specimen,
     traces_fixture,
@@ -66,9 +65,8 @@ agent_traces = traces_fixture("agent_traces", "agent_traces")
 def test_each_agent_scores_the_specimen_offline(
     agent_traces: dict[str, bytes], case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    out = score_specimen(tmp_path, capsys, agent_traces[case], PATTERNS)
+    claims = score_specimen(tmp_path, capsys, agent_traces[case], PATTERNS)["claims"]
     # The passages are the three the tool returned, with the IDs the model saw.
-    claims = out["answers"][0]["claims"]
     if case == "langgraph-numbered":
         assert [c["cited_ids"] for c in claims] == [["1"], ["1"], ["3"]]
     elif case != "llamaindex-agent":  # LlamaIndex: node UUIDs, the app's IDs in metadata
@@ -239,13 +237,16 @@ async def test_every_agent_through_kafka(
     """``citemon run`` on the real broker, one monitor for every trace (each one message keyed
     by its trace ID, as the Collector's kafka exporter writes them); the content-off traces
     counted as ``no_content``."""
-    topic = await kafka_topic(partitions=2)
     cases = [*SPECIMEN_CASES, *CONTENT_OFF]
-    await publish_traces(kafka_bootstrap, topic, {c: agent_traces[c] for c in cases})
     n = len(SPECIMEN_CASES)
-    async with caught_up_monitor(
-        kafka_bootstrap, topic, answers=n, outcomes={"no_content": len(CONTENT_OFF)}
-    ) as r:
+    async with kafka_leg(
+        kafka_bootstrap,
+        kafka_topic,
+        {case: agent_traces[case] for case in cases},
+        answers=n,
+        outcomes={"no_content": len(CONTENT_OFF)},
+    ) as leg:
+        r = leg.registry
         assert_specimen_metrics(r, n, {pattern: n for pattern in PATTERNS})
         for verdict in ("unjudged", "dangling", "uncited"):
             assert metric_sum(r, "citemon_claims_total", verdict=verdict) == 0
@@ -274,10 +275,13 @@ async def test_run_reads_tools_with_its_own_settings(
         "search_docs",
     )
     assert code == 0 and out["summary"]["answers"] == 1
-    topic = await kafka_topic(partitions=1)
-    await publish_traces(kafka_bootstrap, topic, {"openai-agents": payload})
-    flags = ("--judge", JUDGE, "--retrieval-tools", "*,-search_docs")
-    async with caught_up_monitor(
-        kafka_bootstrap, topic, answers=0, outcomes={"no_passages": 1}, flags=flags
-    ) as r:
-        assert metric_sum(r, "citemon_answers_total") == 0
+    async with kafka_leg(
+        kafka_bootstrap,
+        kafka_topic,
+        {"openai-agents": payload},
+        answers=0,
+        outcomes={"no_passages": 1},
+        flags=("--judge", JUDGE, "--retrieval-tools", "*,-search_docs"),
+        partitions=1,
+    ) as leg:
+        assert metric_sum(leg.registry, "citemon_answers_total") == 0

@@ -30,11 +30,9 @@ from tests.integration.conftest import TopicFactory
 from tests.integration.monitor_support import metric_sum
 from tests.integration.trace_cases import (
     assert_specimen_metrics,
-    caught_up_monitor,
     explain_input,
     generate,
-    publish_traces,
-    read_results,
+    kafka_leg,
     read_traces,
     score_offline,
     score_specimen,
@@ -110,11 +108,11 @@ def js_protobuf(js_out: Path) -> dict[str, bytes]:
 def test_each_js_agent_scores_the_specimen_offline(
     js_traces: dict[str, bytes], case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    out = score_specimen(tmp_path, capsys, js_traces[case], PATTERNS)
-    claims = out["answers"][0]["claims"]
+    answer = score_specimen(tmp_path, capsys, js_traces[case], PATTERNS)
+    claims = answer["claims"]
     assert [c["cited_ids"] for c in claims] == CITED.get(case, SPECIMEN_CITED)
     assert [c["resolved_ids"] for c in claims] == CITED.get(case, SPECIMEN_CITED)
-    assert out["answers"][0]["service"] == "kb-agent"
+    assert answer["service"] == "kb-agent"
 
 
 @pytest.mark.parametrize(
@@ -262,20 +260,23 @@ async def test_every_js_agent_through_kafka(
     """``citemon run`` on the real broker: each trace one message keyed by its trace ID, as the
     JavaScript SDK serialised it (OTLP/JSON or protobuf); the content-off traces counted as
     such."""
-    topic = await kafka_topic(partitions=2)
-    results = await kafka_topic(partitions=1)
     # Every other trace in each encoding: the JSON an OTLP/HTTP JSON exporter (or a Collector
     # with encoding otlp_json) sends, the protobuf a Collector writes by default.
     cases = (*SPECIMEN_CASES, *CONTENT_OFF_CASES)
     payloads = {case: (js_traces if n % 2 else js_protobuf)[case] for n, case in enumerate(cases)}
-    ids = await publish_traces(kafka_bootstrap, topic, payloads)
-    trace_ids = {trace_id: case for case, trace_id in ids.items()}
     n = len(SPECIMEN_CASES)
-    async with caught_up_monitor(
-        kafka_bootstrap, topic, answers=n, outcomes={"no_content": 2}, results_topic=results
-    ) as r:
+    async with kafka_leg(
+        kafka_bootstrap,
+        kafka_topic,
+        payloads,
+        answers=n,
+        outcomes={"no_content": 2},
+        results=True,
+    ) as leg:
+        r = leg.registry
+        trace_ids = {trace_id: case for case, trace_id in leg.trace_ids.items()}
         # Each answer's results record: the markers as cited, the specimen's verdicts and patterns.
-        bodies = await read_results(kafka_bootstrap, results)
+        bodies = await leg.results()
         assert {trace_ids[t] for t in bodies} == set(SPECIMEN_CASES)
         for body in bodies.values():
             claims = body["claims"]

@@ -21,10 +21,8 @@ from tests.integration.monitor_support import metric_sum
 from tests.integration.trace_cases import (
     PATTERN_NAMES,
     assert_specimen_metrics,
-    caught_up_monitor,
     explain_input,
-    publish_traces,
-    read_results,
+    kafka_leg,
     score_offline,
     score_specimen,
     traces_fixture,
@@ -150,26 +148,25 @@ async def test_every_dialect_through_kafka(
 ) -> None:
     """``citemon run`` on the real broker: each trace one message keyed by its trace ID, as the
     Collector's kafka exporter writes them; the no-answer traces counted by outcome."""
-    topic = await kafka_topic(partitions=2)
-    results = await kafka_topic(partitions=1)
     cases = [*SPECIMEN_CASES, "genai-typed", "genai-retrieval-only", "plain-http"]
-    trace_ids = await publish_traces(kafka_bootstrap, topic, {c: real_traces[c] for c in cases})
     n = len(SPECIMEN_CASES)
-    async with caught_up_monitor(
+    async with kafka_leg(
         kafka_bootstrap,
-        topic,
+        kafka_topic,
+        {case: real_traces[case] for case in cases},
         answers=n + 1,
         outcomes={"no_answer": 1, "unrecognized": 1},
-        results_topic=results,
-    ) as r:
+        results=True,
+    ) as leg:
+        r = leg.registry
         patterns = {p: sum(case.count(p) for case in PATTERNS.values()) for p in PATTERN_NAMES}
         assert_specimen_metrics(r, n, patterns)
         assert metric_sum(r, "citemon_claims_total", verdict="unjudged") == 3
         assert metric_sum(r, "citemon_claims_total", verdict="dangling") == 0
         assert metric_sum(r, "citemon_traces_total", outcome="no_passages") == 0
     # The results record keeps the markers as cited and the documents they resolved to.
-    bodies = await read_results(kafka_bootstrap, results)
+    bodies = await leg.results()
     assert len(bodies) == n + 1
-    claims = bodies[trace_ids["openinference-llamaindex"]]["claims"]
+    claims = bodies[leg.trace_ids["openinference-llamaindex"]]["claims"]
     assert [c["cited_ids"] for c in claims] == [["p-3310"], ["p-3310"], ["p-3312"]]
     assert all(len(c["resolved_ids"]) == 1 and len(c["resolved_ids"][0]) == 36 for c in claims)

@@ -27,10 +27,8 @@ from tests.integration.monitor_support import metric_sum
 from tests.integration.native_traces import URLS
 from tests.integration.trace_cases import (
     assert_specimen_metrics,
-    caught_up_monitor,
     generate,
-    publish_traces,
-    read_results,
+    kafka_leg,
     score_offline,
     score_specimen,
     traces_fixture,
@@ -86,8 +84,7 @@ def openai_v2_trace(tmp_path_factory: pytest.TempPathFactory) -> bytes:
 def test_each_providers_citations_score_the_specimen_offline(
     real_traces: dict[str, bytes], case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    out = score_specimen(tmp_path, capsys, real_traces[case], PATTERNS)
-    claims = out["answers"][0]["claims"]
+    claims = score_specimen(tmp_path, capsys, real_traces[case], PATTERNS)["claims"]
     assert [c["cited_ids"] for c in claims] == [[pid] for pid in SPECIMEN_CASES[case]]
     assert not any("quote_mismatch" in c for c in claims)  # every quote is in its passage
 
@@ -191,26 +188,25 @@ async def test_every_provider_through_kafka(
 ) -> None:
     """``citemon run`` on the real broker, one monitor for every trace: the specimen five
     times, the URL citations unjudged, the dropped citations counted by outcome."""
-    topic = await kafka_topic(partitions=2)
-    results = await kafka_topic(partitions=1)
     cases = [*SPECIMEN_CASES, "openinference-openai-chat-url", *DROPPED]
-    trace_ids = await publish_traces(kafka_bootstrap, topic, {c: real_traces[c] for c in cases})
     n = len(SPECIMEN_CASES)
-    async with caught_up_monitor(
+    async with kafka_leg(
         kafka_bootstrap,
-        topic,
+        kafka_topic,
+        {case: real_traces[case] for case in cases},
         answers=n + 1,
         outcomes={"citations_not_recorded": len(DROPPED)},
-        results_topic=results,
-    ) as r:
+        results=True,
+    ) as leg:
+        r = leg.registry
         assert_specimen_metrics(r, n, {pattern: n for pattern in PATTERNS})
         assert metric_sum(r, "citemon_claims_total", verdict="unjudged") == 3  # the URLs
         assert metric_sum(r, "citemon_claims_total", verdict="uncited") == 0
         assert metric_sum(r, "citemon_quote_mismatches_total") == 0
         assert metric_sum(r, "citemon_traces_total", outcome="no_passages") == 0
-    bodies = await read_results(kafka_bootstrap, results)
+    bodies = await leg.results()
     assert len(bodies) == n + 1
     for case, cited in SPECIMEN_CASES.items():
-        claims = bodies[trace_ids[case]]["claims"]
+        claims = bodies[leg.trace_ids[case]]["claims"]
         assert [c["cited_ids"] for c in claims] == [[pid] for pid in cited]
         assert [c["verdict"] for c in claims] == ["correct", "misattributed", "misattributed"]

@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from prometheus_client import CollectorRegistry
 
 from citemon.cli import main
 from tests.conftest import REPO
+from tests.integration.conftest import TopicFactory
 from tests.integration.monitor_support import (
     metric_sum,
     read_topic,
@@ -125,11 +127,12 @@ def score_specimen(
     *flags: str,
 ) -> dict[str, Any]:
     """Score one trace (``--format json``, and ``flags``): exit 0, nothing on stderr, and the
-    specimen exactly (:func:`assert_specimen`). Returns the JSON for the caller's own checks."""
+    specimen exactly (:func:`assert_specimen`). Returns its one answer for the caller's own
+    checks."""
     code, out, err = score_offline(tmp_path, capsys, [payload], "--format", "json", *flags)
     assert (code, err) == (0, "")
     assert_specimen(out, patterns)
-    return dict(out)
+    return dict(out["answers"][0])
 
 
 def assert_specimen(out: dict[str, Any], patterns: Sequence[str]) -> None:
@@ -171,22 +174,44 @@ async def publish_traces(bootstrap: str, topic: str, traces: Mapping[str, bytes]
     return ids
 
 
+@dataclass
+class KafkaLeg:
+    """A monitor caught up with the traces published for it (:func:`kafka_leg`)."""
+
+    bootstrap: str
+    registry: CollectorRegistry
+    #: Each case's trace ID.
+    trace_ids: dict[str, str]
+    results_topic: str | None
+
+    async def results(self) -> dict[str, Any]:
+        """The results records, by trace ID."""
+        assert self.results_topic is not None, "kafka_leg(..., results=True) writes results"
+        records = await read_topic(self.bootstrap, self.results_topic)
+        return {b["trace_id"]: b for b in (json.loads(m.value) for m in records)}
+
+
 @asynccontextmanager
-async def caught_up_monitor(
+async def kafka_leg(
     bootstrap: str,
-    topic: str,
+    kafka_topic: TopicFactory,
+    traces: Mapping[str, bytes],
     *,
     answers: int,
     outcomes: Mapping[str, int],
     flags: Sequence[str] = ("--judge", JUDGE),
-    results_topic: str | None = None,
-) -> AsyncIterator[CollectorRegistry]:
-    """One ``citemon run`` monitor (1 s trace window) on ``topic``, entered once it has scored
-    ``answers`` answers and counted the traces of each of ``outcomes``: its registry, for the
-    caller's assertions while it still runs."""
+    partitions: int = 2,
+    results: bool = False,
+) -> AsyncIterator[KafkaLeg]:
+    """``traces`` published on a new topic of ``partitions`` (:func:`publish_traces`), and one
+    ``citemon run`` monitor (1 s trace window; a results topic of its own with ``results``)
+    entered once it has scored ``answers`` answers and counted the traces of each of
+    ``outcomes``, for the caller's assertions while it still runs."""
+    topic = await kafka_topic(partitions=partitions)
     fields: dict[str, Any] = {"trace_window_s": 1.0}
-    if results_topic is not None:
-        fields["results_topic"] = results_topic
+    if results:
+        fields["results_topic"] = await kafka_topic(partitions=1)
+    trace_ids = await publish_traces(bootstrap, topic, traces)
 
     def caught_up(r: CollectorRegistry) -> bool:
         return metric_sum(r, "citemon_answers_total") == answers and all(
@@ -196,7 +221,7 @@ async def caught_up_monitor(
     async with run_monitor(settings_for(bootstrap, topic, flags, **fields)) as mon:
         what = f"{answers} answer(s) scored and the traces counted by outcome, {dict(outcomes)}"
         await wait_for(lambda: caught_up(mon.registry), 60, what)
-        yield mon.registry
+        yield KafkaLeg(bootstrap, mon.registry, trace_ids, fields.get("results_topic"))
 
 
 def assert_specimen_metrics(
@@ -212,9 +237,3 @@ def assert_specimen_metrics(
         assert metric_sum(r, "citemon_misattributions_total", pattern=pattern) == want, pattern
     assert metric_sum(r, "citemon_faithful_claims_total") == 3 * answers
     assert metric_sum(r, "citemon_dead_letters_total") == 0
-
-
-async def read_results(bootstrap: str, results_topic: str) -> dict[str, Any]:
-    """The results records on ``results_topic``, by trace ID."""
-    records = await read_topic(bootstrap, results_topic)
-    return {b["trace_id"]: b for b in (json.loads(m.value) for m in records)}
