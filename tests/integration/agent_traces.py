@@ -20,20 +20,16 @@ import asyncio
 import json
 import os
 import sys
-import threading
 import warnings
 from collections.abc import Callable, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from tests.integration.dialect_traces import ANSWER, PASSAGES, QUESTION, captured
+from tests.integration.dialect_traces import ANSWER, NUMBERED_ANSWER, PASSAGES, QUESTION
+from tests.integration.trace_export import Cases, JsonServer, captured, versions, write_cases
 
 #: The two-search agent's queries and what each returns, in order.
 SEARCHES = (("audit log retention", ["p-3310", "p-3311"]), ("custom retention terms", ["p-3312"]))
-#: The specimen citing by the position the model saw its passages at across both searches.
-NUMBERED_ANSWER = ANSWER.replace("[p-3310]", "[1]").replace("[p-3312]", "[3]")
 
 PACKAGES = (
     "langchain-core",
@@ -51,16 +47,8 @@ PACKAGES = (
     "opentelemetry-sdk",
 )
 
-Case = Callable[[], bytes]
-CASES: dict[str, Case] = {}
-
-
-def case(name: str) -> Callable[[Case], Case]:
-    def register(fn: Case) -> Case:
-        CASES[name] = fn
-        return fn
-
-    return register
+CASES = Cases()
+case = CASES.case
 
 
 def _docs_json(ids: Sequence[str]) -> str:
@@ -247,33 +235,20 @@ def langgraph_numbered() -> bytes:
 # -- a stub of the OpenAI chat completions API (the OpenAI Agents SDK, smolagents) -----------
 
 
-class ChatStub:
+class ChatStub(JsonServer):
     """A local stand-in for ``POST /v1/chat/completions``: answers each request with the next
     turn of a script, chosen by how many turns the request carries. A turn is a text,
     or ``(tool name, arguments)`` for a tool call."""
 
     def __init__(self, turns: Sequence[str | tuple[str, dict[str, Any]]]) -> None:
+        super().__init__()
         self.turns = list(turns)
-        stub = self
+        self.url += "/v1"
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                # One assistant message per turn already taken (smolagents sends its tool
-                # results as user messages, the Agents SDK as tool messages).
-                seen = sum(m.get("role") == "assistant" for m in body.get("messages", []))
-                payload = json.dumps(stub.completion(seen)).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+    def respond(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        # One assistant message per turn already taken (smolagents sends its tool results as
+        # user messages, the Agents SDK as tool messages).
+        return self.completion(sum(m.get("role") == "assistant" for m in body.get("messages", [])))
 
     def completion(self, n: int) -> dict[str, Any]:
         turn = self.turns[min(n, len(self.turns) - 1)]
@@ -299,14 +274,6 @@ class ChatStub:
             "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20},
         }
-
-    def __enter__(self) -> ChatStub:
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def _script(queries: Sequence[str], answer: str, tool: str = "search_docs") -> list[Any]:
@@ -556,16 +523,6 @@ def smolagents_two_searches() -> bytes:
     return _smolagents([q for q, _ in SEARCHES])
 
 
-def versions() -> dict[str, str]:
-    found = {}
-    for name in PACKAGES:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return found
-
-
 def dump(payload: bytes) -> None:
     """Every span of a trace: name, parent, and its attributes (long values cut)."""
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -592,14 +549,10 @@ def main(argv: Sequence[str]) -> int:
             print(f"# {name}")
             dump(CASES[name]())
         return 0
-    out = Path(argv[0])
-    out.mkdir(parents=True, exist_ok=True)
     only = set(argv[1:])
-    for name, make in CASES.items():
-        if not only or name in only:
-            (out / f"{name}.pb").write_bytes(make())
-    (out / "versions.json").write_text(json.dumps(versions(), indent=1))
-    return 0
+    return write_cases(
+        Path(argv[0]), CASES, lambda name: not only or name in only, versions(PACKAGES)
+    )
 
 
 if __name__ == "__main__":

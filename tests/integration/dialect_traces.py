@@ -13,15 +13,20 @@ docs/dialects.md); the notes below are what a pipeline needs to make a determini
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import sys
 import warnings
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from importlib import metadata
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from tests.integration.trace_export import (
+    Cases,
+    captured,
+    instrumented,
+    versions,
+    write_cases,
+)
 
 QUESTION = "How long do we keep audit logs, and can I extend it?"
 PASSAGES = {
@@ -36,7 +41,8 @@ ANSWER = (
     "Retention can be extended through a custom term in an Enterprise agreement. [p-3310] "
     "Changing it is not possible from the dashboard. [p-3312]"
 )
-#: The same answer citing by position, as DSPy programs that number their sources do.
+#: The same answer citing by position, as DSPy programs that number their sources do (and the
+#: agents of agent_traces, by the position the model saw each passage at across two searches).
 NUMBERED_ANSWER = ANSWER.replace("[p-3310]", "[1]").replace("[p-3312]", "[3]")
 
 #: Distributions whose versions the traces were made with (docs/dialects.md's table).
@@ -56,49 +62,8 @@ PACKAGES = (
     "opentelemetry-sdk",
 )
 
-Case = Callable[[], bytes]
-CASES: dict[str, Case] = {}
-
-
-def case(name: str) -> Callable[[Case], Case]:
-    def register(fn: Case) -> Case:
-        CASES[name] = fn
-        return fn
-
-    return register
-
-
-@contextmanager
-def captured() -> Iterator[tuple[Any, Callable[[], bytes]]]:
-    """A tracer provider exporting into memory, and a function encoding what it caught."""
-    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider(
-        resource=Resource.create({"service.name": "rag-bot", "service.version": "2026.11.3"})
-    )
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-
-    def encoded() -> bytes:
-        return bytes(encode_spans(exporter.get_finished_spans()).SerializeToString())
-
-    yield provider, encoded
-    provider.shutdown()
-
-
-@contextmanager
-def instrumented(instrumentor: Any) -> Iterator[Callable[[], bytes]]:
-    """:func:`captured`, with ``instrumentor`` tracing into its provider for the block."""
-    with captured() as (provider, encoded):
-        instrumentor.instrument(tracer_provider=provider)
-        try:
-            yield encoded
-        finally:
-            instrumentor.uninstrument()
+CASES = Cases()
+case = CASES.case
 
 
 def _vector(text: str) -> list[float]:
@@ -415,30 +380,15 @@ def plain_http() -> bytes:
         return encoded()
 
 
-def versions() -> dict[str, str]:
-    """The versions installed (a venv made for one case may lack the others)."""
-    found = {}
-    for name in PACKAGES:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return found
-
-
 def main(argv: Sequence[str]) -> int:
-    out = Path(argv[0])
-    out.mkdir(parents=True, exist_ok=True)
     # Message content on GenAI spans is opt-in.
     os.environ["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"] = "SPAN_ONLY"
     os.environ["OTEL_SEMCONV_STABILITY_OPT_IN"] = "gen_ai_latest_experimental"
     warnings.simplefilter("ignore")  # the frameworks' deprecation notices are theirs
     only = set(argv[1:])
-    for name, make in CASES.items():
-        if not only or name in only:
-            (out / f"{name}.pb").write_bytes(make())
-    (out / "versions.json").write_text(json.dumps(versions(), indent=1))
-    return 0
+    return write_cases(
+        Path(argv[0]), CASES, lambda name: not only or name in only, versions(PACKAGES)
+    )
 
 
 if __name__ == "__main__":

@@ -14,19 +14,23 @@ its SDK process-wide, so the traces are made in a child process and written as
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-import threading
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from tests.integration.dialect_traces import PASSAGES, QUESTION, captured
+from tests.integration.dialect_traces import PASSAGES, QUESTION
+from tests.integration.trace_export import (
+    Cases,
+    JsonServer,
+    captured,
+    traced,
+    versions,
+    write_cases,
+)
 
 SENTENCES = (
     "Audit logs are retained for 90 days on the Business plan.",
@@ -294,45 +298,23 @@ def gemini_response() -> dict[str, Any]:
 # -- a local server speaking each provider's API -------------------------------------------------
 
 
-class _Server:
+class _Server(JsonServer):
     """127.0.0.1 HTTP server answering every POST with ``reply`` (set per case)."""
 
-    def __init__(self) -> None:
-        owner = self
-        self.reply: dict[str, Any] = {}
+    def __init__(self, reply: dict[str, Any]) -> None:
+        super().__init__()
+        self.reply = reply
         self.requests: list[dict[str, Any]] = []
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("content-length") or 0))
-                owner.requests.append({"path": self.path, "body": json.loads(body or b"{}")})
-                data = json.dumps(owner.reply).encode()
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def respond(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.requests.append({"path": path, "body": body})
+        return self.reply
 
 
 @contextmanager
 def serving(reply: dict[str, Any]) -> Iterator[_Server]:
-    server = _Server()
-    server.reply = reply
-    try:
+    with _Server(reply) as server:
         yield server
-    finally:
-        server.close()
 
 
 # -- the applications' calls ---------------------------------------------------------------------
@@ -436,33 +418,15 @@ def call_gemini() -> None:
 
 # -- the cases: one SDK call under one instrumentation ------------------------------------------
 
-Case = Callable[[], bytes]
-CASES: dict[str, Case] = {}
-
-
-def case(name: str) -> Callable[[Case], Case]:
-    def register(fn: Case) -> Case:
-        CASES[name] = fn
-        return fn
-
-    return register
-
-
-def _traced(instrumentor: Any, call: Callable[[], None]) -> bytes:
-    with captured() as (provider, encoded):
-        instrumentor.instrument(tracer_provider=provider)
-        try:
-            call()
-        finally:
-            instrumentor.uninstrument()
-        return encoded()
+CASES = Cases()
+case = CASES.case
 
 
 @case("openinference-anthropic-documents")
 def oi_anthropic_documents() -> bytes:
     from openinference.instrumentation.anthropic import AnthropicInstrumentor
 
-    return _traced(
+    return traced(
         AnthropicInstrumentor(), lambda: call_anthropic("documents", open_telemetry=False)
     )
 
@@ -471,7 +435,7 @@ def oi_anthropic_documents() -> bytes:
 def oi_anthropic_search_results() -> bytes:
     from openinference.instrumentation.anthropic import AnthropicInstrumentor
 
-    return _traced(
+    return traced(
         AnthropicInstrumentor(), lambda: call_anthropic("search_results", open_telemetry=False)
     )
 
@@ -480,35 +444,35 @@ def oi_anthropic_search_results() -> bytes:
 def oi_openai_responses() -> bytes:
     from openinference.instrumentation.openai import OpenAIInstrumentor
 
-    return _traced(OpenAIInstrumentor(), call_openai_responses)
+    return traced(OpenAIInstrumentor(), call_openai_responses)
 
 
 @case("openinference-openai-chat-url")
 def oi_openai_chat() -> bytes:
     from openinference.instrumentation.openai import OpenAIInstrumentor
 
-    return _traced(OpenAIInstrumentor(), call_openai_chat)
+    return traced(OpenAIInstrumentor(), call_openai_chat)
 
 
 @case("openinference-cohere")
 def oi_cohere() -> bytes:
     from openinference.instrumentation.cohere import CohereInstrumentor
 
-    return _traced(CohereInstrumentor(), call_cohere)
+    return traced(CohereInstrumentor(), call_cohere)
 
 
 @case("openinference-google-genai")
 def oi_gemini() -> bytes:
     from openinference.instrumentation.google_genai import GoogleGenAIInstrumentor
 
-    return _traced(GoogleGenAIInstrumentor(), call_gemini)
+    return traced(GoogleGenAIInstrumentor(), call_gemini)
 
 
 @case("openllmetry-anthropic")
 def openllmetry_anthropic() -> bytes:
     from opentelemetry.instrumentation.anthropic import AnthropicInstrumentor
 
-    return _traced(
+    return traced(
         AnthropicInstrumentor(), lambda: call_anthropic("documents", open_telemetry=False)
     )
 
@@ -527,14 +491,14 @@ def anthropic_own() -> bytes:
 def openllmetry_cohere() -> bytes:
     from opentelemetry.instrumentation.cohere import CohereInstrumentor
 
-    return _traced(CohereInstrumentor(), call_cohere)
+    return traced(CohereInstrumentor(), call_cohere)
 
 
 @case("otel-google-genai")
 def otel_gemini() -> bytes:
     from opentelemetry.instrumentation.google_genai import GoogleGenAiSdkInstrumentor
 
-    return _traced(GoogleGenAiSdkInstrumentor(), call_gemini)
+    return traced(GoogleGenAiSdkInstrumentor(), call_gemini)
 
 
 @case("otel-openai-v2")
@@ -546,36 +510,25 @@ def otel_openai_v2() -> bytes:
     otel-openai-v2`` with its interpreter."""
     from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
 
-    return _traced(OpenAIInstrumentor(), call_openai_chat)
+    return traced(OpenAIInstrumentor(), call_openai_chat)
 
 
 #: Cases made only when named (their instrumentation does not install beside the others).
 SEPARATE = frozenset({"otel-openai-v2"})
 
 
-def versions() -> dict[str, str]:
-    out = {}
-    for name in PACKAGES:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = "absent"
-    return out
-
-
 def main(argv: Sequence[str]) -> int:
-    out = Path(argv[0])
-    out.mkdir(parents=True, exist_ok=True)
     os.environ["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"] = "SPAN_ONLY"
     os.environ["OTEL_SEMCONV_STABILITY_OPT_IN"] = "gen_ai_latest_experimental"
     os.environ["TRACELOOP_TRACE_CONTENT"] = "true"
     warnings.simplefilter("ignore")  # the SDKs' deprecation notices are theirs
     only = set(argv[1:])
-    for name, make in CASES.items():
-        if name in only or (not only and name not in SEPARATE):
-            (out / f"{name}.pb").write_bytes(make())
-    (out / "versions.json").write_text(json.dumps(versions(), indent=1))
-    return 0
+    return write_cases(
+        Path(argv[0]),
+        CASES,
+        lambda name: name in only or (not only and name not in SEPARATE),
+        versions(PACKAGES, absent="absent"),
+    )
 
 
 if __name__ == "__main__":

@@ -13,25 +13,23 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaProducer
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from citemon._otlp.decoding import decode_otlp_proto
-from citemon.cli import main
-from tests.conftest import REPO
 from tests.integration.conftest import TopicFactory
 from tests.integration.dialect_traces import PASSAGES
-from tests.integration.monitor_support import metric_sum, run_monitor, settings_for, wait_for
-from tests.otlp_json import otlp_json
-
-JUDGE = "tests.oracles:specimen_text_judge"
+from tests.integration.monitor_support import metric_sum
+from tests.integration.trace_cases import (
+    JUDGE,
+    assert_specimen_metrics,
+    explain_input,
+    kafka_leg,
+    score_offline,
+    score_specimen,
+    traces_fixture,
+)
 
 #: Cases that are the whole specimen: one answer, accuracy 0.33, faithfulness 1.00. Every agent
 #: saw the passages in the specimen's order, so the second claim cites the top passage
@@ -58,62 +56,17 @@ CONTENT_OFF = {
     "openai-agents-v2-content-off": "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
     "langgraph-hidden": "OPENINFERENCE_HIDE_OUTPUTS=false",
 }
-#: Seconds the child process may take to import every framework and make every trace.
-GENERATE_TIMEOUT_S = 300
-
-
-@pytest.fixture(scope="module")
-def agent_traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
-    """Every case's trace (OTLP protobuf), made once by the real frameworks."""
-    out = tmp_path_factory.mktemp("agent-traces")
-    started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.integration.agent_traces", str(out)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=GENERATE_TIMEOUT_S,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    print(f"agent traces made in {time.monotonic() - started:.1f} s")  # shown with -s
-    return {p.stem: p.read_bytes() for p in out.glob("*.pb")}
-
-
-def score(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], payloads: list[bytes], *flags: str
-) -> tuple[int, Any, str]:
-    src = tmp_path / "traces.jsonl"
-    src.write_text("".join(otlp_json(p) + "\n" for p in payloads), encoding="utf-8")
-    code = main(["score", str(src), "--input-format", "otlp-json", "--judge", JUDGE, *flags])
-    captured = capsys.readouterr()
-    out = json.loads(captured.out) if "--format" in flags else captured.out
-    return code, out, captured.err
-
-
-def assert_specimen(out: dict[str, Any]) -> None:
-    summary = out["summary"]
-    assert summary["answers"] == 1
-    assert summary["citation_accuracy"] == 0.3333
-    assert summary["faithfulness"] == 1.0
-    assert summary["citation_coverage"] == 1.0
-    assert summary["verdicts"] == {
-        "correct": 1, "misattributed": 2, "multi_hop": 0, "unsupported": 0,
-        "dangling": 0, "unjudged": 0, "uncited": 0,
-    }  # fmt: skip
-    claims = out["answers"][0]["claims"]
-    assert [c.get("pattern") for c in claims] == [None, "first_retrieved", "other"]
+#: Every agent saw the passages in the specimen's order.
+PATTERNS = ["first_retrieved", "other"]
+agent_traces = traces_fixture("agent_traces", "agent_traces")
 
 
 @pytest.mark.parametrize("case", SPECIMEN_CASES)
 def test_each_agent_scores_the_specimen_offline(
     agent_traces: dict[str, bytes], case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, err = score(tmp_path, capsys, [agent_traces[case]], "--format", "json")
-    assert (code, err) == (0, "")
-    assert_specimen(out)
+    claims = score_specimen(tmp_path, capsys, agent_traces[case], PATTERNS)["claims"]
     # The passages are the three the tool returned, with the IDs the model saw.
-    claims = out["answers"][0]["claims"]
     if case == "langgraph-numbered":
         assert [c["cited_ids"] for c in claims] == [["1"], ["1"], ["3"]]
     elif case != "llamaindex-agent":  # LlamaIndex: node UUIDs, the app's IDs in metadata
@@ -142,8 +95,7 @@ def test_explain_input_names_the_tool_and_the_final_turn(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    _, out, _ = score(tmp_path, capsys, [agent_traces[case]], "--explain-input")
-    lines = out.splitlines()
+    lines = explain_input(tmp_path, capsys, agent_traces[case])
     assert lines[1].startswith(f"  passages:  span {passages}"), lines[1]
     assert lines[1].endswith(": 3 document(s)") and ";" not in lines[1], lines[1]
     assert lines[2].startswith("  answer:    span ") and answer in lines[2], lines[2]
@@ -194,8 +146,7 @@ def test_two_searches_are_both_retrieved_in_the_order_the_model_saw_them(
         ("pydantic-ai-two-searches", "'execute_tool search_docs'"),
         ("smolagents-two-searches", "'RetrieverTool'"),
     ):
-        _, out, _ = score(tmp_path, capsys, [agent_traces[case]], "--explain-input")
-        lines = out.splitlines()
+        lines = explain_input(tmp_path, capsys, agent_traces[case])
         searches = lines[1].removeprefix("  passages:  ").split("; ")
         assert [s.split(" (")[0].rsplit(" ", 1)[0] for s in searches] == [f"span {span}"] * 2
         assert [s.rsplit(": ", 1)[1] for s in searches] == ["2 document(s)", "1 document(s)"]
@@ -208,10 +159,14 @@ def test_numeric_markers_resolve_by_the_numbering_the_model_saw(
 ) -> None:
     """The results carry no IDs: [3] is the third document the model saw, the one the second
     search returned."""
-    _, out, _ = score(tmp_path, capsys, [agent_traces["langgraph-numbered"]], "--format", "json")
+    _, out, _ = score_offline(
+        tmp_path, capsys, [agent_traces["langgraph-numbered"]], "--format", "json"
+    )
     claims = out["answers"][0]["claims"]
     assert [c["resolved_ids"] for c in claims] == [["1"], ["1"], ["3"]]
-    _, text, _ = score(tmp_path, capsys, [agent_traces["langgraph-numbered"]], "--explain-input")
+    _, text, _ = score_offline(
+        tmp_path, capsys, [agent_traces["langgraph-numbered"]], "--explain-input"
+    )
     # Numbered by the assembler in the order the results came, so [3] is that document's ID.
     assert "  [3] 3: Enterprise agreements may include" in text
     assert "  marker [3] → 3 (by document ID)" in text
@@ -221,23 +176,19 @@ def test_id_only_results_are_filled_from_the_passage_store(
     agent_traces: dict[str, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     payload = [agent_traces["pydantic-ai-ids-only"]]
-    code, out, _ = score(tmp_path, capsys, payload, "--format", "json")
+    code, out, _ = score_offline(tmp_path, capsys, payload, "--format", "json")
     assert code == 1 and out["summary"]["verdicts"]["unjudged"] == 3
     assert {c["unjudged_cause"] for c in out["answers"][0]["claims"]} == {"no_passage_text"}
     store = tmp_path / "kb.jsonl"
     store.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in PASSAGES.items()))
-    code, out, err = score(
-        tmp_path, capsys, payload, "--format", "json", "--passage-store", str(store)
-    )
-    assert (code, err) == (0, "")
-    assert_specimen(out)
+    score_specimen(tmp_path, capsys, payload[0], PATTERNS, "--passage-store", str(store))
 
 
 def test_content_capture_off_is_explained_with_the_setting(
     agent_traces: dict[str, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     for case, setting in CONTENT_OFF.items():
-        code, _, err = score(tmp_path, capsys, [agent_traces[case]])
+        code, _, err = score_offline(tmp_path, capsys, [agent_traces[case]])
         assert code == 1
         assert "gave no answer (no_content)" in err, err
         assert "recorded with content capture off" in err and setting in err, err
@@ -249,14 +200,11 @@ def test_retrieval_tools_narrow_and_widen(
 ) -> None:
     payload = [agent_traces["openai-agents"]]
     # Excluded: the tool's result is not retrieval, and the trace has no passages.
-    code, _, err = score(tmp_path, capsys, payload, "--retrieval-tools", "*,-search_docs")
+    code, _, err = score_offline(tmp_path, capsys, payload, "--retrieval-tools", "*,-search_docs")
     assert code == 1 and "gave no answer (no_passages)" in err
-    code, _, err = score(tmp_path, capsys, payload, "--retrieval-tools", "kb_lookup")
+    code, _, err = score_offline(tmp_path, capsys, payload, "--retrieval-tools", "kb_lookup")
     assert code == 1 and "gave no answer (no_passages)" in err
-    code, out, _ = score(
-        tmp_path, capsys, payload, "--format", "json", "--retrieval-tools", "search_docs"
-    )
-    assert_specimen(out)
+    score_specimen(tmp_path, capsys, payload[0], PATTERNS, "--retrieval-tools", "search_docs")
 
 
 def test_a_teams_reader_reads_its_own_shape(
@@ -266,7 +214,7 @@ def test_a_teams_reader_reads_its_own_shape(
     only the first document of the JSON result, so the third claim's citation dangles and the
     second, citing p-3310 for what p-3312 says, is unsupported by what was retrieved."""
     pattern = r're:\{"id": "(?P<id>p-3310)", "text": "(?P<text>[^"]*)"\}'
-    _code, out, _ = score(
+    _code, out, _ = score_offline(
         tmp_path,
         capsys,
         [agent_traces["openai-agents"]],
@@ -289,40 +237,21 @@ async def test_every_agent_through_kafka(
     """``citemon run`` on the real broker, one monitor for every trace (each one message keyed
     by its trace ID, as the Collector's kafka exporter writes them); the content-off traces
     counted as ``no_content``."""
-    topic = await kafka_topic(partitions=2)
     cases = [*SPECIMEN_CASES, *CONTENT_OFF]
-    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
-    await producer.start()
-    try:
-        for case in cases:
-            payload = agent_traces[case]
-            req = ExportTraceServiceRequest.FromString(payload)
-            trace_id = req.resource_spans[0].scope_spans[0].spans[0].trace_id.hex()
-            await producer.send_and_wait(topic, payload, key=trace_id.encode())
-    finally:
-        await producer.stop()
-    settings = settings_for(kafka_bootstrap, topic, ("--judge", JUDGE), trace_window_s=1.0)
-    async with run_monitor(settings) as mon:
-        r = mon.registry
-        n = len(SPECIMEN_CASES)
-        await wait_for(
-            lambda: (
-                metric_sum(r, "citemon_answers_total") == n
-                and metric_sum(r, "citemon_traces_total", outcome="no_content") == len(CONTENT_OFF)
-            ),
-            60,
-            "every trace scored or counted",
-        )
-        assert metric_sum(r, "citemon_claims_total", verdict="correct") == n
-        assert metric_sum(r, "citemon_claims_total", verdict="misattributed") == 2 * n
-        assert metric_sum(r, "citemon_misattributions_total", pattern="first_retrieved") == n
-        assert metric_sum(r, "citemon_misattributions_total", pattern="other") == n
-        assert metric_sum(r, "citemon_faithful_claims_total") == 3 * n
+    n = len(SPECIMEN_CASES)
+    async with kafka_leg(
+        kafka_bootstrap,
+        kafka_topic,
+        {case: agent_traces[case] for case in cases},
+        answers=n,
+        outcomes={"no_content": len(CONTENT_OFF)},
+    ) as leg:
+        r = leg.registry
+        assert_specimen_metrics(r, n, {pattern: n for pattern in PATTERNS})
         for verdict in ("unjudged", "dangling", "uncited"):
             assert metric_sum(r, "citemon_claims_total", verdict=verdict) == 0
         for outcome in ("no_passages", "no_answer", "unrecognized"):
             assert metric_sum(r, "citemon_traces_total", outcome=outcome) == 0
-        assert metric_sum(r, "citemon_dead_letters_total") == 0
 
 
 async def test_run_reads_tools_with_its_own_settings(
@@ -336,25 +265,23 @@ async def test_run_reads_tools_with_its_own_settings(
     ``score`` earlier in the same process with other settings changes nothing for it."""
     payload = agent_traces["openai-agents"]
     code, out, _ = await asyncio.to_thread(  # score runs an event loop of its own
-        score, tmp_path, capsys, [payload], "--format", "json", "--retrieval-tools", "search_docs"
+        score_offline,
+        tmp_path,
+        capsys,
+        [payload],
+        "--format",
+        "json",
+        "--retrieval-tools",
+        "search_docs",
     )
     assert code == 0 and out["summary"]["answers"] == 1
-    topic = await kafka_topic(partitions=1)
-    spans = ExportTraceServiceRequest.FromString(payload).resource_spans[0].scope_spans[0].spans
-    key = spans[0].trace_id.hex().encode()
-    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
-    await producer.start()
-    try:
-        await producer.send_and_wait(topic, payload, key=key)
-    finally:
-        await producer.stop()
-    flags = ("--judge", JUDGE, "--retrieval-tools", "*,-search_docs")
-    settings = settings_for(kafka_bootstrap, topic, flags, trace_window_s=1.0)
-    async with run_monitor(settings) as mon:
-        r = mon.registry
-        await wait_for(
-            lambda: metric_sum(r, "citemon_traces_total", outcome="no_passages") == 1,
-            60,
-            "the trace counted without passages",
-        )
-        assert metric_sum(r, "citemon_answers_total") == 0
+    async with kafka_leg(
+        kafka_bootstrap,
+        kafka_topic,
+        {"openai-agents": payload},
+        answers=0,
+        outcomes={"no_passages": 1},
+        flags=("--judge", JUDGE, "--retrieval-tools", "*,-search_docs"),
+        partitions=1,
+    ) as leg:
+        assert metric_sum(leg.registry, "citemon_answers_total") == 0

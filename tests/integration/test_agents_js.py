@@ -16,32 +16,28 @@ score --input-format otlp-json``) and through Kafka (``citemon run``).
 from __future__ import annotations
 
 import hashlib
-import json
 import shutil
-import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaProducer
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from citemon._otlp.dialects.vercel import Vercel
 from citemon._otlp.spans import Limits
 from citemon._otlp.wire import parse_otlp_json
-from citemon.cli import main
 from tests.conftest import REPO, need_server
 from tests.integration.conftest import TopicFactory
-from tests.integration.monitor_support import (
-    metric_sum,
-    read_topic,
-    run_monitor,
-    settings_for,
-    wait_for,
+from tests.integration.monitor_support import metric_sum
+from tests.integration.trace_cases import (
+    assert_specimen_metrics,
+    explain_input,
+    generate,
+    kafka_leg,
+    read_traces,
+    score_offline,
+    score_specimen,
 )
 
-JUDGE = "tests.oracles:specimen_text_judge"
 JS_DIR = REPO / "tests" / "js"
 
 #: Cases that are the whole specimen: one answer, accuracy 0.33, faithfulness 1.00.
@@ -85,25 +81,16 @@ def js_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
     lock = hashlib.sha256((JS_DIR / "package-lock.json").read_bytes()).hexdigest()[:16]
     if modules.resolve().parent.name != lock:
         need_server("tests/js/node_modules", "it is another lock's install: run `make js-traces`")
-    out = tmp_path_factory.mktemp("js-traces")
-    started = time.monotonic()
-    done = subprocess.run(
-        [str(node), str(JS_DIR / "agents.mjs"), str(out)],
-        cwd=JS_DIR,
-        capture_output=True,
-        text=True,
-        timeout=GENERATE_TIMEOUT_S,
-        check=False,
+    command = [str(node), str(JS_DIR / "agents.mjs")]
+    return generate(
+        tmp_path_factory, "js-traces", command, cwd=JS_DIR, timeout_s=GENERATE_TIMEOUT_S
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    print(f"JavaScript traces made in {time.monotonic() - started:.1f} s")  # shown with -s
-    return out
 
 
 @pytest.fixture(scope="session")
 def js_traces(js_out: Path) -> dict[str, bytes]:
     """Every case's trace in OTLP/JSON."""
-    traces = {p.stem: p.read_bytes() for p in js_out.glob("*.json")}
+    traces = read_traces(js_out, "json")
     assert sorted(traces) == sorted((*SPECIMEN_CASES, *CONTENT_OFF_CASES))
     return traces
 
@@ -112,52 +99,20 @@ def js_traces(js_out: Path) -> dict[str, bytes]:
 def js_protobuf(js_out: Path) -> dict[str, bytes]:
     """Every case's trace in OTLP protobuf (what a Collector's kafka exporter writes by
     default)."""
-    traces = {p.stem: p.read_bytes() for p in js_out.glob("*.pb")}
+    traces = read_traces(js_out, "pb")
     assert sorted(traces) == sorted((*SPECIMEN_CASES, *CONTENT_OFF_CASES))
     return traces
-
-
-def score(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], payloads: list[bytes], *flags: str
-) -> tuple[int, Any, str]:
-    src = tmp_path / "traces.jsonl"
-    # The SDK's serialiser writes one line of JSON per request: an OTLP JSON-lines file as is.
-    src.write_bytes(b"".join(p.rstrip(b"\n") + b"\n" for p in payloads))
-    code = main(["score", str(src), "--input-format", "otlp-json", "--judge", JUDGE, *flags])
-    captured = capsys.readouterr()
-    out = json.loads(captured.out) if "--format" in flags else captured.out
-    return code, out, captured.err
-
-
-def trace_id(payload: bytes) -> str:
-    """The trace ID of a request of one trace, OTLP/JSON or protobuf."""
-    if payload.startswith(b"{"):
-        spans = json.loads(payload)["resourceSpans"][0]["scopeSpans"][0]["spans"]
-        return str(spans[0]["traceId"])
-    req = ExportTraceServiceRequest.FromString(payload)
-    return req.resource_spans[0].scope_spans[0].spans[0].trace_id.hex()
 
 
 @pytest.mark.parametrize("case", SPECIMEN_CASES)
 def test_each_js_agent_scores_the_specimen_offline(
     js_traces: dict[str, bytes], case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, err = score(tmp_path, capsys, [js_traces[case]], "--format", "json")
-    assert (code, err) == (0, "")
-    summary = out["summary"]
-    assert summary["answers"] == 1
-    assert summary["citation_accuracy"] == 0.3333
-    assert summary["faithfulness"] == 1.0
-    assert summary["citation_coverage"] == 1.0
-    assert summary["verdicts"] == {
-        "correct": 1, "misattributed": 2, "multi_hop": 0, "unsupported": 0,
-        "dangling": 0, "unjudged": 0, "uncited": 0,
-    }  # fmt: skip
-    claims = out["answers"][0]["claims"]
+    answer = score_specimen(tmp_path, capsys, js_traces[case], PATTERNS)
+    claims = answer["claims"]
     assert [c["cited_ids"] for c in claims] == CITED.get(case, SPECIMEN_CITED)
     assert [c["resolved_ids"] for c in claims] == CITED.get(case, SPECIMEN_CITED)
-    assert [c.get("pattern") for c in claims] == [None, *PATTERNS]
-    assert out["answers"][0]["service"] == "kb-agent"
+    assert answer["service"] == "kb-agent"
 
 
 @pytest.mark.parametrize(
@@ -179,8 +134,7 @@ def test_explain_input_names_the_tool_call_and_the_final_turn(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    _, out, _ = score(tmp_path, capsys, [js_traces[case]], "--explain-input")
-    lines = out.splitlines()
+    lines = explain_input(tmp_path, capsys, js_traces[case])
     assert lines[1].startswith(f"  passages:  span {passages_from} ")
     assert lines[1].endswith(": 3 document(s)")
     assert lines[2].startswith(f"  answer:    span {answer_from} ")
@@ -202,8 +156,7 @@ def test_two_searches_before_the_answer_are_both_retrieved(
     """The agent searches twice (p-3310 and p-3311, then p-3312) before answering: both
     results are the answer's passages, in the order the model saw them, and the markers
     resolve across them (the specimen's score: the offline test above)."""
-    _, out, _ = score(tmp_path, capsys, [js_traces["vercel-two-searches"]], "--explain-input")
-    lines = out.splitlines()
+    lines = explain_input(tmp_path, capsys, js_traces["vercel-two-searches"])
     first, second = lines[1].removeprefix("  passages:  ").split("; ")
     assert first.startswith("span 'ai.toolCall' ")
     assert first.endswith("(vercel tool search_docs): 2 document(s)")
@@ -233,7 +186,7 @@ def test_content_capture_off_is_counted_and_explained(
     """Recorded with content capture off (the SDK's ``recordInputs``/``recordOutputs: false``;
     OpenInference's ``hideInputs``/``hideOutputs``, whose ``__REDACTED__`` placeholder is no
     answer): no answer, explained, naming the setting that turns capture on."""
-    code, out, err = score(tmp_path, capsys, [js_traces[case]], "--format", "json")
+    code, out, err = score_offline(tmp_path, capsys, [js_traces[case]], "--format", "json")
     assert code == 1
     assert out["summary"]["answers"] == 0 and out["answers"] == []
     first, last = err.split("citemon: ")[1:]
@@ -250,9 +203,9 @@ def test_retrieval_tools_says_which_vercel_tools_search(
     left out, its result is no retrieval (the trace has an answer and no passages); named, it
     is."""
     trace = [js_traces["vercel-generate-text"]]
-    code, _, err = score(tmp_path, capsys, trace, "--retrieval-tools", "*,-search_docs")
+    code, _, err = score_offline(tmp_path, capsys, trace, "--retrieval-tools", "*,-search_docs")
     assert code == 1 and "gave no answer (no_passages)" in err
-    code, out, err = score(
+    code, out, err = score_offline(
         tmp_path, capsys, trace, "--retrieval-tools", "search_docs", "--format", "json"
     )
     assert (code, err) == (0, "")
@@ -307,50 +260,32 @@ async def test_every_js_agent_through_kafka(
     """``citemon run`` on the real broker: each trace one message keyed by its trace ID, as the
     JavaScript SDK serialised it (OTLP/JSON or protobuf); the content-off traces counted as
     such."""
-    topic = await kafka_topic(partitions=2)
-    results = await kafka_topic(partitions=1)
-    trace_ids = {}
-    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
-    await producer.start()
-    try:
-        # Every other trace in each encoding: the JSON an OTLP/HTTP JSON exporter (or a
-        # Collector with encoding otlp_json) sends, the protobuf a Collector writes by default.
-        for n, case in enumerate((*SPECIMEN_CASES, *CONTENT_OFF_CASES)):
-            payload = (js_traces if n % 2 else js_protobuf)[case]
-            trace_ids[trace_id(payload)] = case
-            await producer.send_and_wait(topic, payload, key=trace_id(payload).encode())
-    finally:
-        await producer.stop()
-    settings = settings_for(
-        kafka_bootstrap, topic, ("--judge", JUDGE), trace_window_s=1.0, results_topic=results
-    )
-    async with run_monitor(settings) as mon:
-        r = mon.registry
-        n = len(SPECIMEN_CASES)
-        await wait_for(
-            lambda: (
-                metric_sum(r, "citemon_answers_total") == n
-                and metric_sum(r, "citemon_traces_total", outcome="no_content") == 2
-            ),
-            60,
-            "every trace scored or counted",
-        )
+    # Every other trace in each encoding: the JSON an OTLP/HTTP JSON exporter (or a Collector
+    # with encoding otlp_json) sends, the protobuf a Collector writes by default.
+    cases = (*SPECIMEN_CASES, *CONTENT_OFF_CASES)
+    payloads = {case: (js_traces if n % 2 else js_protobuf)[case] for n, case in enumerate(cases)}
+    n = len(SPECIMEN_CASES)
+    async with kafka_leg(
+        kafka_bootstrap,
+        kafka_topic,
+        payloads,
+        answers=n,
+        outcomes={"no_content": 2},
+        results=True,
+    ) as leg:
+        r = leg.registry
+        trace_ids = {trace_id: case for case, trace_id in leg.trace_ids.items()}
         # Each answer's results record: the markers as cited, the specimen's verdicts and patterns.
-        bodies = [json.loads(m.value) for m in await read_topic(kafka_bootstrap, results)]
-        assert {trace_ids[b["trace_id"]]: b for b in bodies}.keys() == set(SPECIMEN_CASES)
-        for body in bodies:
+        bodies = await leg.results()
+        assert {trace_ids[t] for t in bodies} == set(SPECIMEN_CASES)
+        for body in bodies.values():
             claims = body["claims"]
             case = trace_ids[body["trace_id"]]
             assert [c["cited_ids"] for c in claims] == CITED.get(case, SPECIMEN_CITED)
             assert [c.get("pattern") for c in claims] == [None, *PATTERNS], (case, claims)
-        assert metric_sum(r, "citemon_claims_total", verdict="correct") == n
-        assert metric_sum(r, "citemon_claims_total", verdict="misattributed") == 2 * n
-        assert metric_sum(r, "citemon_misattributions_total", pattern="first_retrieved") == n
-        assert metric_sum(r, "citemon_misattributions_total", pattern="other") == n
-        assert metric_sum(r, "citemon_faithful_claims_total") == 3 * n
+        assert_specimen_metrics(r, n, {pattern: n for pattern in PATTERNS})
         for verdict in ("unjudged", "dangling", "uncited", "unsupported"):
             assert metric_sum(r, "citemon_claims_total", verdict=verdict) == 0
-        assert metric_sum(r, "citemon_dead_letters_total") == 0
         assert metric_sum(r, "citemon_traces_total", outcome="completed") == n
         for outcome in ("unrecognized", "no_passages", "no_answer"):
             assert metric_sum(r, "citemon_traces_total", outcome=outcome) == 0

@@ -12,30 +12,21 @@ passage text says what.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaProducer
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from citemon.cli import main
-from tests.conftest import REPO
 from tests.integration.conftest import TopicFactory
-from tests.integration.monitor_support import (
-    metric_sum,
-    read_topic,
-    run_monitor,
-    settings_for,
-    wait_for,
+from tests.integration.monitor_support import metric_sum
+from tests.integration.trace_cases import (
+    PATTERN_NAMES,
+    assert_specimen_metrics,
+    explain_input,
+    kafka_leg,
+    score_offline,
+    score_specimen,
+    traces_fixture,
 )
-from tests.otlp_json import otlp_json
-
-JUDGE = "tests.oracles:specimen_text_judge"
 
 #: Cases that are the whole specimen: one answer, accuracy 0.33, faithfulness 1.00.
 SPECIMEN_CASES = (
@@ -64,60 +55,14 @@ PATTERNS = {
     "mlflow-langchain": ["off_by_one", "off_by_one"],
     "genai": ["first_retrieved", "other"],
 }
-#: Seconds the child process may take to import every framework and make every trace.
-GENERATE_TIMEOUT_S = 300
-
-
-@pytest.fixture(scope="module")
-def real_traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
-    """Every case's trace (OTLP protobuf), made once by the real instrumentations."""
-    out = tmp_path_factory.mktemp("dialect-traces")
-    started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.integration.dialect_traces", str(out)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=GENERATE_TIMEOUT_S,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    print(f"real traces made in {time.monotonic() - started:.1f} s")  # shown with -s
-    return {p.stem: p.read_bytes() for p in out.glob("*.pb")}
-
-
-def score(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], payloads: list[bytes], *flags: str
-) -> tuple[int, Any, str]:
-    src = tmp_path / "traces.jsonl"
-    src.write_text("".join(otlp_json(p) + "\n" for p in payloads), encoding="utf-8")
-    code = main(["score", str(src), "--input-format", "otlp-json", "--judge", JUDGE, *flags])
-    captured = capsys.readouterr()
-    out = json.loads(captured.out) if "--format" in flags else captured.out
-    return code, out, captured.err
+real_traces = traces_fixture("dialect_traces", "real_traces")
 
 
 @pytest.mark.parametrize("case", SPECIMEN_CASES)
 def test_each_dialect_scores_the_specimen_offline(
     real_traces: dict[str, bytes], case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, err = score(tmp_path, capsys, [real_traces[case]], "--format", "json")
-    assert (code, err) == (0, "")
-    summary = out["summary"]
-    assert summary["answers"] == 1
-    assert summary["citation_accuracy"] == 0.3333
-    assert summary["faithfulness"] == 1.0
-    assert summary["citation_coverage"] == 1.0
-    assert summary["verdicts"] == {
-        "correct": 1, "misattributed": 2, "multi_hop": 0, "unsupported": 0,
-        "dangling": 0, "unjudged": 0, "uncited": 0,
-    }  # fmt: skip
-    claims = out["answers"][0]["claims"]
-    assert [c.get("pattern") for c in claims] == [None, *PATTERNS[case]]
-    assert summary["misattribution_patterns"] == {
-        p: PATTERNS[case].count(p)
-        for p in ("off_by_one", "first_retrieved", "previous_citation", "same_document", "other")
-    }
+    score_specimen(tmp_path, capsys, real_traces[case], PATTERNS[case])
 
 
 def test_llamaindex_markers_name_the_apps_ids_in_metadata(
@@ -125,7 +70,7 @@ def test_llamaindex_markers_name_the_apps_ids_in_metadata(
 ) -> None:
     """Documents loaded the usual way: node IDs are UUIDs, the IDs the model cites are in
     ``metadata["passage_id"]``. The markers resolve there (0.33, not 0.00 of dangling)."""
-    _, out, _ = score(
+    _, out, _ = score_offline(
         tmp_path, capsys, [real_traces["openinference-llamaindex"]], "--format", "json"
     )
     claims = out["answers"][0]["claims"]
@@ -134,7 +79,7 @@ def test_llamaindex_markers_name_the_apps_ids_in_metadata(
     assert all(len(r) == 1 and len(r[0]) == 36 for r in resolved)  # one node, a UUID each
     assert resolved[0] == resolved[1] != resolved[2]
     # Without the metadata keys the same trace is what it was before: all dangling.
-    _, bare, _ = score(
+    _, bare, _ = score_offline(
         tmp_path,
         capsys,
         [real_traces["openinference-llamaindex"]],
@@ -151,7 +96,9 @@ def test_textless_documents_leave_their_claims_unjudged(
     real_traces: dict[str, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The GenAI util's typed documents carry an ID and a score, no text: nothing to judge."""
-    code, out, err = score(tmp_path, capsys, [real_traces["genai-typed"]], "--format", "json")
+    code, out, err = score_offline(
+        tmp_path, capsys, [real_traces["genai-typed"]], "--format", "json"
+    )
     claims = out["answers"][0]["claims"]
     assert [(c["verdict"], c["unjudged_cause"], c["faithful"]) for c in claims] == [
         ("unjudged", "no_passage_text", None)
@@ -164,7 +111,7 @@ def test_traces_without_an_answer_are_explained(
     real_traces: dict[str, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     payloads = [real_traces["plain-http"], real_traces["genai-retrieval-only"]]
-    code, _, err = score(tmp_path, capsys, payloads)
+    code, _, err = score_offline(tmp_path, capsys, payloads)
     assert code == 1
     # Both are explained when the file ends (a bare root is held for its window too, in case the
     # rest of its trace follows), the summary line last.
@@ -184,8 +131,7 @@ def test_traces_without_an_answer_are_explained(
 def test_explain_input_shows_the_spans_and_each_markers_resolution(
     real_traces: dict[str, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _, out, _ = score(tmp_path, capsys, [real_traces["openllmetry-langchain"]], "--explain-input")
-    lines = out.splitlines()
+    lines = explain_input(tmp_path, capsys, real_traces["openllmetry-langchain"])
     assert lines[1].startswith("  passages:  span 'vector_db_retrieve VectorStoreRetriever' ")
     assert lines[1].endswith("(openllmetry task): 3 document(s)")
     assert lines[2].startswith("  answer:    span 'RunnableSequence.workflow' ")
@@ -202,56 +148,25 @@ async def test_every_dialect_through_kafka(
 ) -> None:
     """``citemon run`` on the real broker: each trace one message keyed by its trace ID, as the
     Collector's kafka exporter writes them; the no-answer traces counted by outcome."""
-    topic = await kafka_topic(partitions=2)
-    results = await kafka_topic(partitions=1)
     cases = [*SPECIMEN_CASES, "genai-typed", "genai-retrieval-only", "plain-http"]
-    trace_ids = {}
-    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
-    await producer.start()
-    try:
-        for case in cases:
-            payload = real_traces[case]
-            req = ExportTraceServiceRequest.FromString(payload)
-            trace_ids[case] = req.resource_spans[0].scope_spans[0].spans[0].trace_id.hex()
-            await producer.send_and_wait(topic, payload, key=trace_ids[case].encode())
-    finally:
-        await producer.stop()
-    settings = settings_for(
+    n = len(SPECIMEN_CASES)
+    async with kafka_leg(
         kafka_bootstrap,
-        topic,
-        ("--judge", JUDGE),
-        trace_window_s=1.0,
-        results_topic=results,
-    )
-    async with run_monitor(settings) as mon:
-        r = mon.registry
-        await wait_for(
-            lambda: (
-                metric_sum(r, "citemon_answers_total") == len(SPECIMEN_CASES) + 1
-                and metric_sum(r, "citemon_traces_total", outcome="no_answer") == 1
-                and metric_sum(r, "citemon_traces_total", outcome="unrecognized") == 1
-            ),
-            60,
-            "every trace scored or counted",
-        )
-        n = len(SPECIMEN_CASES)
-        assert metric_sum(r, "citemon_claims_total", verdict="correct") == n
-        assert metric_sum(r, "citemon_claims_total", verdict="misattributed") == 2 * n
-        for pattern in ("off_by_one", "first_retrieved", "previous_citation", "same_document",
-                        "other"):  # fmt: skip
-            want = sum(p.count(pattern) for p in PATTERNS.values())
-            assert metric_sum(r, "citemon_misattributions_total", pattern=pattern) == want
+        kafka_topic,
+        {case: real_traces[case] for case in cases},
+        answers=n + 1,
+        outcomes={"no_answer": 1, "unrecognized": 1},
+        results=True,
+    ) as leg:
+        r = leg.registry
+        patterns = {p: sum(case.count(p) for case in PATTERNS.values()) for p in PATTERN_NAMES}
+        assert_specimen_metrics(r, n, patterns)
         assert metric_sum(r, "citemon_claims_total", verdict="unjudged") == 3
         assert metric_sum(r, "citemon_claims_total", verdict="dangling") == 0
-        assert metric_sum(r, "citemon_faithful_claims_total") == 3 * n
         assert metric_sum(r, "citemon_traces_total", outcome="no_passages") == 0
-        assert metric_sum(r, "citemon_dead_letters_total") == 0
     # The results record keeps the markers as cited and the documents they resolved to.
-    bodies = {
-        b["trace_id"]: b
-        for b in (json.loads(r.value) for r in await read_topic(kafka_bootstrap, results))
-    }
-    assert len(bodies) == len(SPECIMEN_CASES) + 1
-    claims = bodies[trace_ids["openinference-llamaindex"]]["claims"]
+    bodies = await leg.results()
+    assert len(bodies) == n + 1
+    claims = bodies[leg.trace_ids["openinference-llamaindex"]]["claims"]
     assert [c["cited_ids"] for c in claims] == [["p-3310"], ["p-3310"], ["p-3312"]]
     assert all(len(c["resolved_ids"]) == 1 and len(c["resolved_ids"][0]) == 36 for c in claims)

@@ -16,30 +16,24 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaProducer
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from citemon.cli import main
 from tests.conftest import REPO, need_server
 from tests.integration.conftest import TopicFactory
 from tests.integration.dialect_traces import PASSAGES
-from tests.integration.monitor_support import (
-    metric_sum,
-    read_topic,
-    run_monitor,
-    settings_for,
-    wait_for,
-)
+from tests.integration.monitor_support import metric_sum
 from tests.integration.native_traces import URLS
-from tests.otlp_json import otlp_json
+from tests.integration.trace_cases import (
+    assert_specimen_metrics,
+    generate,
+    kafka_leg,
+    score_offline,
+    score_specimen,
+    traces_fixture,
+)
 
-JUDGE = "tests.oracles:specimen_text_judge"
 #: The OpenInference traces that are the whole specimen, and the IDs each cites by (the
 #: application's where the request carries them: a document title, a search result's source,
 #: a Cohere document ID, file attributes, Gemini custom metadata).
@@ -60,27 +54,13 @@ DROPPED = {
     ),
     "otel-google-genai": ("opentelemetry.instrumentation.google_genai", "(file_search)"),
 }
-GENERATE_TIMEOUT_S = 300
 #: opentelemetry-instrumentation-openai-v2 2.4b0 needs opentelemetry-util-genai 1.1b0, the main
 #: venv 1.3b0: its trace is made in a venv of its own, `make otel-openai-v2`
 #: (scripts/otel_openai_v2.sh), found by the same key, the pins' sha256.
 OPENAI_V2_LOCK = REPO / "tests" / "otel-openai-v2" / "requirements.txt"
 
 
-@pytest.fixture(scope="module")
-def real_traces(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
-    """Every case's trace (OTLP protobuf), made once by the real SDKs and instrumentations."""
-    out = tmp_path_factory.mktemp("native-traces")
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.integration.native_traces", str(out)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=GENERATE_TIMEOUT_S,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return {p.stem: p.read_bytes() for p in out.glob("*.pb")}
+real_traces = traces_fixture("native_traces", "real_traces")
 
 
 @pytest.fixture(scope="module")
@@ -92,51 +72,20 @@ def openai_v2_trace(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     python = cache / "otel-openai-v2" / key / "bin" / "python"
     if not (python.parent.parent / ".installed").exists():
         need_server("the opentelemetry-instrumentation-openai-v2 venv", "run `make otel-openai-v2`")
-    out = tmp_path_factory.mktemp("openai-v2-trace")
-    done = subprocess.run(
-        [str(python), "-m", "tests.integration.native_traces", str(out), "otel-openai-v2"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=GENERATE_TIMEOUT_S,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    command = [str(python), "-m", "tests.integration.native_traces"]
+    out = generate(tmp_path_factory, "openai-v2-trace", command, "otel-openai-v2")
     versions = json.loads((out / "versions.json").read_text())
     assert versions["opentelemetry-instrumentation-openai-v2"] == "2.4b0"
     assert versions["opentelemetry-util-genai"] == "1.1b0"
     return (out / "otel-openai-v2.pb").read_bytes()
 
 
-def score(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], payloads: list[bytes], *flags: str
-) -> tuple[int, Any, str]:
-    src = tmp_path / "traces.jsonl"
-    src.write_text("".join(otlp_json(p) + "\n" for p in payloads), encoding="utf-8")
-    code = main(["score", str(src), "--input-format", "otlp-json", "--judge", JUDGE, *flags])
-    captured = capsys.readouterr()
-    out = json.loads(captured.out) if "--format" in flags else captured.out
-    return code, out, captured.err
-
-
 @pytest.mark.parametrize("case", SPECIMEN_CASES)
 def test_each_providers_citations_score_the_specimen_offline(
     real_traces: dict[str, bytes], case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, err = score(tmp_path, capsys, [real_traces[case]], "--format", "json")
-    assert (code, err) == (0, "")
-    summary = out["summary"]
-    assert summary["answers"] == 1
-    assert summary["citation_accuracy"] == 0.3333
-    assert summary["faithfulness"] == 1.0
-    assert summary["citation_coverage"] == 1.0
-    assert summary["verdicts"] == {
-        "correct": 1, "misattributed": 2, "multi_hop": 0, "unsupported": 0,
-        "dangling": 0, "unjudged": 0, "uncited": 0,
-    }  # fmt: skip
-    claims = out["answers"][0]["claims"]
+    claims = score_specimen(tmp_path, capsys, real_traces[case], PATTERNS)["claims"]
     assert [c["cited_ids"] for c in claims] == [[pid] for pid in SPECIMEN_CASES[case]]
-    assert [c.get("pattern") for c in claims] == [None, *PATTERNS]
     assert not any("quote_mismatch" in c for c in claims)  # every quote is in its passage
 
 
@@ -145,7 +94,7 @@ def test_file_citations_resolve_to_the_search_results_by_file_id(
 ) -> None:
     """The claim cites the application's ID (the file's ``passage_id`` attribute); the
     passages are the search results, named by file ID."""
-    _, out, _ = score(
+    _, out, _ = score_offline(
         tmp_path, capsys, [real_traces["openinference-openai-responses"]], "--format", "json"
     )
     claims = out["answers"][0]["claims"]
@@ -160,7 +109,7 @@ def test_file_citations_resolve_to_the_search_results_by_file_id(
         ["file-3311aa"],
     ]
     # Without the metadata keys the citations are the provider's own IDs, same verdicts.
-    _, bare, _ = score(
+    _, bare, _ = score_offline(
         tmp_path,
         capsys,
         [real_traces["openinference-openai-responses"]],
@@ -181,7 +130,7 @@ def test_url_citations_are_judged_from_a_store_keyed_by_url(
     real_traces: dict[str, bytes], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     payload = real_traces["openinference-openai-chat-url"]
-    code, out, err = score(tmp_path, capsys, [payload], "--format", "json")
+    code, out, err = score_offline(tmp_path, capsys, [payload], "--format", "json")
     claims = out["answers"][0]["claims"]
     assert [(c["verdict"], c["unjudged_cause"]) for c in claims] == [
         ("unjudged", "no_passage_text")
@@ -192,7 +141,7 @@ def test_url_citations_are_judged_from_a_store_keyed_by_url(
         "".join(json.dumps({"id": URLS[p], "text": PASSAGES[p]}) + "\n" for p in PASSAGES),
         encoding="utf-8",
     )
-    code, out, err = score(
+    code, out, err = score_offline(
         tmp_path, capsys, [payload], "--format", "json", "--passage-store", str(store)
     )
     assert (code, err) == (0, "")
@@ -207,7 +156,7 @@ def test_url_citations_are_judged_from_a_store_keyed_by_url(
 def test_dropped_citations_are_explained_not_uncited(
     real_traces: dict[str, bytes], case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, err = score(tmp_path, capsys, [real_traces[case]], "--format", "json")
+    code, out, err = score_offline(tmp_path, capsys, [real_traces[case]], "--format", "json")
     assert code == 1
     assert out["summary"]["answers"] == 0
     assert out["summary"]["verdicts"]["uncited"] == 0
@@ -222,7 +171,7 @@ def test_openai_v2s_search_model_answer_is_citations_not_recorded(
 ) -> None:
     """opentelemetry-instrumentation-openai-v2 records the search model's answer without its
     url_citation annotations: explained, never uncited claims."""
-    code, out, err = score(tmp_path, capsys, [openai_v2_trace], "--format", "json")
+    code, out, err = score_offline(tmp_path, capsys, [openai_v2_trace], "--format", "json")
     assert code == 1
     assert out["summary"]["answers"] == 0
     assert out["summary"]["verdicts"]["uncited"] == 0
@@ -239,51 +188,25 @@ async def test_every_provider_through_kafka(
 ) -> None:
     """``citemon run`` on the real broker, one monitor for every trace: the specimen five
     times, the URL citations unjudged, the dropped citations counted by outcome."""
-    topic = await kafka_topic(partitions=2)
-    results = await kafka_topic(partitions=1)
     cases = [*SPECIMEN_CASES, "openinference-openai-chat-url", *DROPPED]
-    trace_ids = {}
-    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
-    await producer.start()
-    try:
-        for case in cases:
-            payload = real_traces[case]
-            req = ExportTraceServiceRequest.FromString(payload)
-            trace_ids[case] = req.resource_spans[0].scope_spans[0].spans[0].trace_id.hex()
-            await producer.send_and_wait(topic, payload, key=trace_ids[case].encode())
-    finally:
-        await producer.stop()
-    settings = settings_for(
-        kafka_bootstrap, topic, ("--judge", JUDGE), trace_window_s=1.0, results_topic=results
-    )
     n = len(SPECIMEN_CASES)
-    async with run_monitor(settings) as mon:
-        r = mon.registry
-        await wait_for(
-            lambda: (
-                metric_sum(r, "citemon_answers_total") == n + 1
-                and metric_sum(r, "citemon_traces_total", outcome="citations_not_recorded")
-                == len(DROPPED)
-            ),
-            60,
-            "every trace scored or counted",
-        )
-        assert metric_sum(r, "citemon_claims_total", verdict="correct") == n
-        assert metric_sum(r, "citemon_claims_total", verdict="misattributed") == 2 * n
+    async with kafka_leg(
+        kafka_bootstrap,
+        kafka_topic,
+        {case: real_traces[case] for case in cases},
+        answers=n + 1,
+        outcomes={"citations_not_recorded": len(DROPPED)},
+        results=True,
+    ) as leg:
+        r = leg.registry
+        assert_specimen_metrics(r, n, {pattern: n for pattern in PATTERNS})
         assert metric_sum(r, "citemon_claims_total", verdict="unjudged") == 3  # the URLs
         assert metric_sum(r, "citemon_claims_total", verdict="uncited") == 0
-        assert metric_sum(r, "citemon_faithful_claims_total") == 3 * n
-        for pattern in ("previous_citation", "other"):
-            assert metric_sum(r, "citemon_misattributions_total", pattern=pattern) == n
         assert metric_sum(r, "citemon_quote_mismatches_total") == 0
         assert metric_sum(r, "citemon_traces_total", outcome="no_passages") == 0
-        assert metric_sum(r, "citemon_dead_letters_total") == 0
-    bodies = {
-        b["trace_id"]: b
-        for b in (json.loads(m.value) for m in await read_topic(kafka_bootstrap, results))
-    }
+    bodies = await leg.results()
     assert len(bodies) == n + 1
     for case, cited in SPECIMEN_CASES.items():
-        claims = bodies[trace_ids[case]]["claims"]
+        claims = bodies[leg.trace_ids[case]]["claims"]
         assert [c["cited_ids"] for c in claims] == [[pid] for pid in cited]
         assert [c["verdict"] for c in claims] == ["correct", "misattributed", "misattributed"]
