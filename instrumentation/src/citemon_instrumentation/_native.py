@@ -172,6 +172,11 @@ class _Pool:
     def __init__(self) -> None:
         self.passages: list[Passage] = []
         self.named: dict[str, list[str]] = {}
+        # Kept as we go, not recomputed per passage: a response is untrusted input, and a
+        # megabyte of empty results (one file ID, or none) is a quarter million passages.
+        self._taken: set[str] = set()
+        self._suffix: dict[str, int] = {}
+        self._by_text: dict[str, str] = {}
 
     def add(
         self,
@@ -184,11 +189,14 @@ class _Pool:
         metadata: dict[str, Any] | None = None,
     ) -> str:
         base = pid or key
-        taken = {p.id for p in self.passages}
-        unique, n = base, 1
-        while unique in taken:
+        unique, n = base, self._suffix.get(base, 1)
+        while unique in self._taken:
             n += 1
             unique = f"{base}#{n}"
+        self._suffix[base] = n
+        self._taken.add(unique)
+        if text:
+            self._by_text.setdefault(text, unique)
         self.passages.append(
             Passage(
                 id=unique,
@@ -200,6 +208,10 @@ class _Pool:
         )
         self.named.setdefault(key, []).append(unique)
         return unique
+
+    def with_text(self, text: str) -> str | None:
+        """The first passage whose text is ``text``."""
+        return self._by_text.get(text)
 
     def ids(self, key: str, *, text: str = "", metadata: dict[str, Any] | None = None) -> list[str]:
         """The passages ``key`` names; one without text (for the passage store) if none."""
@@ -474,11 +486,11 @@ def _cohere(out: Mapping[str, Any], request: Mapping[str, Any]) -> NativeAnswer 
             if sid not in pool.named and text:
                 # A document the request gave without an ID: Cohere names it its own way;
                 # the same text is the same passage.
-                same = next((p.id for p in pool.passages if p.text == text), None)
+                same = pool.with_text(text)
                 if same is not None:
                     pool.named[sid] = [same]
-            ids.extend(p for p in pool.ids(sid, text=text, metadata=meta) if p not in ids)
-        citations.append(NativeCitation(start=s, end=e, ids=ids))
+            ids.extend(pool.ids(sid, text=text, metadata=meta))
+        citations.append(NativeCitation(start=s, end=e, ids=list(dict.fromkeys(ids))))
     if not citations and (off or not documents):
         return None
     question = _last_user_text(request.get("messages"))
@@ -603,8 +615,8 @@ def _gemini(out: Mapping[str, Any], request: Mapping[str, Any]) -> NativeAnswer 
             if index is None or key not in pool.named:
                 ids.append(key)  # names no chunk: dangling
                 continue
-            ids.extend(p for p in pool.named[key] if p not in ids)
-        citations.append(NativeCitation(start=s, end=e, ids=ids))
+            ids.extend(pool.named[key])
+        citations.append(NativeCitation(start=s, end=e, ids=list(dict.fromkeys(ids))))
     contents = request.get("contents")
     question = _last_user_text(contents if isinstance(contents, list) else [{"parts": contents}])
     if isinstance(contents, str):
