@@ -188,3 +188,24 @@ def test_citations_over_the_attribute_length_limit_mark_the_answer_truncated() -
         assert not record_anthropic_citations(span, response, messages=messages)
     (finished,) = exporter.get_finished_spans()
     assert (finished.attributes or {})[A.CITEMON_TRUNCATED] is True
+
+
+async def test_an_answer_cut_by_the_attribute_length_limit_keeps_no_offsets_past_it() -> None:
+    # The SDK cuts the answer to the limit; offsets into the whole answer would point past the
+    # cut (the monitor would refuse the trace as a bad attribute): the citations are not
+    # recorded and the answer is scored as truncated, unjudged, like any cut answer.
+    exporter = InMemorySpanExporter()
+    answer = nt.cohere_chat()["message"]["content"][0]["text"]
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": "rag-bot"}),
+        span_limits=SpanLimits(max_span_attribute_length=len(answer) - 20),
+    )
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    documents = [{"id": p, "data": {"text": PASSAGES[p][:40]}} for p in nt.ORDER]
+    with answer_span(QUESTION, tracer_provider=provider) as span:
+        assert not record_cohere_citations(span, nt.cohere_chat(), documents=documents)
+    (finished,) = exporter.get_finished_spans()
+    attrs = finished.attributes or {}
+    assert A.CITEMON_CITATIONS not in attrs and attrs[A.CITEMON_TRUNCATED] is True
+    (record,) = _decoded(exporter)
+    assert record.truncated and record.citations is None

@@ -192,8 +192,9 @@ class AnswerSpan:
         :meth:`set_passages` and :meth:`set_answer`. ``False`` when nothing was recorded (a
         response this provider's reader cannot read is a counted shim error, never raised).
 
-        With a redact hook that changes the answer's length, the offsets would point into
-        other text: the citations are not recorded and the answer is marked truncated.
+        With a redact hook that changes the answer's length, or an answer the SDK cuts to its
+        attribute length limit, the offsets would point into other text: the citations are not
+        recorded and the answer is marked truncated.
         """
         try:
             if not self.span.is_recording():
@@ -209,8 +210,10 @@ class AnswerSpan:
         self.set_answer(got.answer)
         try:
             cleaned = self._clean(got.answer) if self._redact is not None else got.answer
-            if cleaned is None or len(cleaned) != len(got.answer):
-                self._truncated = True  # the offsets would point into other text
+            if cleaned is None or len(cleaned) != len(got.answer) or self._too_long(cleaned):
+                # The offsets would point into other text, or past where the SDK cut the
+                # answer (its attribute length limit).
+                self._truncated = True
                 return False
             items = []
             for c in got.citations:
