@@ -424,3 +424,34 @@ def test_cohere_documents_given_without_ids_are_matched_by_their_text() -> None:
     assert got is not None
     assert [p.id for p in got.passages] == ["doc:0", "doc:1", "doc:2"]  # no duplicates
     assert [c.ids for c in got.citations] == [["doc:1"], ["doc:1"], ["doc:2"]]
+
+
+def test_a_gemini_segments_part_index_counts_every_part_of_the_content() -> None:
+    # part_index is "the index of a Part object within its parent Content object": a thought
+    # summary (include_thoughts) or a function call before the text still takes an index.
+    first, second = "Les journaux sont conservés 90 jours.", "Écrivez au support."
+    body = _gemini(
+        "",
+        [
+            {
+                "segment": {"part_index": 1, "end_index": len(first.encode()), "text": first},
+                "grounding_chunk_indices": [0],
+            },
+            {
+                "segment": {"part_index": 3, "end_index": len(second.encode()), "text": second},
+                "grounding_chunk_indices": [1],
+            },
+        ],
+    )
+    body["candidates"][0]["content"]["parts"] = [
+        {"text": "Looking up the retention policy.", "thought": True},
+        {"text": first},
+        {"function_call": {"name": "noop", "args": {}}},
+        {"text": second},
+    ]
+    got = read_native(_span(body), LIMITS)
+    assert got is not None and got.answer == first + second
+    assert [(got.answer[c.start : c.end], c.ids) for c in got.citations] == [
+        (first, ["a.md"]),
+        (second, ["b.md"]),
+    ]

@@ -563,17 +563,20 @@ def _gemini(out: Mapping[str, Any], request: Mapping[str, Any]) -> NativeAnswer 
     candidate = candidates[0]
     content = candidate.get("content")
     parts = _dicts(content.get("parts")) if isinstance(content, dict) else []
-    texts = [
-        str(p["text"]) for p in parts if isinstance(p.get("text"), str) and not p.get("thought")
+    # Indexed by the part's place in the content (a segment's ``part_index`` counts every
+    # part: a thought summary or a function call takes an index too); None: no answer text.
+    texts: list[str | None] = [
+        str(p["text"]) if isinstance(p.get("text"), str) and not p.get("thought") else None
+        for p in parts
     ]
     grounding = _obj(_g(candidate, "grounding_metadata"))
-    if not texts or not (grounding or _gemini_asked(request)):
+    if not any(t is not None for t in texts) or not (grounding or _gemini_asked(request)):
         return None
-    answer = "".join(texts)
+    answer = "".join(t for t in texts if t is not None)
     encoded = answer.encode("utf-8")
     bases = [0]
     for t in texts:
-        bases.append(bases[-1] + len(t.encode("utf-8")))
+        bases.append(bases[-1] + (len(t.encode("utf-8")) if t is not None else 0))
     pool = _Pool()
     chunks = _dicts(_g(grounding, "grounding_chunks"))
     for i, chunk in enumerate(chunks):
@@ -586,7 +589,7 @@ def _gemini(out: Mapping[str, Any], request: Mapping[str, Any]) -> NativeAnswer 
         start = 0 if start is None else start  # a segment starting at 0 has no start_index
         end = _g(segment, "end_index")
         s_b, e_b = _int(start), _int(end)
-        if part >= len(texts) or s_b is None or e_b is None:
+        if not 0 <= part < len(texts) or texts[part] is None or s_b is None or e_b is None:
             raise _bad("gemini", f"grounding support {n} has no usable segment ({segment!r})")
         s_b, e_b = bases[part] + s_b, bases[part] + e_b
         if not bases[part] <= s_b <= e_b <= bases[part + 1]:
