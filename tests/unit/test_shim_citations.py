@@ -151,6 +151,7 @@ def test_a_redact_hook_that_changes_the_answers_length_drops_the_offsets() -> No
     (finished,) = exporter.get_finished_spans()
     attrs = finished.attributes or {}
     assert A.CITEMON_CITATIONS not in attrs and attrs[A.CITEMON_TRUNCATED] is True
+    assert "changed the answer's length" in str(attrs[A.CITEMON_CITATIONS_DROPPED])
 
 
 def test_quotes_go_through_the_redact_hook() -> None:
@@ -193,7 +194,7 @@ def test_citations_over_the_attribute_length_limit_mark_the_answer_truncated() -
 async def test_an_answer_cut_by_the_attribute_length_limit_keeps_no_offsets_past_it() -> None:
     # The SDK cuts the answer to the limit; offsets into the whole answer would point past the
     # cut (the monitor would refuse the trace as a bad attribute): the citations are not
-    # recorded and the answer is scored as truncated, unjudged, like any cut answer.
+    # recorded, and the span says why.
     exporter = InMemorySpanExporter()
     answer = nt.cohere_chat()["message"]["content"][0]["text"]
     provider = TracerProvider(
@@ -207,5 +208,26 @@ async def test_an_answer_cut_by_the_attribute_length_limit_keeps_no_offsets_past
     (finished,) = exporter.get_finished_spans()
     attrs = finished.attributes or {}
     assert A.CITEMON_CITATIONS not in attrs and attrs[A.CITEMON_TRUNCATED] is True
-    (record,) = _decoded(exporter)
-    assert record.truncated and record.citations is None
+    assert "longer than the span attribute length limit" in str(attrs[A.CITEMON_CITATIONS_DROPPED])
+
+
+def test_citations_the_shim_could_not_record_are_counted_never_scored_uncited() -> None:
+    # A redact hook that changes the answer's length leaves no offsets to record. Scored, the
+    # answer's claims would be `uncited` (truncation keeps an uncited verdict) and coverage would
+    # fall for a fault of the tracing: the trace is counted as citations_not_recorded instead.
+    from citemon._otlp.assembly import TraceAssembler
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "rag-bot"}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with answer_span(
+        QUESTION, tracer_provider=provider, redact=lambda t: t.replace("90", "NN0")
+    ) as span:
+        assert not record_gemini_citations(span, nt.gemini_response())
+    payload = bytes(encode_spans(exporter.get_finished_spans()).SerializeToString())
+    batch = decode_otlp_proto(payload)
+    assembler = TraceAssembler(explain=True)
+    assert batch.records + assembler.add(batch.spans) + assembler.flush() == []
+    assert assembler.outcomes()["citations_not_recorded"] == 1
+    (item,) = assembler.take_unanswered()
+    assert "redact hook changed the answer's length" in (item.parts[0].citations_dropped or "")

@@ -15,7 +15,8 @@ is returned.
 
 With a redact hook that changes the answer's length, or an answer longer than the SDK's
 attribute length limit (which cuts it), the offsets no longer fit the text: the citations are
-not recorded and the answer is marked truncated (scored ``unjudged``).
+not recorded, the span says why (``citemon.citations_dropped``), and the monitor counts the
+answer ``citations_not_recorded`` (scored, its claims would all be uncited).
 """
 
 from __future__ import annotations

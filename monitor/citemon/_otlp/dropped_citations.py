@@ -17,6 +17,10 @@ citations. Seen in real traces (tests/integration/native_traces.py):
   ``annotations``: an OpenAI search model (``gpt-4o-search-preview``, ``…-search-api``) searches
   the web on every request and cites with ``url_citation``, and the request's model is recorded.
 
+* citemon's own shim, when a ``record_*_citations`` helper could not record the offsets (a
+  redact hook that changes the answer's length, an answer over the attribute length limit): it
+  says so in ``citemon.citations_dropped``;
+
 Not detectable, so not flagged: Cohere under OpenLLMetry records neither the documents nor the
 citations (a ``no_passages`` trace); the anthropic SDK's own tracing records neither content
 nor documents.
@@ -29,6 +33,7 @@ from typing import Any, Final
 
 from citemon._otlp.dialects.values import json_value
 from citemon._otlp.spans import RawSpan, TraceSpan
+from citemon_instrumentation import attributes as A
 
 __all__ = ["citations_dropped", "dropped_citations"]
 
@@ -100,6 +105,9 @@ def citations_dropped(raw: RawSpan) -> str | None:
     """Why the answer a dialect read from ``raw`` has citations the trace does not carry, or
     ``None`` when nothing says its request asked for any."""
     attrs = raw.attrs
+    shim = attrs.get(A.CITEMON_CITATIONS_DROPPED)
+    if isinstance(shim, str) and A.CITEMON_CITATIONS not in attrs:
+        return f"{shim}; fix that and the helper records them"
     provider = str(attrs.get("gen_ai.provider.name") or attrs.get("gen_ai.system") or "").lower()
     n = _anthropic_sources(attrs)
     if n:

@@ -205,7 +205,13 @@ class OpenInference:
             has_docs and kind != "RETRIEVER" and A.OUTPUT_VALUE in attrs
         )
         if is_answer:
-            return _record(raw, limits) or NOT_AN_ANSWER
+            record = _record(raw, limits)
+            if record is not None and A.CITEMON_CITATIONS_DROPPED in attrs:
+                # The shim could not record the provider's citations: as a part, for the
+                # assembler to count as citations_not_recorded (scored, every claim would be
+                # uncited for a fault of the tracing).
+                return _dropped_part(raw, record, self.name)
+            return record or NOT_AN_ANSWER
         part = TraceSpan.of(raw, kind=kind, dialect=self.name)
         if kind == "RETRIEVER" and has_docs:
             docs, missing = _documents(attrs, limits.max_passages)
@@ -250,6 +256,15 @@ class OpenInference:
                 part.nbytes += len(answer) + len(part.question or "")
                 return part
         return None
+
+
+def _dropped_part(raw: RawSpan, record: AnswerRecord, dialect: str) -> TraceSpan:
+    """A shim answer without the native citations it should carry, as a trace part."""
+    part = TraceSpan.of(raw, kind="", dialect=dialect)
+    part.answer, part.question = record.answer, record.question
+    part.documents, part.truncated = record.passages, True
+    part.nbytes += len(record.answer) + sum(len(p.text) for p in record.passages)
+    return part
 
 
 def _record(raw: RawSpan, limits: Limits) -> AnswerRecord | None:
