@@ -455,3 +455,30 @@ def test_a_gemini_segments_part_index_counts_every_part_of_the_content() -> None
         (first, ["a.md"]),
         (second, ["b.md"]),
     ]
+
+
+@pytest.mark.parametrize(
+    "model", ["acme-research-7b", "o3-deep-research", "searchlight-8b", "my-search-bot"]
+)
+def test_a_chat_completion_from_a_model_not_openais_search_model_is_read_as_before(
+    model: str,
+) -> None:
+    # Any OpenAI-compatible server (vLLM, llama.cpp, Ollama) answers chat.completion: a model
+    # whose name merely holds "search" is not OpenAI's search model. Taken for one, an answer
+    # with inline markers lost its retriever's passages and had every claim called uncited.
+    body = nt.openai_chat_completion()
+    body["model"] = model
+    body["choices"][0]["message"]["annotations"] = []
+    body["choices"][0]["message"]["content"] = "Logs are kept 90 days [p-3310]."
+    assert read_native(_span(body), LIMITS) is None
+
+
+@pytest.mark.parametrize(
+    "model", ["gpt-4o-search-preview", "gpt-4o-mini-search-preview-2025-03-11"]
+)
+def test_openais_search_models_answer_without_annotations_cites_nothing(model: str) -> None:
+    body = nt.openai_chat_completion()
+    body["model"] = model
+    body["choices"][0]["message"]["annotations"] = []
+    got = read_native(_span(body), LIMITS)
+    assert got is not None and got.citations == [] and got.passages == []

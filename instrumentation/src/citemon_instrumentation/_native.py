@@ -49,6 +49,7 @@ __all__ = [
     "NativeAnswer",
     "NativeCitation",
     "Passage",
+    "is_openai_search_model",
     "parse_response",
     "to_json",
 ]
@@ -423,11 +424,24 @@ def _openai_chat(out: Mapping[str, Any], request: Mapping[str, Any]) -> NativeAn
         for a in _dicts(message.get("annotations"))
         if (c := _openai_annotation(a, text, 0, pool)) is not None
     ]
-    searched = "web_search_options" in request or "search" in str(out.get("model", ""))
+    searched = "web_search_options" in request or is_openai_search_model(out.get("model"))
     if not citations and not searched:
         return None
     question = _last_user_text(request.get("messages"))
     return NativeAnswer("openai", text, question, pool.passages, citations)
+
+
+def is_openai_search_model(model: Any) -> bool:
+    """OpenAI's Chat Completions search models (``gpt-4o-search-preview``,
+    ``gpt-4o-mini-search-preview-2025-03-11``, ``gpt-5-search-api``), which search the web on
+    every request and cite with ``url_citation``. Not any model whose name holds "search" or
+    "research": every OpenAI-compatible server (vLLM, llama.cpp, Ollama) answers
+    ``chat.completion``, and its answer is read for inline markers as before."""
+    return (
+        isinstance(model, str)
+        and model.startswith("gpt-")
+        and ("-search-" in model or model.endswith("-search"))
+    )
 
 
 # -- Cohere -----------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from typing import Any, Final
 from citemon._otlp.dialects.values import json_value
 from citemon._otlp.spans import RawSpan, TraceSpan
 from citemon_instrumentation import attributes as A
+from citemon_instrumentation._native import is_openai_search_model
 
 __all__ = ["citations_dropped", "dropped_citations"]
 
@@ -124,7 +125,7 @@ def citations_dropped(raw: RawSpan) -> str | None:
             + _RECORDS_THEM["gemini"]
         )
     model = str(attrs.get("gen_ai.request.model") or "")
-    if provider == "openai" and ("-search-" in model or model.endswith("-search")):
+    if provider == "openai" and is_openai_search_model(model):
         return (
             f"the request asked OpenAI's search model {model}, which cites the pages it "
             f"searched (url_citation annotations), and {_who(raw)} records the answer's text "
