@@ -482,3 +482,20 @@ def test_openais_search_models_answer_without_annotations_cites_nothing(model: s
     body["choices"][0]["message"]["annotations"] = []
     got = read_native(_span(body), LIMITS)
     assert got is not None and got.citations == [] and got.passages == []
+
+
+def test_a_gemini_call_with_function_tools_only_is_read_as_before() -> None:
+    # An agent's Gemini turn declares its search tool as a function: no grounding was asked
+    # for. Taken for a grounded answer, it lost the tool's passages and every claim was uncited.
+    body = _gemini("Logs are kept 90 days [p-3310].", [])
+    del body["candidates"][0]["grounding_metadata"]
+    request = {
+        "contents": "How long are logs kept?",
+        "config": {"tools": [{"function_declarations": [{"name": "search_docs"}]}]},
+    }
+    assert read_native(_span(body, request), LIMITS) is None
+    request["config"]["tools"].append({"file_search": {"file_search_store_names": ["s"]}})
+    got = read_native(_span(body, request), LIMITS)
+    assert got is not None and got.citations == []
+    request["config"]["tools"] = [{"googleSearch": {}}]  # the REST JSON's camelCase
+    assert read_native(_span(body, request), LIMITS) is not None

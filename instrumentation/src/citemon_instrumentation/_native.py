@@ -525,7 +525,9 @@ def _g(d: Mapping[str, Any], snake: str) -> Any:
 def _gemini_asked(request: Mapping[str, Any]) -> bool:
     config = _obj(request.get("config"))
     tools = _dicts(request.get("tools")) + _dicts(config.get("tools"))
-    return any(k in _GEMINI_GROUNDING_TOOLS or _g(t, k) for t in tools for k in t)
+    # A grounding tool by its key, snake_case (the SDK's dump) or camelCase (the REST JSON);
+    # function declarations (an agent's own search tool) ask for no grounding.
+    return any(_g(t, k) is not None for t in tools for k in _GEMINI_GROUNDING_TOOLS)
 
 
 def _gemini_chunk(chunk: Mapping[str, Any], i: int, pool: _Pool) -> None:
