@@ -499,3 +499,39 @@ def test_a_gemini_call_with_function_tools_only_is_read_as_before() -> None:
     assert got is not None and got.citations == []
     request["config"]["tools"] = [{"googleSearch": {}}]  # the REST JSON's camelCase
     assert read_native(_span(body, request), LIMITS) is not None
+
+
+def test_a_gemini_function_tool_named_like_a_grounding_tool_asks_for_no_grounding() -> None:
+    # opentelemetry-instrumentation-google-genai records a function declaration as
+    # {"type": "function", "name": …} and a grounding tool as {"type": "file_search", "name":
+    # "file_search"}: an agent's own function called `retrieval` grounds nothing.
+    from citemon._otlp.dropped_citations import citations_dropped
+    from citemon._otlp.spans import RawSpan
+
+    def raw(tools: list[dict[str, Any]]) -> RawSpan:
+        attrs = {
+            "gen_ai.provider.name": "gcp.gemini",
+            "gen_ai.tool.definitions": json.dumps(tools),
+            "gen_ai.output.messages": json.dumps(
+                [{"role": "assistant", "parts": [{"type": "text", "content": "Kept 90 days."}]}]
+            ),
+        }
+        return RawSpan(
+            resource=ResourceInfo(),
+            trace_id="t" * 32,
+            span_id="s" * 16,
+            parent_span_id="",
+            name="chat",
+            start_ns=0,
+            end_ns=1,
+            error=False,
+            dropped_attributes=0,
+            attrs=attrs,
+        )
+
+    function = {"type": "function", "name": "retrieval", "description": "search the docs"}
+    assert citations_dropped(raw([function])) is None
+    grounding = {"type": "file_search", "name": "file_search"}
+    assert "ground its answer (file_search)" in (
+        citations_dropped(raw([function, grounding])) or ""
+    )

@@ -92,7 +92,9 @@ def _grounding_tools(attrs: Mapping[str, Any]) -> list[str]:
         return []
     out = []
     for tool in tools:
-        if isinstance(tool, dict):
+        # A function declaration ({"type": "function", "name": …}) grounds nothing, whatever
+        # the application named it (an agent's own `retrieval` function).
+        if isinstance(tool, dict) and tool.get("type") != "function":
             name = next(
                 (str(tool[k]) for k in ("type", "name") if str(tool.get(k)) in _GROUNDING_TOOLS),
                 None,
