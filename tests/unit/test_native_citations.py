@@ -535,3 +535,22 @@ def test_a_gemini_function_tool_named_like_a_grounding_tool_asks_for_no_groundin
     assert "ground its answer (file_search)" in (
         citations_dropped(raw([function, grounding])) or ""
     )
+
+
+def test_a_quote_in_a_truncated_answer_is_not_called_a_mismatch() -> None:
+    # The shim (or any producer) cut the passage at the span attribute length limit and
+    # marked the answer truncated: the quote's end is past the cut, which is no evidence
+    # against the provider (as a failed claim in a truncated answer is none against its
+    # citation).
+    whole = PASSAGES["p-3310"]
+    quote = whole[-30:]
+    record = AnswerRecord(
+        answer="Logs are kept 90 days.",
+        passages=[Passage(id="p-3310", text=whole[:40])],
+        citations=[NativeCitation(start=0, end=4, ids=["p-3310"], quote=quote)],
+        truncated=True,
+    )
+    (claim,) = extract_claims(record)
+    assert not claim.quote_mismatch
+    (claim,) = extract_claims(record.model_copy(update={"truncated": False}))
+    assert claim.quote_mismatch

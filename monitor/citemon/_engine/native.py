@@ -12,6 +12,7 @@ that ID (and names every chunk that carries it), else by its own.
 Where the provider quotes the passage it cites (Anthropic's ``cited_text``), the quote is
 checked against that passage's text without a judge: a quote that is not there sets the claim's
 ``quote_mismatch`` (whitespace aside: a quote over several content blocks is their texts joined).
+Not in an answer marked truncated, whose passages may have been cut short of the quote.
 """
 
 from __future__ import annotations
@@ -132,7 +133,9 @@ def native_claims(
                 if not pids:
                     dangling.append(name)
                 resolved.update(dict.fromkeys(pids))
-            if citation.quote and not mismatch:
+            # A truncated answer's passages may be cut short of the quote: not checked, as a
+            # failed claim there blames no citation (apply_truncation).
+            if citation.quote and not mismatch and not record.truncated:
                 texts = [bare(p) for p in citation.ids if p in by_id and by_id[p].text]
                 mismatch = bool(texts) and not _quote_in(citation.quote, texts)
         claims.append(
