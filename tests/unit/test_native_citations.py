@@ -554,3 +554,41 @@ def test_a_quote_in_a_truncated_answer_is_not_called_a_mismatch() -> None:
     assert not claim.quote_mismatch
     (claim,) = extract_claims(record.model_copy(update={"truncated": False}))
     assert claim.quote_mismatch
+
+
+def test_a_lone_surrogate_in_a_document_or_a_citation_is_invalid_utf8() -> None:
+    # JSON may escape a lone surrogate ("\ud800"); every other reader refuses it as
+    # invalid_utf8 (a record holding one cannot be written as JSON: the results topic,
+    # the evaluation events).
+    answer = "Logs are kept 90 days."
+    out = {
+        "type": "message",
+        "content": [
+            {
+                "type": "text",
+                "text": answer,
+                "citations": [{"type": "char_location", "document_index": 0, "cited_text": "x"}],
+            }
+        ],
+    }
+    document = {"type": "document", "source": {"type": "text", "data": "Logs: 90 days."}}
+    request = {"messages": [{"role": "user", "content": [{**document, "title": "p-1"}]}]}
+    assert read_native(_span(out, request), LIMITS) is not None
+    bad_text = {**document, "source": {"type": "text", "data": "Logs: \ud800 days."}}
+    bad_title = {**document, "title": "p-\udc00"}
+    for block in (bad_text, bad_title):
+        request = {"messages": [{"role": "user", "content": [block]}]}
+        with pytest.raises(DecodeError) as err:
+            read_native(_span(out, request), LIMITS)
+        assert err.value.reason == "invalid_utf8"
+    out["content"][0]["citations"][0]["cited_text"] = "\ud800"
+    request = {"messages": [{"role": "user", "content": [{**document, "title": "p-1"}]}]}
+    with pytest.raises(DecodeError) as err:
+        read_native(_span(out, request), LIMITS)
+    assert err.value.reason == "invalid_utf8"
+    from citemon._otlp.native_citations import shim_citations
+
+    value = json.dumps([{"start": 0, "end": 4, "ids": ["p-\ud800"]}])
+    with pytest.raises(DecodeError) as err:
+        shim_citations({"citemon.citations": value}, answer)
+    assert err.value.reason == "invalid_utf8"
