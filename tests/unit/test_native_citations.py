@@ -592,3 +592,31 @@ def test_a_lone_surrogate_in_a_document_or_a_citation_is_invalid_utf8() -> None:
     with pytest.raises(DecodeError) as err:
         shim_citations({"citemon.citations": value}, answer)
     assert err.value.reason == "invalid_utf8"
+
+
+def test_cohere_citations_of_the_thinking_are_not_the_answers() -> None:
+    # Command A Reasoning returns a thinking block before the text, and may cite documents in
+    # it: a citation's `type` (THINKING_CONTENT, TEXT_CONTENT, PLAN) says which, and its
+    # `content_index` names the block its offsets are in.
+    body = nt.cohere_chat()
+    thinking = "The user asks about retention; document p-3310 covers it."
+    body["message"]["content"].insert(0, {"type": "thinking", "thinking": thinking})
+    for c in body["message"]["citations"]:
+        c["content_index"] = 1
+    at = thinking.index("document p-3310")
+    body["message"]["citations"].insert(
+        0,
+        {
+            "start": at,
+            "end": at + 15,
+            "text": "document p-3310",
+            "type": "THINKING_CONTENT",
+            "content_index": 0,
+            "sources": [{"type": "document", "id": "p-3310"}],
+        },
+    )
+    request = {"documents": [{"id": p, "data": {"text": PASSAGES[p]}} for p in nt.ORDER]}
+    got = read_native(_span(body, request), LIMITS)
+    assert got is not None and got.answer == nt.ANSWER
+    want = read_native(_span(nt.cohere_chat(), request), LIMITS)
+    assert want is not None and got.citations == want.citations

@@ -16,8 +16,9 @@ OpenAI Responses       ``output_text`` ``annotations``: ``file_citation`` whose 
                        ``container_file_citation`` with a character range.
 OpenAI Chat            ``message.annotations`` ``url_citation``: a character range and a URL; the
                        page text is nowhere in the trace.
-Cohere v2 chat         ``message.citations``: ``start``/``end`` into the answer, the cited phrase,
-                       ``sources`` naming the request's ``documents`` by ID.
+Cohere v2 chat         ``message.citations``: ``start``/``end`` into the text block
+                       ``content_index`` names, the cited phrase, ``sources`` naming the request's
+                       ``documents`` by ID; those of the thinking or the plan (``type``) skipped.
 Gemini                 ``grounding_metadata.grounding_supports``: a segment in UTF-8 *bytes* of
                        the part it is in (no ``start_index`` when it starts at 0) and
                        ``grounding_chunk_indices`` into ``grounding_chunks`` (``retrieved_context``
@@ -467,9 +468,17 @@ def _cohere(out: Mapping[str, Any], request: Mapping[str, Any]) -> NativeAnswer 
     content = message.get("content")
     if not isinstance(content, list):
         return None
-    answer = "".join(
-        str(b["text"]) for b in _dicts(content) if b.get("type") == "text" and "text" in b
-    )
+    # Where each content block's text starts in the answer (the text blocks joined); a
+    # thinking block holds none of it.
+    blocks = [b for b in content if isinstance(b, dict)]
+    starts: list[int | None] = []
+    answer = ""
+    for b in blocks:
+        if b.get("type") == "text" and "text" in b:
+            starts.append(len(answer))
+            answer += str(b["text"])
+        else:
+            starts.append(None)
     pool = _Pool()
     documents = request.get("documents")
     documents = documents if isinstance(documents, list) else []
@@ -482,7 +491,18 @@ def _cohere(out: Mapping[str, Any], request: Mapping[str, Any]) -> NativeAnswer 
     off = isinstance(options, dict) and str(options.get("mode", "")).upper() == "OFF"
     citations: list[NativeCitation] = []
     for n, c in enumerate(_dicts(message.get("citations"))):
-        s, e = _range("cohere", answer, c.get("start"), c.get("end"), f"citation {n}")
+        # A citation of the model's thinking or tool plan (``type``) is not the answer's; its
+        # offsets are in the block ``content_index`` names (the first, when it names none).
+        if str(c.get("type") or "TEXT_CONTENT").upper() != "TEXT_CONTENT":
+            continue
+        index = _int(c.get("content_index"))
+        base = starts[index] if index is not None and 0 <= index < len(starts) else 0
+        if base is None:
+            continue  # in a block that is not text: not the answer's
+        start, end = c.get("start"), c.get("end")
+        if _int(start) is not None and _int(end) is not None:
+            start, end = base + start, base + end
+        s, e = _range("cohere", answer, start, end, f"citation {n}")
         phrase = c.get("text")
         if isinstance(phrase, str) and answer[s:e] != phrase:
             raise _bad(
