@@ -500,8 +500,9 @@ def _cohere(out: Mapping[str, Any], request: Mapping[str, Any]) -> NativeAnswer 
         if base is None:
             continue  # in a block that is not text: not the answer's
         start, end = c.get("start"), c.get("end")
-        if _int(start) is not None and _int(end) is not None:
-            start, end = base + start, base + end
+        s_in, e_in = _int(start), _int(end)
+        if s_in is not None and e_in is not None:
+            start, end = base + s_in, base + e_in
         s, e = _range("cohere", answer, start, end, f"citation {n}")
         phrase = c.get("text")
         if isinstance(phrase, str) and answer[s:e] != phrase:
