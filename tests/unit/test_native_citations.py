@@ -620,3 +620,32 @@ def test_cohere_citations_of_the_thinking_are_not_the_answers() -> None:
     assert got is not None and got.answer == nt.ANSWER
     want = read_native(_span(nt.cohere_chat(), request), LIMITS)
     assert want is not None and got.citations == want.citations
+
+
+def test_a_dropped_citation_explanation_shows_trace_strings_escaped() -> None:
+    # The scope name and the model come from the trace: printed raw, a terminal escape in
+    # either would reach `citemon score`'s terminal (span names are shown with repr()).
+    from citemon._otlp.dropped_citations import citations_dropped
+    from citemon._otlp.spans import RawSpan
+
+    raw = RawSpan(
+        resource=ResourceInfo(),
+        trace_id="t" * 32,
+        span_id="s" * 16,
+        parent_span_id="",
+        name="chat",
+        start_ns=0,
+        end_ns=1,
+        error=False,
+        dropped_attributes=0,
+        attrs={
+            "gen_ai.provider.name": "openai",
+            "gen_ai.request.model": "gpt-4o-search-preview\x1b[2J",
+        },
+        scope="evil\x1b]0;owned\x07",
+    )
+    why = citations_dropped(raw) or ""
+    assert (
+        "search model 'gpt-4o-search-preview\\x1b[2J'" in why and "'evil\\x1b]0;owned\\x07'" in why
+    )
+    assert not any(ch in why for ch in "\x1b\x07")

@@ -60,8 +60,14 @@ _RECORDS_THEM: Final = {
 }
 
 
+def _shown(value: str) -> str:
+    """A string from the trace as an explanation shows it: as is when printable, else its
+    repr (a terminal escape in a trace never reaches the terminal)."""
+    return value if value.isprintable() else repr(value)
+
+
 def _who(raw: RawSpan) -> str:
-    return raw.scope or "this instrumentation"
+    return _shown(raw.scope) if raw.scope else "this instrumentation"
 
 
 def _parts(messages: Any) -> Iterable[Mapping[str, Any]]:
@@ -110,7 +116,7 @@ def citations_dropped(raw: RawSpan) -> str | None:
     attrs = raw.attrs
     shim = attrs.get(A.CITEMON_CITATIONS_DROPPED)
     if isinstance(shim, str) and A.CITEMON_CITATIONS not in attrs:
-        return f"{shim}; fix that and the helper records them"
+        return f"{_shown(shim)}; fix that and the helper records them"
     provider = str(attrs.get("gen_ai.provider.name") or attrs.get("gen_ai.system") or "").lower()
     n = _anthropic_sources(attrs)
     if n:
@@ -129,7 +135,7 @@ def citations_dropped(raw: RawSpan) -> str | None:
     model = str(attrs.get("gen_ai.request.model") or "")
     if provider == "openai" and is_openai_search_model(model):
         return (
-            f"the request asked OpenAI's search model {model}, which cites the pages it "
+            f"the request asked OpenAI's search model {_shown(model)}, which cites the pages it "
             f"searched (url_citation annotations), and {_who(raw)} records the answer's text "
             "without them; " + _RECORDS_THEM["openai"]
         )
