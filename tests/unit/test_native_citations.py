@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from citemon._core.errors import DecodeError
 from citemon._core.records import AnswerRecord, NativeCitation, Passage
+from citemon._core.text import CitationSyntax
 from citemon._engine.claims import extract_claims
 from citemon._engine.scoring import Scorer
 from citemon._metrics.definitions import Metrics
@@ -649,3 +650,27 @@ def test_a_dropped_citation_explanation_shows_trace_strings_escaped() -> None:
         "search model 'gpt-4o-search-preview\\x1b[2J'" in why and "'evil\\x1b]0;owned\\x07'" in why
     )
     assert not any(ch in why for ch in "\x1b\x07")
+
+
+async def test_a_file_citation_is_one_citation_of_every_chunk_of_the_file() -> None:
+    # file_search returns several chunks of one file (no attributes: no application ID); an
+    # annotation cites the file. One citation, as a marker naming a source document is: under
+    # --policy single it is not a multi-citation, and its chunks are no over-broad citations.
+    body = nt.openai_response()
+    results = body["output"][0]["results"]
+    for r in results:
+        del r["attributes"]
+    whole = results[1]  # p-3310's file, in two chunks
+    results[1:2] = [
+        {**whole, "text": whole["text"][:40]},
+        {**whole, "text": whole["text"][40:]},
+    ]
+    got = read_native(_span(body), LIMITS)
+    assert got is not None
+    f3310 = whole["file_id"]
+    assert [p.id for p in got.passages][1:3] == [f3310, f"{f3310}#2"]
+    record = AnswerRecord(answer=got.answer, passages=got.passages, citations=got.citations)
+    claims = extract_claims(record, CitationSyntax(passage_id_keys=()))
+    assert [c.cited_ids for c in claims] == [[f3310], [f3310], [nt.FILE_IDS["p-3312"]]]
+    assert claims[0].resolution == {f3310: [f3310, f"{f3310}#2"]}
+    assert claims[0].resolved_ids == [f3310, f"{f3310}#2"] and claims[0].dangling_ids == []

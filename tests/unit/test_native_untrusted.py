@@ -152,3 +152,15 @@ def test_many_quotes_of_one_long_passage_are_each_checked_against_it() -> None:
     )
     (claim,) = extract_claims(record)
     assert claim.cited_ids == ["p-1"] and claim.quote_mismatch
+
+
+def test_a_citation_of_a_hundred_thousand_chunks_of_one_file_is_one_citation() -> None:
+    n = 100_000
+    ids = ["f", *(f"f#{i}" for i in range(2, n + 1))]
+    record = AnswerRecord(
+        answer="Logs are kept 90 days.",
+        passages=[Passage(id=i, text="t") for i in ids],
+        citations=[NativeCitation(start=0, end=4, ids=ids)],
+    )
+    (claim,) = extract_claims(record)
+    assert claim.cited_ids == ["f"] and claim.resolution == {"f": ids}

@@ -70,6 +70,14 @@ def _quote_in(quote: str, bare: Sequence[str]) -> bool:
     return any(needle in t for t in bare)
 
 
+def _source(pid: str, named: set[str]) -> str:
+    """The source a passage ID names: ``file-1#2`` (the second chunk of one file, as the
+    provider readers name chunks) is ``file-1`` when the same citation names ``file-1`` too: a
+    provider citing a file cites every chunk of it, as one citation."""
+    base, sep, n = pid.rpartition("#")
+    return base if sep and n.isdigit() and base in named else pid
+
+
 def _app_id(passage: Passage, keys: Sequence[str]) -> str | None:
     for key in keys:
         value = (passage.metadata or {}).get(key)
@@ -117,19 +125,25 @@ def native_claims(
         resolved: dict[str, None] = {}
         mismatch = False
         for citation in owned[index]:
+            named = set(citation.ids)
             for pid in citation.ids:
                 passage = by_id.get(pid)
                 app = _app_id(passage, syntax.passage_id_keys) if passage is not None else None
-                name = app or pid
-                if name in resolution:
-                    continue
+                name = app or _source(pid, named)
                 if passage is None:
                     pids: list[str] = []
                 elif app is not None:
                     pids = by_meta.get(app) or [pid]
                 else:
                     pids = [pid]
-                resolution[name] = pids
+                if name in resolution:
+                    # Another chunk of a source already cited (a file's second search
+                    # result): the same citation, naming one more passage.
+                    grown = [p for p in pids if p not in resolved]
+                    resolution[name].extend(grown)
+                    resolved.update(dict.fromkeys(grown))
+                    continue
+                resolution[name] = list(pids)  # its own list: by_meta's is shared
                 if not pids:
                     dangling.append(name)
                 resolved.update(dict.fromkeys(pids))
