@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-import citemon._otlp.assembly  # noqa: F401  # first: native_citations and dialects form a cycle
 from citemon._core.errors import DecodeError
 from citemon._core.records import AnswerRecord, NativeCitation, Passage
 from citemon._engine.claims import extract_claims
@@ -164,3 +163,23 @@ def test_a_citation_of_a_hundred_thousand_chunks_of_one_file_is_one_citation() -
     )
     (claim,) = extract_claims(record)
     assert claim.cited_ids == ["f"] and claim.resolution == {"f": ids}
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "citemon._otlp.native_citations",
+        "citemon._otlp.dropped_citations",
+        "citemon._otlp.tool_results",
+        "citemon._engine.native",
+    ],
+)
+def test_each_module_of_the_native_and_agent_readers_imports_first(module: str) -> None:
+    # In a fresh interpreter: native_citations and the dialects package import each other.
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", f"import {module}"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr

@@ -17,6 +17,10 @@ from typing import Any, Final
 
 from citemon._core.errors import DecodeError
 from citemon._core.records import AnswerRecord, Passage
+
+# The module, not its names: it imports this package's values (a cycle when it is imported
+# first), and its names are looked up when a span is read.
+from citemon._otlp import native_citations
 from citemon._otlp.dialects import agents
 from citemon._otlp.dialects.base import SpanReading
 from citemon._otlp.dialects.values import (
@@ -26,7 +30,6 @@ from citemon._otlp.dialects.values import (
     make_passage,
     text_from_json,
 )
-from citemon._otlp.native_citations import native_part, read_native, shim_citations
 from citemon._otlp.spans import NOT_AN_ANSWER, Limits, RawSpan, TraceSpan
 from citemon_instrumentation import attributes as A
 
@@ -230,8 +233,8 @@ class OpenInference:
         if kind in _ANSWER_KINDS | {"TOOL"} and _hidden(attrs):
             part.no_content = _CAPTURE
             return part
-        if kind == "LLM" and (native := read_native(attrs, limits)) is not None:
-            return native_part(part, native)
+        if kind == "LLM" and (native := native_citations.read_native(attrs, limits)) is not None:
+            return native_citations.native_part(part, native)
         if kind == "TOOL":
             result = attrs.get(A.OUTPUT_VALUE)
             if not isinstance(result, str):
@@ -309,7 +312,7 @@ def _record(raw: RawSpan, limits: Limits) -> AnswerRecord | None:
         trace_id=raw.trace_id,
         span_id=raw.span_id,
         truncated=truncated,
-        citations=shim_citations(attrs, answer),
+        citations=native_citations.shim_citations(attrs, answer),
     )
     where = f"span {raw.name!r} {raw.span_id} (openinference, self-contained)"
     record.origin.update(passages=f"{where}: {len(passages)} document(s)", answer=where)
