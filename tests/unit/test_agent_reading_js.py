@@ -119,3 +119,24 @@ def test_vercel_tool_results_rendered_as_text_are_read() -> None:
     weather = vercel("2", "ai.toolCall", {"ai.toolCall.result": json.dumps("Sunny, 21 °C")})
     # Not documents, not a search: a part with neither, kept so an unread trace can name it.
     assert isinstance(weather, TraceSpan) and weather.documents is None and weather.answer is None
+
+
+def test_a_tool_name_with_a_terminal_escape_is_shown_escaped() -> None:
+    # The Vercel dialect names a tool call's part "tool NAME" (its span's name is ai.toolCall
+    # for every tool); the name comes from the trace, and explanations print the part.
+    from citemon._otlp.assembly import describe
+    from citemon._otlp.spans import ResourceInfo, TraceSpan
+
+    part = TraceSpan(
+        trace_id="t" * 32,
+        span_id="s" * 16,
+        parent_span_id="",
+        kind="tool search\x1b[2J",
+        start_ns=0,
+        end_ns=1,
+        resource=ResourceInfo(),
+        name="ai.toolCall",
+        dialect="vercel",
+    )
+    shown = describe(part)
+    assert "\x1b" not in shown and "(vercel tool search\\x1b[2J)" in shown

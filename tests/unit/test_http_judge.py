@@ -536,6 +536,11 @@ async def test_the_key_may_come_from_a_file_never_from_both(
     monkeypatch.delenv("CITEMON_JUDGE_API_KEY")
     with pytest.raises(ConfigError, match="cannot read --judge-api-key-file"):
         JudgeSettings(api_key_file=tmp_path / "missing").secret_api_key()  # type: ignore[call-arg]
+    not_utf8 = tmp_path / "latin1-key"
+    not_utf8.write_bytes(b"sk-caf\xe9-0123\n")  # a key saved in Latin-1: a usage error, no crash
+    with pytest.raises(ConfigError, match="cannot read --judge-api-key-file: not UTF-8") as info:
+        JudgeSettings(api_key_file=not_utf8).secret_api_key()  # type: ignore[call-arg]
+    assert "sk-caf" not in str(info.value)
 
 
 def judge_args(*argv: str) -> argparse.Namespace:

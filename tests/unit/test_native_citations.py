@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from citemon._core.errors import DecodeError
 from citemon._core.records import AnswerRecord, NativeCitation, Passage
+from citemon._core.text import CitationSyntax
 from citemon._engine.claims import extract_claims
 from citemon._engine.scoring import Scorer
 from citemon._metrics.definitions import Metrics
@@ -402,3 +403,252 @@ def test_cohere_documents_given_without_ids_are_matched_by_their_text() -> None:
     assert got is not None
     assert [p.id for p in got.passages] == ["doc:0", "doc:1", "doc:2"]  # no duplicates
     assert [c.ids for c in got.citations] == [["doc:1"], ["doc:1"], ["doc:2"]]
+
+
+def test_a_gemini_segments_part_index_counts_every_part_of_the_content() -> None:
+    # part_index is "the index of a Part object within its parent Content object": a thought
+    # summary (include_thoughts) or a function call before the text still takes an index.
+    first, second = "Les journaux sont conservés 90 jours.", "Écrivez au support."
+    body = _gemini(
+        "",
+        [
+            {
+                "segment": {"part_index": 1, "end_index": len(first.encode()), "text": first},
+                "grounding_chunk_indices": [0],
+            },
+            {
+                "segment": {"part_index": 3, "end_index": len(second.encode()), "text": second},
+                "grounding_chunk_indices": [1],
+            },
+        ],
+    )
+    body["candidates"][0]["content"]["parts"] = [
+        {"text": "Looking up the retention policy.", "thought": True},
+        {"text": first},
+        {"function_call": {"name": "noop", "args": {}}},
+        {"text": second},
+    ]
+    got = read_native(_span(body), LIMITS)
+    assert got is not None and got.answer == first + second
+    assert [(got.answer[c.start : c.end], c.ids) for c in got.citations] == [
+        (first, ["a.md"]),
+        (second, ["b.md"]),
+    ]
+
+
+@pytest.mark.parametrize(
+    "model", ["acme-research-7b", "o3-deep-research", "searchlight-8b", "my-search-bot"]
+)
+def test_a_chat_completion_from_a_model_not_openais_search_model_is_read_as_before(
+    model: str,
+) -> None:
+    # Any OpenAI-compatible server (vLLM, llama.cpp, Ollama) answers chat.completion: a model
+    # whose name merely holds "search" is not OpenAI's search model. Taken for one, an answer
+    # with inline markers lost its retriever's passages and had every claim called uncited.
+    body = nt.openai_chat_completion()
+    body["model"] = model
+    body["choices"][0]["message"]["annotations"] = []
+    body["choices"][0]["message"]["content"] = "Logs are kept 90 days [p-3310]."
+    assert read_native(_span(body), LIMITS) is None
+
+
+@pytest.mark.parametrize(
+    "model", ["gpt-4o-search-preview", "gpt-4o-mini-search-preview-2025-03-11"]
+)
+def test_openais_search_models_answer_without_annotations_cites_nothing(model: str) -> None:
+    body = nt.openai_chat_completion()
+    body["model"] = model
+    body["choices"][0]["message"]["annotations"] = []
+    got = read_native(_span(body), LIMITS)
+    assert got is not None and got.citations == [] and got.passages == []
+
+
+def test_a_gemini_call_with_function_tools_only_is_read_as_before() -> None:
+    # An agent's Gemini turn declares its search tool as a function: no grounding was asked
+    # for. Taken for a grounded answer, it lost the tool's passages and every claim was uncited.
+    body = _gemini("Logs are kept 90 days [p-3310].", [])
+    del body["candidates"][0]["grounding_metadata"]
+    request = {
+        "contents": "How long are logs kept?",
+        "config": {"tools": [{"function_declarations": [{"name": "search_docs"}]}]},
+    }
+    assert read_native(_span(body, request), LIMITS) is None
+    request["config"]["tools"].append({"file_search": {"file_search_store_names": ["s"]}})
+    got = read_native(_span(body, request), LIMITS)
+    assert got is not None and got.citations == []
+    request["config"]["tools"] = [{"googleSearch": {}}]  # the REST JSON's camelCase
+    assert read_native(_span(body, request), LIMITS) is not None
+
+
+def test_a_gemini_function_tool_named_like_a_grounding_tool_asks_for_no_grounding() -> None:
+    # opentelemetry-instrumentation-google-genai records a function declaration as
+    # {"type": "function", "name": …} and a grounding tool as {"type": "file_search", "name":
+    # "file_search"}: an agent's own function called `retrieval` grounds nothing.
+    from citemon._otlp.dropped_citations import citations_dropped
+    from citemon._otlp.spans import RawSpan
+
+    def raw(tools: list[dict[str, Any]]) -> RawSpan:
+        attrs = {
+            "gen_ai.provider.name": "gcp.gemini",
+            "gen_ai.tool.definitions": json.dumps(tools),
+            "gen_ai.output.messages": json.dumps(
+                [{"role": "assistant", "parts": [{"type": "text", "content": "Kept 90 days."}]}]
+            ),
+        }
+        return RawSpan(
+            resource=ResourceInfo(),
+            trace_id="t" * 32,
+            span_id="s" * 16,
+            parent_span_id="",
+            name="chat",
+            start_ns=0,
+            end_ns=1,
+            error=False,
+            dropped_attributes=0,
+            attrs=attrs,
+        )
+
+    function = {"type": "function", "name": "retrieval", "description": "search the docs"}
+    assert citations_dropped(raw([function])) is None
+    grounding = {"type": "file_search", "name": "file_search"}
+    assert "ground its answer (file_search)" in (
+        citations_dropped(raw([function, grounding])) or ""
+    )
+
+
+def test_a_quote_in_a_truncated_answer_is_not_called_a_mismatch() -> None:
+    # The shim (or any producer) cut the passage at the span attribute length limit and
+    # marked the answer truncated: the quote's end is past the cut, which is no evidence
+    # against the provider (as a failed claim in a truncated answer is none against its
+    # citation).
+    whole = PASSAGES["p-3310"]
+    quote = whole[-30:]
+    record = AnswerRecord(
+        answer="Logs are kept 90 days.",
+        passages=[Passage(id="p-3310", text=whole[:40])],
+        citations=[NativeCitation(start=0, end=4, ids=["p-3310"], quote=quote)],
+        truncated=True,
+    )
+    (claim,) = extract_claims(record)
+    assert not claim.quote_mismatch
+    (claim,) = extract_claims(record.model_copy(update={"truncated": False}))
+    assert claim.quote_mismatch
+
+
+def test_a_lone_surrogate_in_a_document_or_a_citation_is_invalid_utf8() -> None:
+    # JSON may escape a lone surrogate ("\ud800"); every other reader refuses it as
+    # invalid_utf8 (a record holding one cannot be written as JSON: the results topic,
+    # the evaluation events).
+    answer = "Logs are kept 90 days."
+    out = {
+        "type": "message",
+        "content": [
+            {
+                "type": "text",
+                "text": answer,
+                "citations": [{"type": "char_location", "document_index": 0, "cited_text": "x"}],
+            }
+        ],
+    }
+    document = {"type": "document", "source": {"type": "text", "data": "Logs: 90 days."}}
+    request = {"messages": [{"role": "user", "content": [{**document, "title": "p-1"}]}]}
+    assert read_native(_span(out, request), LIMITS) is not None
+    bad_text = {**document, "source": {"type": "text", "data": "Logs: \ud800 days."}}
+    bad_title = {**document, "title": "p-\udc00"}
+    for block in (bad_text, bad_title):
+        request = {"messages": [{"role": "user", "content": [block]}]}
+        with pytest.raises(DecodeError) as err:
+            read_native(_span(out, request), LIMITS)
+        assert err.value.reason == "invalid_utf8"
+    out["content"][0]["citations"][0]["cited_text"] = "\ud800"
+    request = {"messages": [{"role": "user", "content": [{**document, "title": "p-1"}]}]}
+    with pytest.raises(DecodeError) as err:
+        read_native(_span(out, request), LIMITS)
+    assert err.value.reason == "invalid_utf8"
+    from citemon._otlp.native_citations import shim_citations
+
+    value = json.dumps([{"start": 0, "end": 4, "ids": ["p-\ud800"]}])
+    with pytest.raises(DecodeError) as err:
+        shim_citations({"citemon.citations": value}, answer)
+    assert err.value.reason == "invalid_utf8"
+
+
+def test_cohere_citations_of_the_thinking_are_not_the_answers() -> None:
+    # Command A Reasoning returns a thinking block before the text, and may cite documents in
+    # it: a citation's `type` (THINKING_CONTENT, TEXT_CONTENT, PLAN) says which, and its
+    # `content_index` names the block its offsets are in.
+    body = nt.cohere_chat()
+    thinking = "The user asks about retention; document p-3310 covers it."
+    body["message"]["content"].insert(0, {"type": "thinking", "thinking": thinking})
+    for c in body["message"]["citations"]:
+        c["content_index"] = 1
+    at = thinking.index("document p-3310")
+    body["message"]["citations"].insert(
+        0,
+        {
+            "start": at,
+            "end": at + 15,
+            "text": "document p-3310",
+            "type": "THINKING_CONTENT",
+            "content_index": 0,
+            "sources": [{"type": "document", "id": "p-3310"}],
+        },
+    )
+    request = {"documents": [{"id": p, "data": {"text": PASSAGES[p]}} for p in nt.ORDER]}
+    got = read_native(_span(body, request), LIMITS)
+    assert got is not None and got.answer == nt.ANSWER
+    want = read_native(_span(nt.cohere_chat(), request), LIMITS)
+    assert want is not None and got.citations == want.citations
+
+
+def test_a_dropped_citation_explanation_shows_trace_strings_escaped() -> None:
+    # The scope name and the model come from the trace: printed raw, a terminal escape in
+    # either would reach `citemon score`'s terminal (span names are shown with repr()).
+    from citemon._otlp.dropped_citations import citations_dropped
+    from citemon._otlp.spans import RawSpan
+
+    raw = RawSpan(
+        resource=ResourceInfo(),
+        trace_id="t" * 32,
+        span_id="s" * 16,
+        parent_span_id="",
+        name="chat",
+        start_ns=0,
+        end_ns=1,
+        error=False,
+        dropped_attributes=0,
+        attrs={
+            "gen_ai.provider.name": "openai",
+            "gen_ai.request.model": "gpt-4o-search-preview\x1b[2J",
+        },
+        scope="evil\x1b]0;owned\x07",
+    )
+    why = citations_dropped(raw) or ""
+    assert (
+        "search model 'gpt-4o-search-preview\\x1b[2J'" in why and "'evil\\x1b]0;owned\\x07'" in why
+    )
+    assert not any(ch in why for ch in "\x1b\x07")
+
+
+async def test_a_file_citation_is_one_citation_of_every_chunk_of_the_file() -> None:
+    # file_search returns several chunks of one file (no attributes: no application ID); an
+    # annotation cites the file. One citation, as a marker naming a source document is: under
+    # --policy single it is not a multi-citation, and its chunks are no over-broad citations.
+    body = nt.openai_response()
+    results = body["output"][0]["results"]
+    for r in results:
+        del r["attributes"]
+    whole = results[1]  # p-3310's file, in two chunks
+    results[1:2] = [
+        {**whole, "text": whole["text"][:40]},
+        {**whole, "text": whole["text"][40:]},
+    ]
+    got = read_native(_span(body), LIMITS)
+    assert got is not None
+    f3310 = whole["file_id"]
+    assert [p.id for p in got.passages][1:3] == [f3310, f"{f3310}#2"]
+    record = AnswerRecord(answer=got.answer, passages=got.passages, citations=got.citations)
+    claims = extract_claims(record, CitationSyntax(passage_id_keys=()))
+    assert [c.cited_ids for c in claims] == [[f3310], [f3310], [nt.FILE_IDS["p-3312"]]]
+    assert claims[0].resolution == {f3310: [f3310, f"{f3310}#2"]}
+    assert claims[0].resolved_ids == [f3310, f"{f3310}#2"] and claims[0].dangling_ids == []

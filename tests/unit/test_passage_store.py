@@ -438,3 +438,25 @@ async def test_store_text_that_is_not_utf8_is_not_used_and_crashes_nothing(
         score = await Scorer(LexicalJudge(), passages=store).score(record)
         assert [c.unjudged_cause for c in score.claims] == ["no_passage_text"]
         score.model_dump_json().encode()
+
+
+def test_a_token_an_http_header_cannot_carry_is_refused_never_shown(tmp_path: Path) -> None:
+    """A token with a line end or space (a Kubernetes secret made with `echo`, a file saved with
+    a trailing space) made httpx refuse the header with the token in its message, which the
+    store logged as its last error on every lookup. The line end is dropped; a space or control
+    character inside is a usage error that does not show the token."""
+    from pydantic import SecretStr
+
+    from citemon._passages.settings import PassageStoreSettings
+
+    settings = PassageStoreSettings(passage_store_token=SecretStr("sk-SECRET-123\n"))
+    assert settings.secret("token") == "sk-SECRET-123"
+    key_file = tmp_path / "token"
+    key_file.write_text("sk-SECRET-123 \n")
+    settings = PassageStoreSettings(passage_store_token_file=key_file)
+    assert settings.secret("token") == "sk-SECRET-123"
+    for bad in ("sk-SECRET 123", "sk-SECRET\x00123", "sk-SECRÉT"):
+        settings = PassageStoreSettings(passage_store_token=SecretStr(bad))
+        with pytest.raises(ConfigError, match="cannot carry") as info:
+            settings.secret("token")
+        assert "SECRET" not in str(info.value)

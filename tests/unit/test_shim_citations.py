@@ -151,6 +151,7 @@ def test_a_redact_hook_that_changes_the_answers_length_drops_the_offsets() -> No
     (finished,) = exporter.get_finished_spans()
     attrs = finished.attributes or {}
     assert A.CITEMON_CITATIONS not in attrs and attrs[A.CITEMON_TRUNCATED] is True
+    assert "changed the answer's length" in str(attrs[A.CITEMON_CITATIONS_DROPPED])
 
 
 def test_quotes_go_through_the_redact_hook() -> None:
@@ -188,3 +189,45 @@ def test_citations_over_the_attribute_length_limit_mark_the_answer_truncated() -
         assert not record_anthropic_citations(span, response, messages=messages)
     (finished,) = exporter.get_finished_spans()
     assert (finished.attributes or {})[A.CITEMON_TRUNCATED] is True
+
+
+async def test_an_answer_cut_by_the_attribute_length_limit_keeps_no_offsets_past_it() -> None:
+    # The SDK cuts the answer to the limit; offsets into the whole answer would point past the
+    # cut (the monitor would refuse the trace as a bad attribute): the citations are not
+    # recorded, and the span says why.
+    exporter = InMemorySpanExporter()
+    answer = nt.cohere_chat()["message"]["content"][0]["text"]
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": "rag-bot"}),
+        span_limits=SpanLimits(max_span_attribute_length=len(answer) - 20),
+    )
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    documents = [{"id": p, "data": {"text": PASSAGES[p][:40]}} for p in nt.ORDER]
+    with answer_span(QUESTION, tracer_provider=provider) as span:
+        assert not record_cohere_citations(span, nt.cohere_chat(), documents=documents)
+    (finished,) = exporter.get_finished_spans()
+    attrs = finished.attributes or {}
+    assert A.CITEMON_CITATIONS not in attrs and attrs[A.CITEMON_TRUNCATED] is True
+    assert "longer than the span attribute length limit" in str(attrs[A.CITEMON_CITATIONS_DROPPED])
+
+
+def test_citations_the_shim_could_not_record_are_counted_never_scored_uncited() -> None:
+    # A redact hook that changes the answer's length leaves no offsets to record. Scored, the
+    # answer's claims would be `uncited` (truncation keeps an uncited verdict) and coverage would
+    # fall for a fault of the tracing: the trace is counted as citations_not_recorded instead.
+    from citemon._otlp.assembly import TraceAssembler
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "rag-bot"}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with answer_span(
+        QUESTION, tracer_provider=provider, redact=lambda t: t.replace("90", "NN0")
+    ) as span:
+        assert not record_gemini_citations(span, nt.gemini_response())
+    payload = bytes(encode_spans(exporter.get_finished_spans()).SerializeToString())
+    batch = decode_otlp_proto(payload)
+    assembler = TraceAssembler(explain=True)
+    assert batch.records + assembler.add(batch.spans) + assembler.flush() == []
+    assert assembler.outcomes()["citations_not_recorded"] == 1
+    (item,) = assembler.take_unanswered()
+    assert "redact hook changed the answer's length" in (item.parts[0].citations_dropped or "")

@@ -194,3 +194,18 @@ def test_specs_that_cannot_work_are_config_errors(plugin_module: str) -> None:
     with pytest.raises(ConfigError, match="not a callable reader"):
         reader_from_spec(f"{plugin_module}:not_callable")
     assert reader_from_spec("re:(?P<id>x)(?P<text>y)")("xy") == [Passage(id="x", text="y")]
+
+
+def test_odd_values_in_a_result_are_read_or_refused_quietly(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A tool's result is untrusted: a score past a float's range is no score (the documents
+    are still read), and a repr with an unhashable dict key is not documents. Neither is a
+    built-in reader's failure, logged with a traceback for every such span."""
+    huge = "9" * 400
+    got = read_tool_result(f'[{{"id": "p-1", "text": "Logs: 90 days.", "score": {huge}}}]')
+    assert got == [Passage(id="p-1", text="Logs: 90 days.")]
+    got = read_tool_result(f"[{{'id': 'p-1', 'text': 'Logs: 90 days.', 'score': {huge}}}]")
+    assert got == [Passage(id="p-1", text="Logs: 90 days.")]
+    assert read_tool_result("[{['id']: 'p-1', 'text': 'Logs: 90 days.'}]") is None
+    assert "failed" not in caplog.text

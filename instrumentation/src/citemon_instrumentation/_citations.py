@@ -13,8 +13,10 @@ the provider's quote), so call it instead of those two. Like the rest of the shi
 into the host: a response it cannot read is counted as a shim error (:data:`STATS`) and ``False``
 is returned.
 
-With a redact hook that changes the answer's length, the offsets no longer fit the text: the
-citations are not recorded and the answer is marked truncated (scored ``unjudged``).
+With a redact hook that changes the answer's length, or an answer longer than the SDK's
+attribute length limit (which cuts it), the offsets no longer fit the text: the citations are
+not recorded, the span says why (``citemon.citations_dropped``), and the monitor counts the
+answer ``citations_not_recorded`` (scored, its claims would all be uncited).
 """
 
 from __future__ import annotations

@@ -16,8 +16,9 @@ OpenAI Responses       ``output_text`` ``annotations``: ``file_citation`` whose 
                        ``container_file_citation`` with a character range.
 OpenAI Chat            ``message.annotations`` ``url_citation``: a character range and a URL; the
                        page text is nowhere in the trace.
-Cohere v2 chat         ``message.citations``: ``start``/``end`` into the answer, the cited phrase,
-                       ``sources`` naming the request's ``documents`` by ID.
+Cohere v2 chat         ``message.citations``: ``start``/``end`` into the text block
+                       ``content_index`` names, the cited phrase, ``sources`` naming the request's
+                       ``documents`` by ID; those of the thinking or the plan (``type``) skipped.
 Gemini                 ``grounding_metadata.grounding_supports``: a segment in UTF-8 *bytes* of
                        the part it is in (no ``start_index`` when it starts at 0) and
                        ``grounding_chunk_indices`` into ``grounding_chunks`` (``retrieved_context``
@@ -49,6 +50,7 @@ __all__ = [
     "NativeAnswer",
     "NativeCitation",
     "Passage",
+    "is_openai_search_model",
     "parse_response",
     "to_json",
 ]
@@ -172,6 +174,11 @@ class _Pool:
     def __init__(self) -> None:
         self.passages: list[Passage] = []
         self.named: dict[str, list[str]] = {}
+        # Kept as we go, not recomputed per passage: a response is untrusted input, and a
+        # megabyte of empty results (one file ID, or none) is a quarter million passages.
+        self._taken: set[str] = set()
+        self._suffix: dict[str, int] = {}
+        self._by_text: dict[str, str] = {}
 
     def add(
         self,
@@ -184,11 +191,14 @@ class _Pool:
         metadata: dict[str, Any] | None = None,
     ) -> str:
         base = pid or key
-        taken = {p.id for p in self.passages}
-        unique, n = base, 1
-        while unique in taken:
+        unique, n = base, self._suffix.get(base, 1)
+        while unique in self._taken:
             n += 1
             unique = f"{base}#{n}"
+        self._suffix[base] = n
+        self._taken.add(unique)
+        if text:
+            self._by_text.setdefault(text, unique)
         self.passages.append(
             Passage(
                 id=unique,
@@ -200,6 +210,10 @@ class _Pool:
         )
         self.named.setdefault(key, []).append(unique)
         return unique
+
+    def with_text(self, text: str) -> str | None:
+        """The first passage whose text is ``text``."""
+        return self._by_text.get(text)
 
     def ids(self, key: str, *, text: str = "", metadata: dict[str, Any] | None = None) -> list[str]:
         """The passages ``key`` names; one without text (for the passage store) if none."""
@@ -411,11 +425,24 @@ def _openai_chat(out: Mapping[str, Any], request: Mapping[str, Any]) -> NativeAn
         for a in _dicts(message.get("annotations"))
         if (c := _openai_annotation(a, text, 0, pool)) is not None
     ]
-    searched = "web_search_options" in request or "search" in str(out.get("model", ""))
+    searched = "web_search_options" in request or is_openai_search_model(out.get("model"))
     if not citations and not searched:
         return None
     question = _last_user_text(request.get("messages"))
     return NativeAnswer("openai", text, question, pool.passages, citations)
+
+
+def is_openai_search_model(model: Any) -> bool:
+    """OpenAI's Chat Completions search models (``gpt-4o-search-preview``,
+    ``gpt-4o-mini-search-preview-2025-03-11``, ``gpt-5-search-api``), which search the web on
+    every request and cite with ``url_citation``. Not any model whose name holds "search" or
+    "research": every OpenAI-compatible server (vLLM, llama.cpp, Ollama) answers
+    ``chat.completion``, and its answer is read for inline markers as before."""
+    return (
+        isinstance(model, str)
+        and model.startswith("gpt-")
+        and ("-search-" in model or model.endswith("-search"))
+    )
 
 
 # -- Cohere -----------------------------------------------------------------------------------
@@ -441,9 +468,17 @@ def _cohere(out: Mapping[str, Any], request: Mapping[str, Any]) -> NativeAnswer 
     content = message.get("content")
     if not isinstance(content, list):
         return None
-    answer = "".join(
-        str(b["text"]) for b in _dicts(content) if b.get("type") == "text" and "text" in b
-    )
+    # Where each content block's text starts in the answer (the text blocks joined); a
+    # thinking block holds none of it.
+    blocks = [b for b in content if isinstance(b, dict)]
+    starts: list[int | None] = []
+    answer = ""
+    for b in blocks:
+        if b.get("type") == "text" and "text" in b:
+            starts.append(len(answer))
+            answer += str(b["text"])
+        else:
+            starts.append(None)
     pool = _Pool()
     documents = request.get("documents")
     documents = documents if isinstance(documents, list) else []
@@ -456,7 +491,19 @@ def _cohere(out: Mapping[str, Any], request: Mapping[str, Any]) -> NativeAnswer 
     off = isinstance(options, dict) and str(options.get("mode", "")).upper() == "OFF"
     citations: list[NativeCitation] = []
     for n, c in enumerate(_dicts(message.get("citations"))):
-        s, e = _range("cohere", answer, c.get("start"), c.get("end"), f"citation {n}")
+        # A citation of the model's thinking or tool plan (``type``) is not the answer's; its
+        # offsets are in the block ``content_index`` names (the first, when it names none).
+        if str(c.get("type") or "TEXT_CONTENT").upper() != "TEXT_CONTENT":
+            continue
+        index = _int(c.get("content_index"))
+        base = starts[index] if index is not None and 0 <= index < len(starts) else 0
+        if base is None:
+            continue  # in a block that is not text: not the answer's
+        start, end = c.get("start"), c.get("end")
+        s_in, e_in = _int(start), _int(end)
+        if s_in is not None and e_in is not None:
+            start, end = base + s_in, base + e_in
+        s, e = _range("cohere", answer, start, end, f"citation {n}")
         phrase = c.get("text")
         if isinstance(phrase, str) and answer[s:e] != phrase:
             raise _bad(
@@ -474,11 +521,11 @@ def _cohere(out: Mapping[str, Any], request: Mapping[str, Any]) -> NativeAnswer 
             if sid not in pool.named and text:
                 # A document the request gave without an ID: Cohere names it its own way;
                 # the same text is the same passage.
-                same = next((p.id for p in pool.passages if p.text == text), None)
+                same = pool.with_text(text)
                 if same is not None:
                     pool.named[sid] = [same]
-            ids.extend(p for p in pool.ids(sid, text=text, metadata=meta) if p not in ids)
-        citations.append(NativeCitation(start=s, end=e, ids=ids))
+            ids.extend(pool.ids(sid, text=text, metadata=meta))
+        citations.append(NativeCitation(start=s, end=e, ids=list(dict.fromkeys(ids))))
     if not citations and (off or not documents):
         return None
     question = _last_user_text(request.get("messages"))
@@ -499,7 +546,9 @@ def _g(d: Mapping[str, Any], snake: str) -> Any:
 def _gemini_asked(request: Mapping[str, Any]) -> bool:
     config = _obj(request.get("config"))
     tools = _dicts(request.get("tools")) + _dicts(config.get("tools"))
-    return any(k in _GEMINI_GROUNDING_TOOLS or _g(t, k) for t in tools for k in t)
+    # A grounding tool by its key, snake_case (the SDK's dump) or camelCase (the REST JSON);
+    # function declarations (an agent's own search tool) ask for no grounding.
+    return any(_g(t, k) is not None for t in tools for k in _GEMINI_GROUNDING_TOOLS)
 
 
 def _gemini_chunk(chunk: Mapping[str, Any], i: int, pool: _Pool) -> None:
@@ -551,17 +600,20 @@ def _gemini(out: Mapping[str, Any], request: Mapping[str, Any]) -> NativeAnswer 
     candidate = candidates[0]
     content = candidate.get("content")
     parts = _dicts(content.get("parts")) if isinstance(content, dict) else []
-    texts = [
-        str(p["text"]) for p in parts if isinstance(p.get("text"), str) and not p.get("thought")
+    # Indexed by the part's place in the content (a segment's ``part_index`` counts every
+    # part: a thought summary or a function call takes an index too); None: no answer text.
+    texts: list[str | None] = [
+        str(p["text"]) if isinstance(p.get("text"), str) and not p.get("thought") else None
+        for p in parts
     ]
     grounding = _obj(_g(candidate, "grounding_metadata"))
-    if not texts or not (grounding or _gemini_asked(request)):
+    if not any(t is not None for t in texts) or not (grounding or _gemini_asked(request)):
         return None
-    answer = "".join(texts)
+    answer = "".join(t for t in texts if t is not None)
     encoded = answer.encode("utf-8")
     bases = [0]
     for t in texts:
-        bases.append(bases[-1] + len(t.encode("utf-8")))
+        bases.append(bases[-1] + (len(t.encode("utf-8")) if t is not None else 0))
     pool = _Pool()
     chunks = _dicts(_g(grounding, "grounding_chunks"))
     for i, chunk in enumerate(chunks):
@@ -574,7 +626,7 @@ def _gemini(out: Mapping[str, Any], request: Mapping[str, Any]) -> NativeAnswer 
         start = 0 if start is None else start  # a segment starting at 0 has no start_index
         end = _g(segment, "end_index")
         s_b, e_b = _int(start), _int(end)
-        if part >= len(texts) or s_b is None or e_b is None:
+        if not 0 <= part < len(texts) or texts[part] is None or s_b is None or e_b is None:
             raise _bad("gemini", f"grounding support {n} has no usable segment ({segment!r})")
         s_b, e_b = bases[part] + s_b, bases[part] + e_b
         if not bases[part] <= s_b <= e_b <= bases[part + 1]:
@@ -603,8 +655,8 @@ def _gemini(out: Mapping[str, Any], request: Mapping[str, Any]) -> NativeAnswer 
             if index is None or key not in pool.named:
                 ids.append(key)  # names no chunk: dangling
                 continue
-            ids.extend(p for p in pool.named[key] if p not in ids)
-        citations.append(NativeCitation(start=s, end=e, ids=ids))
+            ids.extend(pool.named[key])
+        citations.append(NativeCitation(start=s, end=e, ids=list(dict.fromkeys(ids))))
     contents = request.get("contents")
     question = _last_user_text(contents if isinstance(contents, list) else [{"parts": contents}])
     if isinstance(contents, str):

@@ -192,8 +192,10 @@ class AnswerSpan:
         :meth:`set_passages` and :meth:`set_answer`. ``False`` when nothing was recorded (a
         response this provider's reader cannot read is a counted shim error, never raised).
 
-        With a redact hook that changes the answer's length, the offsets would point into
-        other text: the citations are not recorded and the answer is marked truncated.
+        With a redact hook that changes the answer's length, or an answer the SDK cuts to its
+        attribute length limit, the offsets would point into other text: the citations are not
+        recorded, and the span says so (``citemon.citations_dropped``): the monitor counts the
+        answer as ``citations_not_recorded``, never as uncited.
         """
         try:
             if not self.span.is_recording():
@@ -209,8 +211,17 @@ class AnswerSpan:
         self.set_answer(got.answer)
         try:
             cleaned = self._clean(got.answer) if self._redact is not None else got.answer
-            if cleaned is None or len(cleaned) != len(got.answer):
-                self._truncated = True  # the offsets would point into other text
+            why = None
+            if cleaned is None:
+                why = "the redact hook failed on the answer"
+            elif len(cleaned) != len(got.answer):
+                why = "the redact hook changed the answer's length"
+            elif self._too_long(cleaned):
+                why = "the answer is longer than the span attribute length limit"
+            if why is not None:
+                # The offsets would point into other text, or past where the SDK cut the
+                # answer: said, so that the monitor does not take the answer as uncited.
+                self._citations_dropped(why)
                 return False
             items = []
             for c in got.citations:
@@ -224,13 +235,20 @@ class AnswerSpan:
                 items.append(item)
             packed = json.dumps(items, ensure_ascii=False)
             if self._too_long(packed):
-                self._truncated = True
+                self._citations_dropped("the citations are longer than the attribute length limit")
                 return False
             self.span.set_attribute(A.CITEMON_CITATIONS, utf8(packed))
             return True
         except Exception as exc:
             self._lost(exc)
             return False
+
+    def _citations_dropped(self, why: str) -> None:
+        self._truncated = True
+        self.span.set_attribute(
+            A.CITEMON_CITATIONS_DROPPED,
+            f"citemon_instrumentation recorded the answer without its citations: {why}",
+        )
 
     def _may_record(self, done: bool, method: str) -> bool:
         """Whether ``method`` records: the span is recording and this is its first call (a second

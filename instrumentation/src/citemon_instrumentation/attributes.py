@@ -12,6 +12,7 @@ from typing import Final
 __all__ = [
     "ANSWER_SPAN_NAME",
     "CITEMON_CITATIONS",
+    "CITEMON_CITATIONS_DROPPED",
     "CITEMON_PASSAGES_COUNT",
     "CITEMON_PASSAGES_OVERFLOW",
     "CITEMON_REDACTION_FAILED",
@@ -65,6 +66,10 @@ CITEMON_PASSAGES_OVERFLOW: Final = "citemon.passages.overflow"
 CITEMON_CITATIONS: Final = "citemon.citations"
 """The answer's native citations (the provider's, recorded by a ``record_*_citations`` helper):
 a JSON list of ``{start, end, ids, quote}``, character offsets into ``output.value``."""
+CITEMON_CITATIONS_DROPPED: Final = "citemon.citations_dropped"
+"""Why a ``record_*_citations`` helper recorded the answer without its native citations (their
+offsets would not fit the recorded answer): the monitor counts the answer as
+``citations_not_recorded``, never as uncited."""
 CITEMON_REDACTION_FAILED: Final = "citemon.redaction_failed"
 """The redact hook raised: the affected text was not recorded at all (never unredacted)."""
 

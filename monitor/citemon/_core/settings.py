@@ -90,6 +90,8 @@ def secret_from(value: SecretStr | None, path: Path | None, *, file_flag: str) -
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read {file_flag}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:  # its object is the file's bytes: never chained
+        raise ConfigError(f"cannot read {file_flag}: not UTF-8 text (byte {exc.start})") from None
     return SecretStr(text.rstrip("\r\n"))
 
 

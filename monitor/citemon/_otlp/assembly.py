@@ -548,4 +548,7 @@ def looks_cut(text: str) -> bool:
 def describe(part: TraceSpan) -> str:
     """``span 'name' (dialect kind)``: where a part of an answer came from."""
     what = " ".join(x for x in (part.dialect, part.kind) if x)
+    # The kind comes from the trace (a span kind attribute, a tool's name): escaped when not
+    # printable, as the name is by repr().
+    what = what if what.isprintable() else repr(what)[1:-1]
     return f"span {part.name!r} {part.span_id}" + (f" ({what})" if what else "")

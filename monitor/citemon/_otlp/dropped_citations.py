@@ -17,6 +17,10 @@ citations. Seen in real traces (tests/integration/native_traces.py):
   ``annotations``: an OpenAI search model (``gpt-4o-search-preview``, ``…-search-api``) searches
   the web on every request and cites with ``url_citation``, and the request's model is recorded.
 
+* citemon's own shim, when a ``record_*_citations`` helper could not record the offsets (a
+  redact hook that changes the answer's length, an answer over the attribute length limit): it
+  says so in ``citemon.citations_dropped``;
+
 Not detectable, so not flagged: Cohere under OpenLLMetry records neither the documents nor the
 citations (a ``no_passages`` trace); the anthropic SDK's own tracing records neither content
 nor documents.
@@ -29,6 +33,8 @@ from typing import Any, Final
 
 from citemon._otlp.dialects.values import json_value
 from citemon._otlp.spans import RawSpan, TraceSpan
+from citemon_instrumentation import attributes as A
+from citemon_instrumentation._native import is_openai_search_model
 
 __all__ = ["citations_dropped", "dropped_citations"]
 
@@ -54,8 +60,14 @@ _RECORDS_THEM: Final = {
 }
 
 
+def _shown(value: str) -> str:
+    """A string from the trace as an explanation shows it: as is when printable, else its
+    repr (a terminal escape in a trace never reaches the terminal)."""
+    return value if value.isprintable() else repr(value)
+
+
 def _who(raw: RawSpan) -> str:
-    return raw.scope or "this instrumentation"
+    return _shown(raw.scope) if raw.scope else "this instrumentation"
 
 
 def _parts(messages: Any) -> Iterable[Mapping[str, Any]]:
@@ -86,7 +98,9 @@ def _grounding_tools(attrs: Mapping[str, Any]) -> list[str]:
         return []
     out = []
     for tool in tools:
-        if isinstance(tool, dict):
+        # A function declaration ({"type": "function", "name": …}) grounds nothing, whatever
+        # the application named it (an agent's own `retrieval` function).
+        if isinstance(tool, dict) and tool.get("type") != "function":
             name = next(
                 (str(tool[k]) for k in ("type", "name") if str(tool.get(k)) in _GROUNDING_TOOLS),
                 None,
@@ -100,6 +114,9 @@ def citations_dropped(raw: RawSpan) -> str | None:
     """Why the answer a dialect read from ``raw`` has citations the trace does not carry, or
     ``None`` when nothing says its request asked for any."""
     attrs = raw.attrs
+    shim = attrs.get(A.CITEMON_CITATIONS_DROPPED)
+    if isinstance(shim, str) and A.CITEMON_CITATIONS not in attrs:
+        return f"{_shown(shim)}; fix that and the helper records them"
     provider = str(attrs.get("gen_ai.provider.name") or attrs.get("gen_ai.system") or "").lower()
     n = _anthropic_sources(attrs)
     if n:
@@ -116,9 +133,9 @@ def citations_dropped(raw: RawSpan) -> str | None:
             + _RECORDS_THEM["gemini"]
         )
     model = str(attrs.get("gen_ai.request.model") or "")
-    if provider == "openai" and ("-search-" in model or model.endswith("-search")):
+    if provider == "openai" and is_openai_search_model(model):
         return (
-            f"the request asked OpenAI's search model {model}, which cites the pages it "
+            f"the request asked OpenAI's search model {_shown(model)}, which cites the pages it "
             f"searched (url_citation annotations), and {_who(raw)} records the answer's text "
             "without them; " + _RECORDS_THEM["openai"]
         )

@@ -67,7 +67,23 @@ def read_native(attrs: Mapping[str, Any], limits: Limits) -> NativeAnswer | None
     check_context(answer.passages, limits.max_context_bytes)
     if answer.question is not None:
         check_text(answer.question, "question", limits.max_answer_bytes)
+    # JSON may escape a lone surrogate anywhere in the response or the request: refused as the
+    # other readers refuse it (a record holding one cannot be written as JSON).
+    for p in answer.passages:
+        check_text(p.text, "document")
+        check_text(p.id, "passage ID")
+        if p.metadata:
+            check_text(json.dumps(p.metadata, ensure_ascii=False), "passage metadata")
+    _check_citations(answer.citations)
     return answer
+
+
+def _check_citations(citations: list[NativeCitation]) -> None:
+    for c in citations:
+        for pid in c.ids:
+            check_text(pid, "cited ID")
+        if c.quote is not None:
+            check_text(c.quote, "quote")
 
 
 def shim_citations(attrs: Mapping[str, Any], answer: str) -> list[NativeCitation] | None:
@@ -95,6 +111,7 @@ def shim_citations(attrs: Mapping[str, Any], answer: str) -> list[NativeCitation
                 f"outside the answer ({len(answer)} chars)",
             )
         out.append(citation)
+    _check_citations(out)
     return out
 
 

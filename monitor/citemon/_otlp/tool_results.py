@@ -128,11 +128,19 @@ def _passage_of(item: Any) -> Passage | None:
         id=pid or "",
         text=text or "",
         source=source if isinstance(source, str) else None,
-        score=float(score)
-        if isinstance(score, int | float) and not isinstance(score, bool)
-        else None,
+        score=_score(score),
         metadata=metadata,
     )
+
+
+def _score(value: Any) -> float | None:
+    """A document's score, or none (an integer past a float's range is no score)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return None
 
 
 def _passages_of(value: Any) -> list[Passage] | None:
@@ -189,7 +197,10 @@ def _literal(node: ast.expr, depth: int = 0) -> Any:
         for k, v in zip(node.keys, node.values, strict=True):
             if k is None:
                 raise _NotLiteral
-            out[_literal(k, depth + 1)] = _literal(v, depth + 1)
+            key = _literal(k, depth + 1)
+            if not isinstance(key, str | int | float | bool | tuple | None):
+                raise _NotLiteral  # a list or dict as a key: no dict of documents
+            out[key] = _literal(v, depth + 1)
         return out
     try:
         return ast.literal_eval(node)

@@ -11,6 +11,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
+from citemon._core.errors import ConfigError
 from citemon._core.settings import (
     Flag,
     FlagSettings,
@@ -177,7 +178,21 @@ class PassageStoreSettings(FlagSettings):
         value = getattr(self, f"passage_store_{which}")
         path = getattr(self, f"passage_store_{which}_file")
         got = secret_from(value, path, file_flag=f"--passage-store-{which}-file")
-        return None if got is None else got.get_secret_value()
+        if got is None:
+            return None
+        if which == "password":
+            return got.get_secret_value()  # libpq's: a password may hold spaces
+        # The token is sent in a header: a line end (a secret made with `echo`) is dropped, and
+        # anything else a header cannot carry is refused here, since httpx would refuse it with
+        # the header, token included, in the message the store logs as its last error.
+        token = got.get_secret_value().strip()
+        if not all("!" <= ch <= "~" for ch in token):
+            raise ConfigError(
+                "the passage store token (CITEMON_PASSAGE_STORE_TOKEN or "
+                "--passage-store-token-file) holds a space, control or non-ASCII character, "
+                "which an HTTP header cannot carry (the token is not shown)"
+            )
+        return token or None
 
     def limits(self, *, hold: bool) -> StoreLimits:
         return StoreLimits(

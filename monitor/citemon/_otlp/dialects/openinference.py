@@ -17,6 +17,10 @@ from typing import Any, Final
 
 from citemon._core.errors import DecodeError
 from citemon._core.records import AnswerRecord, Passage
+
+# The module, not its names: it imports this package's values (a cycle when it is imported
+# first), and its names are looked up when a span is read.
+from citemon._otlp import native_citations
 from citemon._otlp.dialects import agents
 from citemon._otlp.dialects.base import SpanReading
 from citemon._otlp.dialects.values import (
@@ -26,7 +30,6 @@ from citemon._otlp.dialects.values import (
     make_passage,
     text_from_json,
 )
-from citemon._otlp.native_citations import native_part, read_native, shim_citations
 from citemon._otlp.spans import NOT_AN_ANSWER, Limits, RawSpan, TraceSpan
 from citemon_instrumentation import attributes as A
 
@@ -205,7 +208,13 @@ class OpenInference:
             has_docs and kind != "RETRIEVER" and A.OUTPUT_VALUE in attrs
         )
         if is_answer:
-            return _record(raw, limits) or NOT_AN_ANSWER
+            record = _record(raw, limits)
+            if record is not None and A.CITEMON_CITATIONS_DROPPED in attrs:
+                # The shim could not record the provider's citations: as a part, for the
+                # assembler to count as citations_not_recorded (scored, every claim would be
+                # uncited for a fault of the tracing).
+                return _dropped_part(raw, record, self.name)
+            return record or NOT_AN_ANSWER
         part = TraceSpan.of(raw, kind=kind, dialect=self.name)
         if kind == "RETRIEVER" and has_docs:
             docs, missing = _documents(attrs, limits.max_passages)
@@ -224,8 +233,8 @@ class OpenInference:
         if kind in _ANSWER_KINDS | {"TOOL"} and _hidden(attrs):
             part.no_content = _CAPTURE
             return part
-        if kind == "LLM" and (native := read_native(attrs, limits)) is not None:
-            return native_part(part, native)
+        if kind == "LLM" and (native := native_citations.read_native(attrs, limits)) is not None:
+            return native_citations.native_part(part, native)
         if kind == "TOOL":
             result = attrs.get(A.OUTPUT_VALUE)
             if not isinstance(result, str):
@@ -250,6 +259,15 @@ class OpenInference:
                 part.nbytes += len(answer) + len(part.question or "")
                 return part
         return None
+
+
+def _dropped_part(raw: RawSpan, record: AnswerRecord, dialect: str) -> TraceSpan:
+    """A shim answer without the native citations it should carry, as a trace part."""
+    part = TraceSpan.of(raw, kind="", dialect=dialect)
+    part.answer, part.question = record.answer, record.question
+    part.documents, part.truncated = record.passages, True
+    part.nbytes += len(record.answer) + sum(len(p.text) for p in record.passages)
+    return part
 
 
 def _record(raw: RawSpan, limits: Limits) -> AnswerRecord | None:
@@ -294,7 +312,7 @@ def _record(raw: RawSpan, limits: Limits) -> AnswerRecord | None:
         trace_id=raw.trace_id,
         span_id=raw.span_id,
         truncated=truncated,
-        citations=shim_citations(attrs, answer),
+        citations=native_citations.shim_citations(attrs, answer),
     )
     where = f"span {raw.name!r} {raw.span_id} (openinference, self-contained)"
     record.origin.update(passages=f"{where}: {len(passages)} document(s)", answer=where)
