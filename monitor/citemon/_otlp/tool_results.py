@@ -350,7 +350,8 @@ def reader_from_spec(spec: str) -> ToolResultReader:
 
 
 def readers_from_specs(specs: Iterable[str]) -> tuple[ToolResultReader, ...]:
-    """Every spec of ``--tool-result-readers`` (blank ones skipped), loaded now."""
+    """Readers from several specs in the form of ``--tool-result-reader`` (blank ones skipped),
+    loaded now."""
     return tuple(reader_from_spec(s) for s in specs if s.strip())
 
 
