@@ -772,10 +772,11 @@ async def test_pipeline_panels(live: Live) -> None:
     _, spans = target(21, "A")
     result = await live.range(substitute(spans["expr"], grafana_vars()))
     outcomes = {s["metric"]["outcome"]: s for s in result}
-    assert set(outcomes) == {"answer", "sampled_out", "skipped", "invalid", "unkeyed"}
+    assert set(outcomes) == {"answer", "sampled_out", "skipped", "invalid", "part", "unkeyed"}
     when = live.burst_done["v1"]  # v1's burst (and perhaps v2's probe) in the window
     assert close(at(outcomes["answer"], when), (ANSWERS - 1) / RATE_INTERVAL_S, rel=COUNT_TOLERANCE)
     assert at(outcomes["sampled_out"], when) == at(outcomes["invalid"], when) == 0
+    assert at(outcomes["part"], when) == 0  # the demo's answers are one span each
 
     _, up = target(23, "A")
     (s,) = await live.range(substitute(up["expr"], grafana_vars()))
@@ -795,6 +796,8 @@ async def test_pipeline_panels(live: Live) -> None:
             "unrecognized",
             "no_passages",
             "no_answer",
+            "no_content",
+            "citations_not_recorded",
         ),
         0,
     )
