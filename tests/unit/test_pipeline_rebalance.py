@@ -25,8 +25,8 @@ from citemon._otlp.decoding import decode_otlp
 from citemon._service.held import HeldTrace, decode_held
 from citemon._service.intake import BadBatch, BatchRecovery, Scan, Scanner
 from citemon._service.kafka import KafkaClients, RecordLimits
-from citemon._service.ledger import Ledger, PipelineStats
-from citemon._service.pipeline import Pipeline
+from citemon._service.ledger import Ledger
+from citemon._service.pipeline import Pipeline, PipelineStats
 from citemon._service.settings import Settings
 from citemon.judges.lexical import LexicalJudge
 
@@ -317,7 +317,7 @@ class Consumer:
 
 
 async def test_a_bad_batch_met_while_a_partition_opens_is_left_for_after_its_seek() -> None:
-    ledger = Ledger(PipelineStats())
+    ledger = Ledger()
     ledger.assign([TP0], opening=True)  # its producer is not open yet
     bad = BadBatch("t", 0, 1, 4, "zstd", "unsupported_codec", "no zstd", b"raw")
     scanned: list[tuple[TopicPartition, int]] = []
@@ -350,7 +350,7 @@ async def test_a_bad_batch_met_while_a_partition_opens_is_left_for_after_its_see
     consumer.positions[TP0] = 1
     await recovery.recover(consumer, ValueError("undecodable"))
     assert scanned == [(TP0, 1)] and consumer.seeks == [(TP0, 4)]
-    assert ledger.stats.undecodable_batches == 1 and ledger.stats.rewound_partitions == 0
+    assert recovery.undecodable_batches == 1 and recovery.rewound_partitions == 0
     # One finished entry at the batch's last offset carries the dead letter: the commit
     # moves past the whole batch.
     (ready,) = ledger.ready()

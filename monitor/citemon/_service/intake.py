@@ -98,7 +98,7 @@ class Intake:
     ) -> None:
         self._settings = settings
         self._ledger = ledger
-        self._stats = ledger.stats
+        self._skipped = 0
         self._answers = answers
         self._metrics = metrics
         self._assembler = assembler
@@ -115,6 +115,11 @@ class Intake:
     def paused(self) -> bool:
         """Whether the partitions are paused because work is full."""
         return self._paused
+
+    @property
+    def skipped(self) -> int:
+        """Spans read and of no use (no dialect reads anything from them, bare roots)."""
+        return self._skipped
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -191,7 +196,7 @@ class Intake:
         them)."""
         loop = asyncio.get_running_loop()
         slice_s = self._decode_slice_s
-        rebalances = self._stats.rebalances
+        rebalances = self._ledger.rebalances
         seeks = {tp: self._ledger.seeks(tp) for tp in batches}  # no await since getmany
         until = loop.time() + slice_s
         with self._ledger.taking_fetch():
@@ -199,7 +204,7 @@ class Intake:
                 for record in records:
                     if loop.time() >= until:
                         await asyncio.sleep(0)
-                        if self._stats.rebalances != rebalances:
+                        if self._ledger.rebalances != rebalances:
                             return
                         until = loop.time() + slice_s
                     if self._ledger.seeks(tp) != seeks[tp]:
@@ -228,7 +233,7 @@ class Intake:
         except DecodeError as exc:
             if exc.reason == "no_answer_spans":  # every span of it read, none of use
                 self._metrics.span("skipped", exc.spans)
-                self._stats.skipped += exc.spans
+                self._skipped += exc.spans
             else:
                 self._metrics.span("invalid")
                 message = dead_letter(dlq, source, rec.key, rec.value or b"", exc.reason, str(exc))
@@ -250,7 +255,7 @@ class Intake:
             self._ledger.dead_letter(entry, message, first.reason)
         if batch.skipped:
             self._metrics.span("skipped", batch.skipped)
-            self._stats.skipped += batch.skipped
+            self._skipped += batch.skipped
         for record in batch.records:
             self._answers.admit(record, [entry], entry.timestamp_ms)
         if batch.spans:
@@ -273,7 +278,7 @@ class Intake:
             self._metrics.span("part", read)
         if bare:
             self._metrics.span("skipped", bare)
-            self._stats.skipped += bare
+            self._skipped += bare
         carriers = _Carriers(self._ledger, entry)
         try:
             for record in self._assembler.add(spans):
@@ -700,6 +705,18 @@ class BatchRecovery:
         self._scan = scan
         self.client: Any = client
         self._unlocated_backoff_s = unlocated_backoff_s
+        self._rewound_partitions = 0
+        self._undecodable_batches = 0
+
+    @property
+    def undecodable_batches(self) -> int:
+        """Bad batches located and skipped (each dead-lettered)."""
+        return self._undecodable_batches
+
+    @property
+    def rewound_partitions(self) -> int:
+        """Partitions sought back to where intake stood after an undecodable fetch."""
+        return self._rewound_partitions
 
     async def recover(self, consumer: Any, exc: BaseException) -> None:
         """Find the bad batch behind ``exc``, take what precedes it, skip it; when none is
@@ -737,7 +754,7 @@ class BatchRecovery:
         if await consumer.position(tp) != start:
             consumer.seek(tp, start)  # records the failed getmany drained and dropped
             ledger.sought(tp)
-            ledger.stats.rewound_partitions += 1
+            self._rewound_partitions += 1
         scan = await self._scan(
             self.client, tp, start, max_bytes=self._settings.max_partition_fetch_bytes
         )
@@ -752,6 +769,6 @@ class BatchRecovery:
 
     def _skip(self, tp: Any, bad: BadBatch) -> None:
         log.error("skipping undecodable batch %s: dead-lettered", bad)
-        self._ledger.stats.undecodable_batches += 1
+        self._undecodable_batches += 1
         message = bad.dead_letter(self._settings.dlq_topic)
         self._ledger.skip_batch(tp, bad.next_offset, message, bad.reason)

@@ -20,7 +20,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from aiokafka import ConsumerRebalanceListener
@@ -35,7 +35,7 @@ from citemon._service.answers import AnswerJobs, JudgeGate, Sampler, ShuffleProb
 from citemon._service.held import HeldParts
 from citemon._service.intake import BatchRecovery, CatchUp, Intake, Scanner
 from citemon._service.kafka import KafkaClients, RecordLimits, request_rejoin
-from citemon._service.ledger import Ledger, PipelineStats, Ready
+from citemon._service.ledger import Ledger, Ready
 from citemon._service.lifecycle import Supervisor, close_within, stop_between_commits
 from citemon._service.outputs import KafkaDelivery, commit_messages
 from citemon._service.rekey import RekeyStage
@@ -47,6 +47,30 @@ log = logging.getLogger(__name__)
 
 _TRACE_KEY = b"0" * 32
 """A trace ID as a held-parts record's key (its size counts against the topic's limit)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineStats:
+    """What the monitor did so far, read from the stages that counted it (:attr:`Pipeline.stats`);
+    logged at shutdown (the metrics hold the same, per label)."""
+
+    records: int
+    answers_started: int
+    answers_committed: int
+    sampled_out: int
+    skipped: int
+    duplicates: int
+    dead_letters: int
+    answer_retries: int
+    unjudged_after_retries: int
+    commits: int
+    commit_failures: int
+    cancelled_at_drain: int
+    cancelled_at_revoke: int
+    rebalances: int
+    undecodable_batches: int
+    rewound_partitions: int
+    partitions_lost: int
 
 
 class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -103,9 +127,14 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             backoff_max_s=settings.answer_retry_backoff_max_s,
             clock=clock,
         )
-        self.stats = PipelineStats()
         self._clock = clock
-        self._ledger = Ledger(self.stats, dedupe_window=settings.dedupe_window)
+        self._ledger = Ledger(dedupe_window=settings.dedupe_window)
+        # What the commit counts (the other stages count their own: :attr:`stats`).
+        self._commits = 0
+        self._commit_failures = 0
+        self._answers_committed = 0
+        self._dead_letters = 0
+        self._partitions_lost = 0
         self._probes = ShuffleProbes(
             scorer,
             self.gate,
@@ -160,6 +189,30 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         self._on_counted = on_counted
 
     # -- what probes and tests read ------------------------------------------------------------
+
+    @property
+    def stats(self) -> PipelineStats:
+        """What each stage counted so far, read now."""
+        answers, ledger, recovery = self._answers.counts, self._ledger, self._recovery
+        return PipelineStats(
+            records=ledger.records,
+            answers_started=answers.started,
+            answers_committed=self._answers_committed,
+            sampled_out=answers.sampled_out,
+            skipped=self._intake.skipped,
+            duplicates=ledger.duplicates + answers.duplicates,
+            dead_letters=self._dead_letters,
+            answer_retries=answers.retries,
+            unjudged_after_retries=answers.unjudged_after_retries,
+            commits=self._commits,
+            commit_failures=self._commit_failures,
+            cancelled_at_drain=answers.cancelled_at_drain,
+            cancelled_at_revoke=answers.cancelled_at_revoke,
+            rebalances=ledger.rebalances,
+            undecodable_batches=recovery.undecodable_batches,
+            rewound_partitions=recovery.rewound_partitions,
+            partitions_lost=self._partitions_lost,
+        )
 
     @property
     def ready(self) -> bool:
@@ -415,7 +468,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
                     continue
                 if error is not None:
                     ok = False
-                    self.stats.commit_failures += 1
+                    self._commit_failures += 1
                     log.warning(
                         "commit failed, will retry (partition %d): %s",
                         r.tp.partition,
@@ -438,16 +491,16 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
     def _count(self, r: Ready) -> None:
         """``r`` committed: confirm it in the ledger and count what it carried (no ``await``)."""
         self._ledger.confirm(r)
-        self.stats.commits += 1
+        self._commits += 1
         for answer in r.counted:
             self.metrics.record_answer(answer.score)
             if self._on_counted is not None:
                 self._on_counted(answer.score, answer.span_id)
-        self.stats.answers_committed += len(r.counted)
+        self._answers_committed += len(r.counted)
         for e in r.entries:
             for reason in e.dead_letters:
                 self.metrics.dead_letter(reason)
-                self.stats.dead_letters += 1
+                self._dead_letters += 1
         for record, why in r.cuts:
             self.metrics.record_cut(record, why)
 
@@ -457,7 +510,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         """Before a rebalance (aiokafka's listener callback): finish what is in flight for
         ``revoked`` (up to ``revoke_timeout_s``), commit it, and forget the rest, traces held
         for assembly included, so nothing of those partitions is ever counted here afterwards."""
-        self.stats.rebalances += 1
+        self._ledger.rebalance()
         gone = set(revoked)
         if not gone:
             return
@@ -503,7 +556,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             sorted(tp.partition for tp in tps),
             why,
         )
-        self.stats.partitions_lost += len(tps)
+        self._partitions_lost += len(tps)
         self._ledger.start_revoking(tps)
         self._intake.drop(tps)
         self._forget(tps)
