@@ -26,7 +26,6 @@ trace leaves the assembler.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gzip
 import logging
 import struct
@@ -39,7 +38,6 @@ from typing import Any, Final
 import cramjam
 from aiokafka.errors import (
     CorruptRecordException,
-    IllegalStateError,
     KafkaError,
     UnsupportedCodecError,
 )
@@ -63,7 +61,6 @@ __all__ = [
     "UNDECODABLE",
     "BadBatch",
     "BatchRecovery",
-    "CatchUp",
     "Intake",
     "KeyCheck",
     "Scan",
@@ -404,55 +401,6 @@ class _Carriers:
             if anchor is not None:
                 self._ledger.release(anchor)
         self._anchors.clear()
-
-
-class CatchUp:
-    """Whether intake has caught up: every owned partition read and committed to a target end.
-
-    For each partition this replica owns, the target is the given end or, by default, its log
-    end when first seen here (with ``read_committed``, the last stable offset). A partition has
-    caught up when intake's position is at or past the target and nothing taken from it is
-    uncommitted. The position, not the committed offset, is compared: a transaction marker at
-    the end of the log has no record to commit, so the committed offset may stop one short of
-    the end while the position passes it.
-
-    The positions are read with ``await``; they move only when ``getmany`` returns (or raises)
-    or a partition is sought, each counted in :attr:`Ledger.moved`. If that count stood still
-    while they were read and no fetch is being taken, the ledger holds every record below them,
-    so "nothing uncommitted" is exact.
-    """
-
-    def __init__(self, ledger: Ledger) -> None:
-        self._ledger = ledger
-        self.targets: dict[Any, int] = {}
-
-    async def check(self, consumer: Any, ends: Mapping[Any, int] | None) -> dict[Any, int] | None:
-        """The targets of the owned partitions once all are reached; None before."""
-        ledger = self._ledger
-        if consumer is None or not ledger.settled:
-            return None
-        if ends is not None:
-            self.targets.update({tp: e for tp, e in ends.items() if tp not in self.targets})
-        owned = list(ledger.assigned)
-        unknown = [tp for tp in owned if tp not in self.targets]
-        if unknown:
-            with contextlib.suppress(KafkaError, OSError, TimeoutError):
-                self.targets.update(await consumer.end_offsets(unknown))
-        moved = ledger.moved
-        owned = list(ledger.assigned)
-        positions: dict[Any, int] = {}
-        for tp in owned:
-            if tp not in self.targets:
-                return None
-            try:
-                positions[tp] = await consumer.position(tp)
-            except IllegalStateError:
-                return None  # revoked meanwhile
-        if ledger.moved != moved or ledger.taking or set(owned) != ledger.assigned:
-            return None
-        if all(positions[tp] >= self.targets[tp] and ledger.uncommitted(tp) == 0 for tp in owned):
-            return {tp: self.targets[tp] for tp in owned}
-        return None
 
 
 # -- records not keyed by their trace ID -------------------------------------------------------

@@ -19,9 +19,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from aiokafka import ConsumerRebalanceListener
 from aiokafka.errors import IllegalStateError, KafkaConnectionError, KafkaError, ProducerFenced
@@ -33,7 +33,7 @@ from citemon._metrics import Metrics
 from citemon._otlp.assembly import TraceAssembler
 from citemon._service.answers import AnswerJobs, JudgeGate, Sampler, ShuffleProbes
 from citemon._service.held import HeldParts
-from citemon._service.intake import BatchRecovery, CatchUp, Intake, Scanner
+from citemon._service.intake import BatchRecovery, Intake, Scanner
 from citemon._service.kafka import KafkaClients, RecordLimits, request_rejoin
 from citemon._service.ledger import Ledger, Ready
 from citemon._service.lifecycle import Supervisor, close_within, stop_between_commits
@@ -41,12 +41,20 @@ from citemon._service.outputs import KafkaDelivery, commit_messages
 from citemon._service.rekey import RekeyStage
 from citemon._service.settings import Settings
 
-__all__ = ["Pipeline", "PipelineStats"]
+__all__ = ["AnswerSink", "Pipeline", "PipelineStats"]
 
 log = logging.getLogger(__name__)
 
 _TRACE_KEY = b"0" * 32
 """A trace ID as a held-parts record's key (its size counts against the topic's limit)."""
+
+
+class AnswerSink(Protocol):
+    """Where a counted answer goes (the metrics, the evaluation events): called in the commit's
+    counting step, with no ``await`` between the confirmed commit and it, so it must not block
+    and must not raise."""
+
+    def answer_counted(self, score: AnswerScore, span_id: str | None) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +107,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         clock: Callable[[], float] = time.monotonic,
         max_inflight_probes: int | None = None,
         close_timeout_s: float = 10.0,
-        on_counted: Callable[[AnswerScore, str | None], None] | None = None,
+        sinks: Sequence[AnswerSink] = (),
         scan: Scanner | None = None,
         decode_slice_s: float = 0.02,
         unlocated_backoff_s: float = 1.0,
@@ -185,8 +193,8 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         # (drain 30 s + this 10 s stays inside Kubernetes' 45 s).
         self._close_timeout_s = close_timeout_s
         self._skip_final_commit = False
-        # Called with each answer (and its span ID) once counted: the evaluation events.
-        self._on_counted = on_counted
+        # Each answer (and its span ID) goes to these once counted: the metrics first.
+        self._sinks: tuple[AnswerSink, ...] = (metrics, *sinks)
 
     # -- what probes and tests read ------------------------------------------------------------
 
@@ -367,9 +375,9 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         """Return once every partition this replica owns is committed up to ``ends`` (by
         default each one's log end, read when this call first sees it), no trace is held with
         parts (each is completed or settled by its window) and no answer or shuffle probe is in
-        flight; returns the ends it waited for (:class:`~citemon._service.intake.
-        CatchUp`). Every answer up to them is then counted in the metrics. Each call has ends of
-        its own: a later call waits for what was written since the earlier one returned."""
+        flight; returns the ends it waited for (:class:`CatchUp`). Every answer up to them is
+        then counted in the metrics. Each call has ends of its own: a later call waits for what
+        was written since the earlier one returned."""
         catch_up = CatchUp(self._ledger)
         while True:
             if self._supervisor.fatal is not None:
@@ -493,9 +501,8 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         self._ledger.confirm(r)
         self._commits += 1
         for answer in r.counted:
-            self.metrics.record_answer(answer.score)
-            if self._on_counted is not None:
-                self._on_counted(answer.score, answer.span_id)
+            for sink in self._sinks:
+                sink.answer_counted(answer.score, answer.span_id)
         self._answers_committed += len(r.counted)
         for e in r.entries:
             for reason in e.dead_letters:
@@ -684,3 +691,52 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
                 lags[tp] = max(0, end - committed)
                 self.metrics.consumer_lag(tp.topic, tp.partition, lags[tp])
         return lags
+
+
+class CatchUp:
+    """Whether intake has caught up: every owned partition read and committed to a target end.
+
+    For each partition this replica owns, the target is the given end or, by default, its log
+    end when first seen here (with ``read_committed``, the last stable offset). A partition has
+    caught up when intake's position is at or past the target and nothing taken from it is
+    uncommitted. The position, not the committed offset, is compared: a transaction marker at
+    the end of the log has no record to commit, so the committed offset may stop one short of
+    the end while the position passes it.
+
+    The positions are read with ``await``; they move only when ``getmany`` returns (or raises)
+    or a partition is sought, each counted in :attr:`Ledger.moved`. If that count stood still
+    while they were read and no fetch is being taken, the ledger holds every record below them,
+    so "nothing uncommitted" is exact.
+    """
+
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+        self.targets: dict[Any, int] = {}
+
+    async def check(self, consumer: Any, ends: Mapping[Any, int] | None) -> dict[Any, int] | None:
+        """The targets of the owned partitions once all are reached; None before."""
+        ledger = self._ledger
+        if consumer is None or not ledger.settled:
+            return None
+        if ends is not None:
+            self.targets.update({tp: e for tp, e in ends.items() if tp not in self.targets})
+        owned = list(ledger.assigned)
+        unknown = [tp for tp in owned if tp not in self.targets]
+        if unknown:
+            with contextlib.suppress(KafkaError, OSError, TimeoutError):
+                self.targets.update(await consumer.end_offsets(unknown))
+        moved = ledger.moved
+        owned = list(ledger.assigned)
+        positions: dict[Any, int] = {}
+        for tp in owned:
+            if tp not in self.targets:
+                return None
+            try:
+                positions[tp] = await consumer.position(tp)
+            except IllegalStateError:
+                return None  # revoked meanwhile
+        if ledger.moved != moved or ledger.taking or set(owned) != ledger.assigned:
+            return None
+        if all(positions[tp] >= self.targets[tp] and ledger.uncommitted(tp) == 0 for tp in owned):
+            return {tp: self.targets[tp] for tp in owned}
+        return None
