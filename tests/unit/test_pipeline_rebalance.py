@@ -22,6 +22,7 @@ from citemon._engine.scoring import Scorer
 from citemon._metrics import Metrics
 from citemon._otlp.assembly import TraceAssembler
 from citemon._otlp.decoding import decode_otlp
+from citemon._service.answers import JudgeGate
 from citemon._service.held import HeldTrace, decode_held
 from citemon._service.intake import BadBatch, BatchRecovery, Scan, Scanner
 from citemon._service.kafka import KafkaClients, RecordLimits
@@ -98,6 +99,7 @@ async def pipeline(
         Scorer(LexicalJudge()),
         Metrics(registry),
         assembler=TraceAssembler(window_s=5.0, clock=clock),
+        gate=JudgeGate(clock=clock),
         clock=clock,
         decode_slice_s=decode_slice_s,
         scan=scan,
@@ -481,7 +483,7 @@ async def _run(stale: list[Rec]) -> tuple[PipelineStats, Fetching, dict[TopicPar
     settings = Settings(topic="t", results_topic="r", commit_interval_s=3600.0)
     p = Pipeline(
         settings, Scorer(LexicalJudge()), Metrics(CollectorRegistry()), clients=clients,
-        decode_slice_s=0.0,  # intake yields before every record
+        gate=JudgeGate(), decode_slice_s=0.0,  # intake yields before every record
     )  # fmt: skip
     stats = await p.run(stop)
     assert consumer.assigning is not None and consumer.assigning.done()

@@ -154,7 +154,9 @@ def test_trace_outcomes_are_exported_from_the_assembler() -> None:
     registry = CollectorRegistry()
     metrics = Metrics(registry)
     assembler = TraceAssembler()
-    pipeline = Pipeline(Settings(), Scorer(LexicalJudge()), metrics, assembler=assembler)
+    pipeline = Pipeline(
+        Settings(), Scorer(LexicalJudge()), metrics, assembler=assembler, gate=JudgeGate()
+    )
     for outcome in TRACE_OUTCOMES:  # every series from the first scrape, at 0
         assert registry.get_sample_value("citemon_traces_total", {"outcome": outcome}) == 0
     assembler.completed, assembler.settled, assembler.evicted = 3, 2, 1
@@ -217,7 +219,10 @@ def _fetch(tp: TopicPartition, n: int) -> list[ConsumerRecord[bytes, bytes]]:
 async def test_a_large_fetch_is_decoded_in_slices_and_a_rebalance_drops_the_rest() -> None:
     tp = TopicPartition("t", 0)
     pipeline = Pipeline(
-        Settings(sample_rate=0.0), Scorer(LexicalJudge()), Metrics(CollectorRegistry())
+        Settings(sample_rate=0.0),
+        Scorer(LexicalJudge()),
+        Metrics(CollectorRegistry()),
+        gate=JudgeGate(),
     )
     await pipeline.on_partitions_assigned([tp])
     records = _fetch(tp, 40)

@@ -45,6 +45,9 @@ __all__ = ["AnswerSink", "Pipeline", "PipelineStats"]
 
 log = logging.getLogger(__name__)
 
+_CLOSE_TIMEOUT_S = 10.0
+"""After the drain: the last commit and closing the clients, within this deadline (drain 30 s +
+this 10 s stays inside Kubernetes' 45 s)."""
 _TRACE_KEY = b"0" * 32
 """A trace ID as a held-parts record's key (its size counts against the topic's limit)."""
 
@@ -86,9 +89,10 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
     ``await pipeline.run(until_caught_up=True)`` to stop once the backlog seen at start is
     committed (as arq's burst mode; what the tests use).
 
-    ``metrics``, ``scorer`` (and the judge inside it, built with a
-    :class:`~citemon._service.answers.GateObserver` of ``gate`` so that outage detection sees every
-    request) and ``clients`` (the Kafka clients) are passed in; ``scan`` replaces the bad-batch
+    ``metrics``, ``scorer`` and ``gate`` (the judge inside the scorer built with a
+    :class:`~citemon._service.answers.GateObserver` of that gate, so that outage detection sees
+    every request: :func:`~citemon._service.monitor.build_monitor` builds both, once) and
+    ``clients`` (the Kafka clients) are passed in; ``scan`` replaces the bad-batch
     re-read (:mod:`citemon._service.intake`). ``decode_slice_s``: how long taking one fetch
     runs before it yields to the event loop; ``unlocated_backoff_s``: the wait before fetching
     again after an undecodable fetch whose bad batch a re-read did not find.
@@ -103,10 +107,9 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         clients: KafkaClients | None = None,
         sampler: Sampler | None = None,
         assembler: TraceAssembler | None = None,
-        gate: JudgeGate | None = None,
+        gate: JudgeGate,
         clock: Callable[[], float] = time.monotonic,
         max_inflight_probes: int | None = None,
-        close_timeout_s: float = 10.0,
         sinks: Sequence[AnswerSink] = (),
         scan: Scanner | None = None,
         decode_slice_s: float = 0.02,
@@ -130,11 +133,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             settings.held_topic_name,
             max_value_bytes=RecordLimits().value_budget(settings.held_topic_name, _TRACE_KEY),
         )
-        self.gate = gate or JudgeGate(
-            backoff_s=settings.answer_retry_backoff_s,
-            backoff_max_s=settings.answer_retry_backoff_max_s,
-            clock=clock,
-        )
+        self.gate = gate  # built once, with the judge reporting to it (build_monitor)
         self._clock = clock
         self._ledger = Ledger(dedupe_window=settings.dedupe_window)
         # What the commit counts (the other stages count their own: :attr:`stats`).
@@ -189,9 +188,6 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         metrics.watch_held(
             lambda: (len(self.assembler), self.assembler.nbytes, self.assembler.oldest_age_s())
         )
-        # After the drain: the last commit and closing the clients, within this deadline
-        # (drain 30 s + this 10 s stays inside Kubernetes' 45 s).
-        self._close_timeout_s = close_timeout_s
         self._skip_final_commit = False
         # Each answer (and its span ID) goes to these once counted: the metrics first.
         self._sinks: tuple[AnswerSink, ...] = (metrics, *sinks)
@@ -362,7 +358,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             await self._drain()
             await self._probes.stop()
             self._supervisor.stop()
-            deadline = asyncio.get_running_loop().time() + self._close_timeout_s
+            deadline = asyncio.get_running_loop().time() + _CLOSE_TIMEOUT_S
             cut_short = not await stop_between_commits(background, self._commit_lock, deadline)
             self._skip_final_commit = cut_short
             await self._close(background, delivery, consumer, deadline)
@@ -406,7 +402,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         consumer: Any,
         deadline: float,
     ) -> None:
-        """The final commit within ``close_timeout_s``, then close the clients."""
+        """The final commit within ``_CLOSE_TIMEOUT_S``, then close the clients."""
         clients = [("producer", delivery.stop), ("consumer", consumer.stop)]
         if self._recovery.client is not None:
             clients.append(("batch re-read client", self._recovery.close))
@@ -416,7 +412,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             final_commit=self._final_commit,
             clients=clients,
             uncommitted=lambda: len(self._ledger),
-            timeout_s=self._close_timeout_s,
+            timeout_s=_CLOSE_TIMEOUT_S,
         )
 
     async def _drain(self) -> None:
