@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from citemon._service.ledger import Entry, OutMessage, Ready
+from citemon._service.outputs import KafkaDelivery, commit_messages
 from tests.integration.busy_topic import interleave, other_traces, produce, rag_traces
 from tests.integration.conftest import TopicFactory
 from tests.integration.monitor_support import (
@@ -36,6 +38,7 @@ from tests.integration.monitor_support import (
     wait_for,
 )
 from tests.integration.prometheus_support import free_port
+from tests.kafka_faults import FaultyClients, InjectedFault
 
 JUDGE = ("--judge", "tests.integration.busy_topic:specimen_judge")
 
@@ -275,3 +278,65 @@ async def test_the_held_topic_is_created_compacted_and_an_uncompacted_one_is_ref
     few = await kafka_topic(partitions=2, configs={"cleanup.policy": "compact"})
     with pytest.raises(TopicsUnusable, match="has 2 partitions, fewer than the input"):
         await check_topics(settings_for(kafka_bootstrap, topic, held_topic=few))
+
+
+async def produce_held(bootstrap: str, topic: str, key: bytes, value: bytes) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, value, key=key, partition=0)
+    finally:
+        await producer.stop()
+
+
+async def test_at_least_once_a_tombstone_is_written_only_once_its_commit_is_confirmed(
+    kafka_bootstrap: str, kafka_topic: TopicFactory
+) -> None:
+    """Without transactions a tombstone acknowledged before its commit, then a crash, would
+    leave the completing record to be read again with its trace's parts gone (an answer never
+    counted). The commit fails here (as a ``kill -9`` before it would): the parts stay held and
+    the dead letter is out; once a commit goes through, its tombstone follows."""
+    topic, held = await kafka_topic(partitions=1), await kafka_topic(partitions=1)
+    settings = settings_for(kafka_bootstrap, topic, held_topic=held)
+    assert not settings.transactional
+    tp, key = TopicPartition(topic, 0), b"a" * 32
+    clients = FaultyClients(fail_commit=True)  # the first commit raises InjectedFault
+    consumer = clients.consumer(
+        **settings.kafka_options(), group_id=settings.group, enable_auto_commit=False
+    )
+    await consumer.start()
+    consumer.assign([tp])
+    delivery = KafkaDelivery(settings, consumer, clients)
+    await delivery.start()
+
+    async def last_values() -> dict[bytes, bytes | None]:
+        return {r.key: r.value for r in await read_topic(kafka_bootstrap, held)}
+
+    async def deliver(offset: int, *held_changes: OutMessage, dead: bool = False) -> Any:
+        entries = [Entry(tp, offset - 1, held=list(held_changes))]
+        if dead:
+            entries[0].messages.append(OutMessage(settings.dlq_topic, key, b"bad"))
+        r = Ready(tp, offset, entries)
+        return await delivery.deliver([(r, commit_messages(r, settings))])
+
+    tombstone = OutMessage(held, key, None, partition=0)
+    try:
+        # The trace's parts, held with an earlier commit.
+        await produce_held(kafka_bootstrap, held, key, b"parts")
+        assert await last_values() == {key: b"parts"}
+        with pytest.raises(InjectedFault):
+            await deliver(8, tombstone, dead=True)
+        # The commit never happened: the parts are still held, the dead letter is out.
+        assert await last_values() == {key: b"parts"}
+        assert [r.value for r in await read_topic(kafka_bootstrap, settings.dlq_topic)] == [b"bad"]
+        assert await consumer.committed(tp) is None
+        assert await deliver(8, tombstone) == {tp: None}
+        assert await consumer.committed(tp) == 8
+        assert await last_values() == {key: None}
+        # A tombstone then an upsert of the same key in one commit: the upsert's parts stay.
+        later = OutMessage(held, key, b"later parts", partition=0)
+        assert await deliver(10, tombstone, later) == {tp: None}
+        assert await last_values() == {key: b"later parts"}
+    finally:
+        await delivery.stop()
+        await consumer.stop()

@@ -256,7 +256,7 @@ async def test_sigterm_while_the_broker_is_down_exits_by_the_close_deadline(
     own_broker: OwnBroker, tmp_path: Path
 ) -> None:
     """A rollout of the monitor during a broker outage: the drain cannot commit, so the process
-    gives up after ``close_timeout_s`` (10 s) instead of waiting for the broker (it used to wait
+    gives up after its close deadline (10 s) instead of waiting for the broker (it used to wait
     until the broker came back, past Kubernetes' grace period). The uncommitted answers are
     scored exactly once by the next process, whose transactional ID aborts the open
     transaction."""

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from citemon._core.records import AnswerScore
-from citemon._service.ledger import Entry, Finished, Ledger, PipelineStats
+from citemon._service.ledger import Entry, Finished, Ledger
 
 ANSWER = Finished(AnswerScore(trace_id="t"), "s")
 
 
 def _ledger() -> Ledger:
-    ledger = Ledger(PipelineStats())
+    ledger = Ledger()
     ledger.assign(["p"], opening=False)
     return ledger
 

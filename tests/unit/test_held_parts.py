@@ -13,7 +13,7 @@ from citemon._core.records import Passage
 from citemon._otlp.assembly import ROOT_BYTES, TraceAssembler
 from citemon._otlp.spans import ResourceInfo, TraceSpan
 from citemon._service.held import HeldParts, HeldTrace, decode_held, encode_held
-from citemon._service.ledger import Ledger, PipelineStats
+from citemon._service.ledger import Ledger
 
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
 A, B, C = "a" * 32, "b" * 32, "c" * 32
@@ -135,7 +135,7 @@ def test_a_restored_trace_keeps_its_age_and_settles_when_its_window_ends() -> No
 
 
 def test_an_anchor_commits_at_the_position_and_stays_until_it_is_finished() -> None:
-    ledger = Ledger(PipelineStats())
+    ledger = Ledger()
     ledger.assign([TP0], opening=False)
     assert ledger.anchor(TP0) is None  # nothing taken, nothing committed: no position
     entry = ledger.take(TP0, 4)

@@ -10,13 +10,13 @@ from aiokafka import TopicPartition
 
 from citemon._core.records import AnswerScore, ClaimResult, UnjudgedCause
 from citemon._service.answers import JudgeGate, judge_failed
-from citemon._service.ledger import Finished, Ledger, PipelineStats
+from citemon._service.ledger import Finished, Ledger
 
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
 
 
 def _ledger(dedupe_window: int = 100_000) -> Ledger:
-    ledger = Ledger(PipelineStats(), dedupe_window=dedupe_window)
+    ledger = Ledger(dedupe_window=dedupe_window)
     ledger.assign([TP0, TP1], opening=False)
     return ledger
 
@@ -56,13 +56,13 @@ def test_out_of_order_take_is_refused() -> None:
 
 
 def test_records_of_a_partition_not_readable_are_not_taken() -> None:
-    ledger = Ledger(PipelineStats())
+    ledger = Ledger()
     assert ledger.take(TP0, 0) is None  # not assigned
     ledger.assign([TP0], opening=True)
     assert ledger.take(TP0, 0) is None  # its producer is not open yet
     ledger.opened(TP0, 5)
     assert ledger.take(TP0, 4) is None  # below the committed offset read after fencing
-    assert ledger.take(TP0, 5) is not None and ledger.stats.records == 1
+    assert ledger.take(TP0, 5) is not None and ledger.records == 1
 
 
 def _counted(ledger: Ledger, offset: int, trace_id: str) -> int:
@@ -82,7 +82,7 @@ def test_the_dedupe_window_is_bounded_lru() -> None:
     assert _counted(ledger, 5, "t4") == 0  # in the window: a duplicate, not counted
     assert _counted(ledger, 6, "t1") == 1  # fell out of it: counted again, now newest
     assert ledger.seen(("t1", "s")) and not ledger.seen(("t2", "s"))  # t2 was the oldest
-    assert ledger.stats.duplicates == 1
+    assert ledger.duplicates == 1
 
 
 def _score(cause: UnjudgedCause | None, reason: str | None = None) -> AnswerScore:

@@ -22,11 +22,12 @@ from citemon._engine.scoring import Scorer
 from citemon._metrics import Metrics
 from citemon._otlp.assembly import TraceAssembler
 from citemon._otlp.decoding import decode_otlp
+from citemon._service.answers import JudgeGate
 from citemon._service.held import HeldTrace, decode_held
 from citemon._service.intake import BadBatch, BatchRecovery, Scan, Scanner
 from citemon._service.kafka import KafkaClients, RecordLimits
-from citemon._service.ledger import Ledger, PipelineStats
-from citemon._service.pipeline import Pipeline
+from citemon._service.ledger import Ledger
+from citemon._service.pipeline import Pipeline, PipelineStats
 from citemon._service.settings import Settings
 from citemon.judges.lexical import LexicalJudge
 
@@ -98,6 +99,7 @@ async def pipeline(
         Scorer(LexicalJudge()),
         Metrics(registry),
         assembler=TraceAssembler(window_s=5.0, clock=clock),
+        gate=JudgeGate(clock=clock),
         clock=clock,
         decode_slice_s=decode_slice_s,
         scan=scan,
@@ -317,7 +319,7 @@ class Consumer:
 
 
 async def test_a_bad_batch_met_while_a_partition_opens_is_left_for_after_its_seek() -> None:
-    ledger = Ledger(PipelineStats())
+    ledger = Ledger()
     ledger.assign([TP0], opening=True)  # its producer is not open yet
     bad = BadBatch("t", 0, 1, 4, "zstd", "unsupported_codec", "no zstd", b"raw")
     scanned: list[tuple[TopicPartition, int]] = []
@@ -350,7 +352,7 @@ async def test_a_bad_batch_met_while_a_partition_opens_is_left_for_after_its_see
     consumer.positions[TP0] = 1
     await recovery.recover(consumer, ValueError("undecodable"))
     assert scanned == [(TP0, 1)] and consumer.seeks == [(TP0, 4)]
-    assert ledger.stats.undecodable_batches == 1 and ledger.stats.rewound_partitions == 0
+    assert recovery.undecodable_batches == 1 and recovery.rewound_partitions == 0
     # One finished entry at the batch's last offset carries the dead letter: the commit
     # moves past the whole batch.
     (ready,) = ledger.ready()
@@ -481,7 +483,7 @@ async def _run(stale: list[Rec]) -> tuple[PipelineStats, Fetching, dict[TopicPar
     settings = Settings(topic="t", results_topic="r", commit_interval_s=3600.0)
     p = Pipeline(
         settings, Scorer(LexicalJudge()), Metrics(CollectorRegistry()), clients=clients,
-        decode_slice_s=0.0,  # intake yields before every record
+        gate=JudgeGate(), decode_slice_s=0.0,  # intake yields before every record
     )  # fmt: skip
     stats = await p.run(stop)
     assert consumer.assigning is not None and consumer.assigning.done()

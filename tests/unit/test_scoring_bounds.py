@@ -21,8 +21,7 @@ from citemon._engine.settings import ScoringSettings
 from citemon._engine.support_search import allot
 from citemon._metrics import Metrics
 from citemon._otlp.assembly import TRACE_OUTCOMES, TraceAssembler
-from citemon._service.answers import JudgeGate, judge_failed, score_with_retries
-from citemon._service.ledger import PipelineStats
+from citemon._service.answers import AnswerCounts, JudgeGate, judge_failed, score_with_retries
 from citemon._service.pipeline import Pipeline
 from citemon._service.settings import Settings
 from citemon.judges.lexical import LexicalJudge
@@ -120,11 +119,11 @@ async def test_an_answer_that_asked_the_judge_nothing_does_not_reopen_the_gate()
     gate = JudgeGate(backoff_s=0.01, backoff_max_s=0.01)
     gate.report(ok=False, started=0.0, probe=False)
     assert gate.down
-    scorer, settings, stats = Scorer(LexicalJudge()), Settings(), PipelineStats()
+    scorer, settings, counts = Scorer(LexicalJudge()), Settings(), AnswerCounts()
 
     async def score_once(record: AnswerRecord) -> AnswerScore:
         return await score_with_retries(
-            record, scorer=scorer, gate=gate, settings=settings, stats=stats, clock=time.monotonic
+            record, scorer=scorer, gate=gate, settings=settings, counts=counts, clock=time.monotonic
         )
 
     score = await score_once(AnswerRecord(answer="No claims here ...", passages=[]))
@@ -155,7 +154,9 @@ def test_trace_outcomes_are_exported_from_the_assembler() -> None:
     registry = CollectorRegistry()
     metrics = Metrics(registry)
     assembler = TraceAssembler()
-    pipeline = Pipeline(Settings(), Scorer(LexicalJudge()), metrics, assembler=assembler)
+    pipeline = Pipeline(
+        Settings(), Scorer(LexicalJudge()), metrics, assembler=assembler, gate=JudgeGate()
+    )
     for outcome in TRACE_OUTCOMES:  # every series from the first scrape, at 0
         assert registry.get_sample_value("citemon_traces_total", {"outcome": outcome}) == 0
     assembler.completed, assembler.settled, assembler.evicted = 3, 2, 1
@@ -218,7 +219,10 @@ def _fetch(tp: TopicPartition, n: int) -> list[ConsumerRecord[bytes, bytes]]:
 async def test_a_large_fetch_is_decoded_in_slices_and_a_rebalance_drops_the_rest() -> None:
     tp = TopicPartition("t", 0)
     pipeline = Pipeline(
-        Settings(sample_rate=0.0), Scorer(LexicalJudge()), Metrics(CollectorRegistry())
+        Settings(sample_rate=0.0),
+        Scorer(LexicalJudge()),
+        Metrics(CollectorRegistry()),
+        gate=JudgeGate(),
     )
     await pipeline.on_partitions_assigned([tp])
     records = _fetch(tp, 40)
@@ -227,7 +231,7 @@ async def test_a_large_fetch_is_decoded_in_slices_and_a_rebalance_drops_the_rest
     async def rebalance_at_the_first_yield() -> None:
         nonlocal yields
         yields += 1
-        pipeline.stats.rebalances += 1  # what on_partitions_revoked does first
+        await pipeline.on_partitions_revoked([])  # a rebalance begins, revoking nothing
 
     loop = asyncio.get_running_loop()
     t0 = loop.time()

@@ -28,7 +28,7 @@ from citemon._engine.scoring import Scorer
 from citemon._engine.settings import ScoringSettings
 from citemon._engine.summary import Summary
 from citemon._metrics import Metrics
-from citemon._service.answers import ratio_bound, trace_id_sampled
+from citemon._service.answers import JudgeGate, ratio_bound, trace_id_sampled
 from citemon._service.pipeline import Pipeline
 from citemon._service.settings import Settings, settings_from_args
 from citemon.cli import build_parser
@@ -441,7 +441,7 @@ async def test_a_failing_probe_leaves_the_real_answer_alone() -> None:
     )
     reg = CollectorRegistry()
     metrics = Metrics(reg)
-    pipeline = Pipeline(Settings(probe_rate=1.0), Scorer(judge), metrics)
+    pipeline = Pipeline(Settings(probe_rate=1.0), Scorer(judge), metrics, gate=JudgeGate())
     ids = trace_ids(5)
     await _score_and_commit(pipeline, ids)
     await pipeline.shuffle_probes.idle()
@@ -460,7 +460,9 @@ async def test_the_pipeline_probe_counts_only_the_probe() -> None:
     metrics = Metrics(reg)
     ids = trace_ids(400, seed=11)
     picked = [t for t in ids if probe_selected(t, 0.25)]
-    pipeline = Pipeline(Settings(probe_rate=0.25), Scorer(OracleJudge(truth)), metrics)
+    pipeline = Pipeline(
+        Settings(probe_rate=0.25), Scorer(OracleJudge(truth)), metrics, gate=JudgeGate()
+    )
     await _score_and_commit(pipeline, ids)
     await pipeline.shuffle_probes.idle()
     assert value(reg, "citemon_answers_total", **SVE) == 400
@@ -478,6 +480,7 @@ async def test_the_pipeline_probe_counts_only_the_probe() -> None:
         Settings(probe_rate=1.0),
         Scorer(_Slow(truth)),
         Metrics(reg2),
+        gate=JudgeGate(),
         max_inflight_probes=1,
     )
     await _score_and_commit(slow, ids[:10])

@@ -476,6 +476,10 @@ class Metrics:
                     self._patterns.remove(*labels, pattern)
             self._window.forget(labels)
 
+    def answer_counted(self, score: AnswerScore, span_id: str | None) -> None:
+        """The monitor counted ``score`` (its commit is confirmed): the pipeline's sink."""
+        self.record_answer(score)
+
     def record_answer(self, score: AnswerScore, *, trace_id: str | None = None) -> None:
         """Count one scored answer: its claims by verdict and the counts behind every ratio.
 

@@ -26,6 +26,7 @@ metrics.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections import OrderedDict, deque
@@ -39,13 +40,14 @@ from citemon._core.probe import cited_counts
 from citemon._core.records import AnswerRecord, AnswerScore
 from citemon._engine.scoring import Scorer
 from citemon._metrics import Metrics
-from citemon._service.ledger import Entry, Finished, Ledger, PipelineStats
+from citemon._service.ledger import Entry, Finished, Ledger
 from citemon._service.outputs import dead_letter
 from citemon._service.settings import Settings
 
 __all__ = [
     "OUTAGE_CAUSES",
     "TRACE_ID_LIMIT",
+    "AnswerCounts",
     "AnswerJobs",
     "GateObserver",
     "JudgeGate",
@@ -59,6 +61,20 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class AnswerCounts:
+    """What the answer stage counted (:attr:`AnswerJobs.counts` hands out copies)."""
+
+    started: int = 0
+    sampled_out: int = 0
+    duplicates: int = 0
+    """Answers already counted when they came again (re-read after a rebalance, say)."""
+    retries: int = 0
+    unjudged_after_retries: int = 0
+    cancelled_at_revoke: int = 0
+    cancelled_at_drain: int = 0
 
 
 class AnswerJobs:
@@ -81,7 +97,7 @@ class AnswerJobs:
         self._gate = gate
         self._metrics = metrics
         self._ledger = ledger
-        self._stats = ledger.stats
+        self._counts = AnswerCounts()
         self._sampler = sampler
         self._probes = probes
         self._clock = clock
@@ -91,6 +107,11 @@ class AnswerJobs:
 
     def __len__(self) -> int:
         return len(self._jobs)
+
+    @property
+    def counts(self) -> AnswerCounts:
+        """What this stage counted so far (a copy)."""
+        return dataclasses.replace(self._counts)
 
     @property
     def jobs(self) -> dict[asyncio.Task[None], frozenset[Any]]:
@@ -112,7 +133,7 @@ class AnswerJobs:
         if self._ledger.seen(key):
             if not assembled:
                 self._metrics.span("skipped")
-            self._stats.duplicates += 1
+            self._counts.duplicates += 1
             return
         now_s = timestamp_ms / 1000 if timestamp_ms >= 0 else time.time()
         if not self._sampler.by_trace_id(record.trace_id) or not self._sampler.by_budget(
@@ -120,11 +141,11 @@ class AnswerJobs:
         ):
             if not assembled:
                 self._metrics.span("sampled_out")
-            self._stats.sampled_out += 1
+            self._counts.sampled_out += 1
             return
         if not assembled:
             self._metrics.span("answer")
-        self._stats.answers_started += 1
+        self._counts.started += 1
         for e in entries:
             self._ledger.hold(e)
         task = asyncio.create_task(self.score(record, entries))
@@ -143,7 +164,7 @@ class AnswerJobs:
         for task, job_tps in list(self._jobs.items()):
             if job_tps & tps:
                 task.cancel()
-                self._stats.cancelled_at_revoke += 1
+                self._counts.cancelled_at_revoke += 1
                 if task in self._traces:
                     dropped.add(self._traces[task])
         return dropped
@@ -156,7 +177,7 @@ class AnswerJobs:
         _, pending = await asyncio.wait(list(self._jobs), timeout=timeout_s)
         for task in pending:
             task.cancel()
-        self._stats.cancelled_at_drain += len(pending)
+        self._counts.cancelled_at_drain += len(pending)
         await asyncio.gather(*pending, return_exceptions=True)
 
     def _done(self, task: asyncio.Task[None]) -> None:
@@ -178,7 +199,7 @@ class AnswerJobs:
                     scorer=self._scorer,
                     gate=self._gate,
                     settings=self._settings,
-                    stats=self._stats,
+                    counts=self._counts,
                     clock=self._clock,
                 )
             except Exception as exc:  # a scorer bug must not stop the stream
@@ -204,10 +225,11 @@ async def score_with_retries(
     scorer: Scorer,
     gate: JudgeGate,
     settings: Settings,
-    stats: PipelineStats,
+    counts: AnswerCounts,
     clock: Callable[[], float],
 ) -> AnswerScore:
-    """``record``'s score once the judge answered for it (or its attempts ran out)."""
+    """``record``'s score once the judge answered for it (or its attempts ran out); its
+    retries counted in ``counts``."""
     s = settings
     attempts = 0
     while True:
@@ -231,9 +253,9 @@ async def score_with_retries(
             continue  # the gate holds us until the judge answers again; no attempt spent
         attempts += 1
         if attempts >= s.max_answer_attempts:
-            stats.unjudged_after_retries += 1
+            counts.unjudged_after_retries += 1
             return score
-        stats.answer_retries += 1
+        counts.retries += 1
         delay = min(s.answer_retry_backoff_s * 2 ** (attempts - 1), s.answer_retry_backoff_max_s)
         await asyncio.sleep(delay)
 

@@ -15,7 +15,15 @@ topic (``<group>.held-spans`` by default, ``cleanup.policy=compact``), keyed by 
   record itself finishes at once and its offset commits.
 * A trace that leaves the assembler (completed, settled, dropped, evicted) writes a *tombstone*
   with the commit of the record that completed it, or of an *anchor* entry at P's position (a
-  trace settled by its window): the answer is produced and counted in that same commit.
+  trace settled by its window): the answer is produced and counted in that same commit. With
+  transactions the tombstone is in that commit's transaction. Without, it is written only
+  **after** the offsets' commit is confirmed (:class:`~citemon._service.outputs.KafkaDelivery`;
+  retried after later commits if it fails): a tombstone acknowledged first, then a crash before
+  the commit, would leave the completing record to be read again with its trace's parts gone,
+  an answer never counted. In this order a crash between the commit and the tombstone leaves a
+  stale part, read back below and settled by its window as a trace without an answer: no answer
+  lost or counted twice. (A tombstone followed by an upsert of the same key in one commit is
+  dropped: the upsert is the key's whole value.)
 * A partition assigned here is read back from its held partition (``read_committed``, to its
   end) after its transactional producer fenced the previous owner and before any of its input
   is taken: the store then matches the committed offset exactly. Parts whose input offset is at

@@ -26,7 +26,6 @@ trace leaves the assembler.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gzip
 import logging
 import struct
@@ -39,7 +38,6 @@ from typing import Any, Final
 import cramjam
 from aiokafka.errors import (
     CorruptRecordException,
-    IllegalStateError,
     KafkaError,
     UnsupportedCodecError,
 )
@@ -63,7 +61,6 @@ __all__ = [
     "UNDECODABLE",
     "BadBatch",
     "BatchRecovery",
-    "CatchUp",
     "Intake",
     "KeyCheck",
     "Scan",
@@ -98,7 +95,7 @@ class Intake:
     ) -> None:
         self._settings = settings
         self._ledger = ledger
-        self._stats = ledger.stats
+        self._skipped = 0
         self._answers = answers
         self._metrics = metrics
         self._assembler = assembler
@@ -115,6 +112,11 @@ class Intake:
     def paused(self) -> bool:
         """Whether the partitions are paused because work is full."""
         return self._paused
+
+    @property
+    def skipped(self) -> int:
+        """Spans read and of no use (no dialect reads anything from them, bare roots)."""
+        return self._skipped
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -191,7 +193,7 @@ class Intake:
         them)."""
         loop = asyncio.get_running_loop()
         slice_s = self._decode_slice_s
-        rebalances = self._stats.rebalances
+        rebalances = self._ledger.rebalances
         seeks = {tp: self._ledger.seeks(tp) for tp in batches}  # no await since getmany
         until = loop.time() + slice_s
         with self._ledger.taking_fetch():
@@ -199,7 +201,7 @@ class Intake:
                 for record in records:
                     if loop.time() >= until:
                         await asyncio.sleep(0)
-                        if self._stats.rebalances != rebalances:
+                        if self._ledger.rebalances != rebalances:
                             return
                         until = loop.time() + slice_s
                     if self._ledger.seeks(tp) != seeks[tp]:
@@ -228,7 +230,7 @@ class Intake:
         except DecodeError as exc:
             if exc.reason == "no_answer_spans":  # every span of it read, none of use
                 self._metrics.span("skipped", exc.spans)
-                self._stats.skipped += exc.spans
+                self._skipped += exc.spans
             else:
                 self._metrics.span("invalid")
                 message = dead_letter(dlq, source, rec.key, rec.value or b"", exc.reason, str(exc))
@@ -250,7 +252,7 @@ class Intake:
             self._ledger.dead_letter(entry, message, first.reason)
         if batch.skipped:
             self._metrics.span("skipped", batch.skipped)
-            self._stats.skipped += batch.skipped
+            self._skipped += batch.skipped
         for record in batch.records:
             self._answers.admit(record, [entry], entry.timestamp_ms)
         if batch.spans:
@@ -273,7 +275,7 @@ class Intake:
             self._metrics.span("part", read)
         if bare:
             self._metrics.span("skipped", bare)
-            self._stats.skipped += bare
+            self._skipped += bare
         carriers = _Carriers(self._ledger, entry)
         try:
             for record in self._assembler.add(spans):
@@ -399,55 +401,6 @@ class _Carriers:
             if anchor is not None:
                 self._ledger.release(anchor)
         self._anchors.clear()
-
-
-class CatchUp:
-    """Whether intake has caught up: every owned partition read and committed to a target end.
-
-    For each partition this replica owns, the target is the given end or, by default, its log
-    end when first seen here (with ``read_committed``, the last stable offset). A partition has
-    caught up when intake's position is at or past the target and nothing taken from it is
-    uncommitted. The position, not the committed offset, is compared: a transaction marker at
-    the end of the log has no record to commit, so the committed offset may stop one short of
-    the end while the position passes it.
-
-    The positions are read with ``await``; they move only when ``getmany`` returns (or raises)
-    or a partition is sought, each counted in :attr:`Ledger.moved`. If that count stood still
-    while they were read and no fetch is being taken, the ledger holds every record below them,
-    so "nothing uncommitted" is exact.
-    """
-
-    def __init__(self, ledger: Ledger) -> None:
-        self._ledger = ledger
-        self.targets: dict[Any, int] = {}
-
-    async def check(self, consumer: Any, ends: Mapping[Any, int] | None) -> dict[Any, int] | None:
-        """The targets of the owned partitions once all are reached; None before."""
-        ledger = self._ledger
-        if consumer is None or not ledger.settled:
-            return None
-        if ends is not None:
-            self.targets.update({tp: e for tp, e in ends.items() if tp not in self.targets})
-        owned = list(ledger.assigned)
-        unknown = [tp for tp in owned if tp not in self.targets]
-        if unknown:
-            with contextlib.suppress(KafkaError, OSError, TimeoutError):
-                self.targets.update(await consumer.end_offsets(unknown))
-        moved = ledger.moved
-        owned = list(ledger.assigned)
-        positions: dict[Any, int] = {}
-        for tp in owned:
-            if tp not in self.targets:
-                return None
-            try:
-                positions[tp] = await consumer.position(tp)
-            except IllegalStateError:
-                return None  # revoked meanwhile
-        if ledger.moved != moved or ledger.taking or set(owned) != ledger.assigned:
-            return None
-        if all(positions[tp] >= self.targets[tp] and ledger.uncommitted(tp) == 0 for tp in owned):
-            return {tp: self.targets[tp] for tp in owned}
-        return None
 
 
 # -- records not keyed by their trace ID -------------------------------------------------------
@@ -700,6 +653,18 @@ class BatchRecovery:
         self._scan = scan
         self.client: Any = client
         self._unlocated_backoff_s = unlocated_backoff_s
+        self._rewound_partitions = 0
+        self._undecodable_batches = 0
+
+    @property
+    def undecodable_batches(self) -> int:
+        """Bad batches located and skipped (each dead-lettered)."""
+        return self._undecodable_batches
+
+    @property
+    def rewound_partitions(self) -> int:
+        """Partitions sought back to where intake stood after an undecodable fetch."""
+        return self._rewound_partitions
 
     async def recover(self, consumer: Any, exc: BaseException) -> None:
         """Find the bad batch behind ``exc``, take what precedes it, skip it; when none is
@@ -737,7 +702,7 @@ class BatchRecovery:
         if await consumer.position(tp) != start:
             consumer.seek(tp, start)  # records the failed getmany drained and dropped
             ledger.sought(tp)
-            ledger.stats.rewound_partitions += 1
+            self._rewound_partitions += 1
         scan = await self._scan(
             self.client, tp, start, max_bytes=self._settings.max_partition_fetch_bytes
         )
@@ -752,6 +717,6 @@ class BatchRecovery:
 
     def _skip(self, tp: Any, bad: BadBatch) -> None:
         log.error("skipping undecodable batch %s: dead-lettered", bad)
-        self._ledger.stats.undecodable_batches += 1
+        self._undecodable_batches += 1
         message = bad.dead_letter(self._settings.dlq_topic)
         self._ledger.skip_batch(tp, bad.next_offset, message, bad.reason)

@@ -26,34 +26,10 @@ from typing import Any
 
 from citemon._core.records import AnswerScore
 
-__all__ = ["Entry", "Finished", "Key", "Ledger", "OutMessage", "PipelineStats", "Ready"]
+__all__ = ["Entry", "Finished", "Key", "Ledger", "OutMessage", "Ready"]
 
 Key = tuple[str | None, str | None]
 """An answer's identity: (trace ID, span ID)."""
-
-
-@dataclass(slots=True)
-class PipelineStats:
-    """What the monitor did, counted as it goes; logged at shutdown (the metrics hold the same,
-    per label)."""
-
-    records: int = 0
-    answers_started: int = 0
-    answers_committed: int = 0
-    sampled_out: int = 0
-    skipped: int = 0
-    duplicates: int = 0
-    dead_letters: int = 0
-    answer_retries: int = 0
-    unjudged_after_retries: int = 0
-    commits: int = 0
-    commit_failures: int = 0
-    cancelled_at_drain: int = 0
-    cancelled_at_revoke: int = 0
-    rebalances: int = 0
-    undecodable_batches: int = 0
-    rewound_partitions: int = 0
-    partitions_lost: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,8 +129,10 @@ class Ledger:
     <citemon._service.pipeline.Pipeline.caught_up>`).
     """
 
-    def __init__(self, stats: PipelineStats, *, dedupe_window: int = 100_000) -> None:
-        self.stats = stats
+    def __init__(self, *, dedupe_window: int = 100_000) -> None:
+        self._records = 0
+        self._duplicates = 0
+        self._rebalances = 0
         self._parts: dict[Any, _Partition] = {}
         self._counted: OrderedDict[Key, None] = OrderedDict()
         self._dedupe_window = dedupe_window
@@ -163,6 +141,28 @@ class Ledger:
         # spanning an await can tell they stood still. ``taking``: a fetch is being taken.
         self._moved = 0
         self._taking = False
+
+    # -- counts --------------------------------------------------------------------------------
+
+    @property
+    def records(self) -> int:
+        """Records taken (fetched from a readable partition, above its floor)."""
+        return self._records
+
+    @property
+    def duplicates(self) -> int:
+        """Answers left out of a commit because one with the same key was counted already."""
+        return self._duplicates
+
+    @property
+    def rebalances(self) -> int:
+        """Rebalances begun (:meth:`rebalance`): a change intake watches across a yield."""
+        return self._rebalances
+
+    def rebalance(self) -> None:
+        """A rebalance begins (before anything is revoked): records taken after a yield may
+        belong to partitions about to go."""
+        self._rebalances += 1
 
     # -- change notification -------------------------------------------------------------------
 
@@ -313,7 +313,7 @@ class Ledger:
         p = self._parts[tp]
         if offset < p.floor:
             return None
-        self.stats.records += 1
+        self._records += 1
         p.taken_to = offset + 1
         return self._add(p, tp, offset, timestamp_ms)
 
@@ -427,7 +427,7 @@ class Ledger:
                 for answer in e.answers:
                     key = answer.key
                     if key != (None, None) and (key in self._counted or key in keys):
-                        self.stats.duplicates += 1
+                        self._duplicates += 1
                         continue
                     keys.add(key)
                     counted.append(answer)

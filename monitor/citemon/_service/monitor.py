@@ -173,7 +173,7 @@ def build_monitor(
         metrics,
         clients=clients,
         gate=gate,
-        on_counted=events.answer_counted if events is not None else None,
+        sinks=() if events is None else (events,),
     )
     server = MetricsServer(
         registry,

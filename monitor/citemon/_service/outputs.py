@@ -14,8 +14,13 @@ Delivery, two modes:
   (``send_offsets_to_transaction``), by a producer whose transactional ID belongs to the
   partition: a ``read_committed`` reader sees each answer's records exactly once, however the
   monitor crashes, rebalances or freezes;
-* without either, dead letters are acknowledged (``acks=all``) first, then the offsets
-  committed through the consumer: at least once for dead letters.
+* without either, dead letters and held-parts upserts are acknowledged (``acks=all``) first,
+  then the offsets committed through the consumer, and only once that commit is confirmed the
+  held-parts tombstones are written: at least once for dead letters, and no answer lost to a
+  crash between the two steps (a tombstone acknowledged before its commit would leave the
+  completing record to be read again with its trace's held parts already gone; written after,
+  a crash in between leaves a stale part, read back and settled as a trace without an answer,
+  :mod:`citemon._service.held`).
 """
 
 from __future__ import annotations
@@ -214,6 +219,9 @@ class KafkaDelivery:
         self.transactional = settings.transactional
         self._producer: Any = None
         self._producers: dict[Any, Any] = {}
+        # At least once: held-parts tombstones whose commit is confirmed, not yet acknowledged,
+        # per (input partition, key); written after every commit until they are.
+        self._tombstones: dict[tuple[Any, bytes | None], OutMessage] = {}
         self.transactions = 0
         self.commits = 0
 
@@ -264,12 +272,20 @@ class KafkaDelivery:
         self._producers[tp] = producer
 
     async def close(self, tps: Iterable[Any]) -> None:
-        """Close the producers of revoked partitions."""
-        closing = [self._producers.pop(tp) for tp in list(tps) if tp in self._producers]
+        """Close the producers of revoked partitions (at least once: forget their tombstones not
+        yet written, as the next owner may hold those keys again; their parts read back there
+        settle as traces without an answer)."""
+        tps = list(tps)
+        gone = set(tps)
+        for due in [k for k in self._tombstones if k[0] in gone]:
+            del self._tombstones[due]
+        closing = [self._producers.pop(tp) for tp in tps if tp in self._producers]
         await asyncio.gather(*(_stop_quietly(p) for p in closing))
 
     async def stop(self) -> None:
         await self.close(list(self._producers))
+        if self._producer is not None and self._tombstones:
+            await self._write_tombstones()
         if self._producer is not None:
             producer, self._producer = self._producer, None
             await _stop_quietly(producer)
@@ -293,27 +309,61 @@ class KafkaDelivery:
                 r.tp: (out if isinstance(out, BaseException) else None)
                 for (r, _), out in zip(batches, outcomes, strict=True)
             }
-        messages = [m for _, ms in batches for m in ms]
+        # Tombstones wait for the commit (the module says why); an upsert of a key replaces its
+        # whole value, so a tombstone followed by an upsert of the same key is dropped.
+        messages: list[OutMessage] = []
+        tombstones: dict[tuple[Any, bytes | None], OutMessage] = {}
+        upserted: set[tuple[Any, bytes | None]] = set()
+        for r, ms in batches:
+            for m in ms:
+                if m.value is None:
+                    tombstones[(r.tp, m.key)] = m
+                    continue
+                if m.partition is not None:  # a held-parts upsert
+                    tombstones.pop((r.tp, m.key), None)
+                    upserted.add((r.tp, m.key))
+                messages.append(m)
         offsets = {r.tp: OffsetAndMetadata(r.offset, "") for r, _ in batches}
         try:
-            if messages:
-                futures = [
-                    await self._producer.send(
-                        m.topic,
-                        value=m.value,
-                        key=m.key,
-                        headers=list(m.headers),
-                        partition=m.partition,
-                    )
-                    for m in messages
-                ]
-                for fut in futures:
-                    await fut
+            await self._send(messages)
+            for key in upserted:  # an older tombstone still due would delete these parts
+                self._tombstones.pop(key, None)
             await self._consumer.commit(offsets)
         except Exception as exc:  # reported per partition like the transactional path
             return {r.tp: exc for r, _ in batches}
         self.commits += 1
+        self._tombstones.update(tombstones)
+        if self._tombstones:
+            await self._write_tombstones()
         return {r.tp: None for r, _ in batches}
+
+    async def _send(self, messages: list[OutMessage]) -> None:
+        """Produce ``messages`` with the at-least-once producer and wait for every ack."""
+        futures = [
+            await self._producer.send(
+                m.topic, value=m.value, key=m.key, headers=list(m.headers), partition=m.partition
+            )
+            for m in messages
+        ]
+        for fut in futures:
+            await fut
+
+    async def _write_tombstones(self) -> None:
+        """Write the tombstones whose commit is confirmed; on failure they stay due (a crash
+        before they are written leaves stale parts: settled without an answer, never lost)."""
+        due = dict(self._tombstones)
+        try:
+            await self._send(list(due.values()))
+        except Exception as exc:
+            log.warning(
+                "%d held-parts tombstone(s) not written, will retry: %s",
+                len(due),
+                type(exc).__name__,
+            )
+            return
+        for key, message in due.items():
+            if self._tombstones.get(key) is message:
+                del self._tombstones[key]
 
     async def _transaction(self, r: Ready, messages: list[OutMessage]) -> None:
         from aiokafka.errors import KafkaError

@@ -19,9 +19,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
 
 from aiokafka import ConsumerRebalanceListener
 from aiokafka.errors import IllegalStateError, KafkaConnectionError, KafkaError, ProducerFenced
@@ -33,20 +33,55 @@ from citemon._metrics import Metrics
 from citemon._otlp.assembly import TraceAssembler
 from citemon._service.answers import AnswerJobs, JudgeGate, Sampler, ShuffleProbes
 from citemon._service.held import HeldParts
-from citemon._service.intake import BatchRecovery, CatchUp, Intake, Scanner
+from citemon._service.intake import BatchRecovery, Intake, Scanner
 from citemon._service.kafka import KafkaClients, RecordLimits, request_rejoin
-from citemon._service.ledger import Ledger, PipelineStats, Ready
+from citemon._service.ledger import Ledger, Ready
 from citemon._service.lifecycle import Supervisor, close_within, stop_between_commits
 from citemon._service.outputs import KafkaDelivery, commit_messages
 from citemon._service.rekey import RekeyStage
 from citemon._service.settings import Settings
 
-__all__ = ["Pipeline", "PipelineStats"]
+__all__ = ["AnswerSink", "Pipeline", "PipelineStats"]
 
 log = logging.getLogger(__name__)
 
+_CLOSE_TIMEOUT_S = 10.0
+"""After the drain: the last commit and closing the clients, within this deadline (drain 30 s +
+this 10 s stays inside Kubernetes' 45 s)."""
 _TRACE_KEY = b"0" * 32
 """A trace ID as a held-parts record's key (its size counts against the topic's limit)."""
+
+
+class AnswerSink(Protocol):
+    """Where a counted answer goes (the metrics, the evaluation events): called in the commit's
+    counting step, with no ``await`` between the confirmed commit and it, so it must not block
+    and must not raise."""
+
+    def answer_counted(self, score: AnswerScore, span_id: str | None) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineStats:
+    """What the monitor did so far, read from the stages that counted it (:attr:`Pipeline.stats`);
+    logged at shutdown (the metrics hold the same, per label)."""
+
+    records: int
+    answers_started: int
+    answers_committed: int
+    sampled_out: int
+    skipped: int
+    duplicates: int
+    dead_letters: int
+    answer_retries: int
+    unjudged_after_retries: int
+    commits: int
+    commit_failures: int
+    cancelled_at_drain: int
+    cancelled_at_revoke: int
+    rebalances: int
+    undecodable_batches: int
+    rewound_partitions: int
+    partitions_lost: int
 
 
 class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -54,9 +89,10 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
     ``await pipeline.run(until_caught_up=True)`` to stop once the backlog seen at start is
     committed (as arq's burst mode; what the tests use).
 
-    ``metrics``, ``scorer`` (and the judge inside it, built with a
-    :class:`~citemon._service.answers.GateObserver` of ``gate`` so that outage detection sees every
-    request) and ``clients`` (the Kafka clients) are passed in; ``scan`` replaces the bad-batch
+    ``metrics``, ``scorer`` and ``gate`` (the judge inside the scorer built with a
+    :class:`~citemon._service.answers.GateObserver` of that gate, so that outage detection sees
+    every request: :func:`~citemon._service.monitor.build_monitor` builds both, once) and
+    ``clients`` (the Kafka clients) are passed in; ``scan`` replaces the bad-batch
     re-read (:mod:`citemon._service.intake`). ``decode_slice_s``: how long taking one fetch
     runs before it yields to the event loop; ``unlocated_backoff_s``: the wait before fetching
     again after an undecodable fetch whose bad batch a re-read did not find.
@@ -71,11 +107,10 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         clients: KafkaClients | None = None,
         sampler: Sampler | None = None,
         assembler: TraceAssembler | None = None,
-        gate: JudgeGate | None = None,
+        gate: JudgeGate,
         clock: Callable[[], float] = time.monotonic,
         max_inflight_probes: int | None = None,
-        close_timeout_s: float = 10.0,
-        on_counted: Callable[[AnswerScore, str | None], None] | None = None,
+        sinks: Sequence[AnswerSink] = (),
         scan: Scanner | None = None,
         decode_slice_s: float = 0.02,
         unlocated_backoff_s: float = 1.0,
@@ -98,14 +133,15 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             settings.held_topic_name,
             max_value_bytes=RecordLimits().value_budget(settings.held_topic_name, _TRACE_KEY),
         )
-        self.gate = gate or JudgeGate(
-            backoff_s=settings.answer_retry_backoff_s,
-            backoff_max_s=settings.answer_retry_backoff_max_s,
-            clock=clock,
-        )
-        self.stats = PipelineStats()
+        self.gate = gate  # built once, with the judge reporting to it (build_monitor)
         self._clock = clock
-        self._ledger = Ledger(self.stats, dedupe_window=settings.dedupe_window)
+        self._ledger = Ledger(dedupe_window=settings.dedupe_window)
+        # What the commit counts (the other stages count their own: :attr:`stats`).
+        self._commits = 0
+        self._commit_failures = 0
+        self._answers_committed = 0
+        self._dead_letters = 0
+        self._partitions_lost = 0
         self._probes = ShuffleProbes(
             scorer,
             self.gate,
@@ -152,14 +188,35 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         metrics.watch_held(
             lambda: (len(self.assembler), self.assembler.nbytes, self.assembler.oldest_age_s())
         )
-        # After the drain: the last commit and closing the clients, within this deadline
-        # (drain 30 s + this 10 s stays inside Kubernetes' 45 s).
-        self._close_timeout_s = close_timeout_s
         self._skip_final_commit = False
-        # Called with each answer (and its span ID) once counted: the evaluation events.
-        self._on_counted = on_counted
+        # Each answer (and its span ID) goes to these once counted: the metrics first.
+        self._sinks: tuple[AnswerSink, ...] = (metrics, *sinks)
 
     # -- what probes and tests read ------------------------------------------------------------
+
+    @property
+    def stats(self) -> PipelineStats:
+        """What each stage counted so far, read now."""
+        answers, ledger, recovery = self._answers.counts, self._ledger, self._recovery
+        return PipelineStats(
+            records=ledger.records,
+            answers_started=answers.started,
+            answers_committed=self._answers_committed,
+            sampled_out=answers.sampled_out,
+            skipped=self._intake.skipped,
+            duplicates=ledger.duplicates + answers.duplicates,
+            dead_letters=self._dead_letters,
+            answer_retries=answers.retries,
+            unjudged_after_retries=answers.unjudged_after_retries,
+            commits=self._commits,
+            commit_failures=self._commit_failures,
+            cancelled_at_drain=answers.cancelled_at_drain,
+            cancelled_at_revoke=answers.cancelled_at_revoke,
+            rebalances=ledger.rebalances,
+            undecodable_batches=recovery.undecodable_batches,
+            rewound_partitions=recovery.rewound_partitions,
+            partitions_lost=self._partitions_lost,
+        )
 
     @property
     def ready(self) -> bool:
@@ -301,7 +358,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             await self._drain()
             await self._probes.stop()
             self._supervisor.stop()
-            deadline = asyncio.get_running_loop().time() + self._close_timeout_s
+            deadline = asyncio.get_running_loop().time() + _CLOSE_TIMEOUT_S
             cut_short = not await stop_between_commits(background, self._commit_lock, deadline)
             self._skip_final_commit = cut_short
             await self._close(background, delivery, consumer, deadline)
@@ -314,9 +371,9 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         """Return once every partition this replica owns is committed up to ``ends`` (by
         default each one's log end, read when this call first sees it), no trace is held with
         parts (each is completed or settled by its window) and no answer or shuffle probe is in
-        flight; returns the ends it waited for (:class:`~citemon._service.intake.
-        CatchUp`). Every answer up to them is then counted in the metrics. Each call has ends of
-        its own: a later call waits for what was written since the earlier one returned."""
+        flight; returns the ends it waited for (:class:`CatchUp`). Every answer up to them is
+        then counted in the metrics. Each call has ends of its own: a later call waits for what
+        was written since the earlier one returned."""
         catch_up = CatchUp(self._ledger)
         while True:
             if self._supervisor.fatal is not None:
@@ -345,7 +402,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         consumer: Any,
         deadline: float,
     ) -> None:
-        """The final commit within ``close_timeout_s``, then close the clients."""
+        """The final commit within ``_CLOSE_TIMEOUT_S``, then close the clients."""
         clients = [("producer", delivery.stop), ("consumer", consumer.stop)]
         if self._recovery.client is not None:
             clients.append(("batch re-read client", self._recovery.close))
@@ -355,7 +412,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             final_commit=self._final_commit,
             clients=clients,
             uncommitted=lambda: len(self._ledger),
-            timeout_s=self._close_timeout_s,
+            timeout_s=_CLOSE_TIMEOUT_S,
         )
 
     async def _drain(self) -> None:
@@ -415,7 +472,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
                     continue
                 if error is not None:
                     ok = False
-                    self.stats.commit_failures += 1
+                    self._commit_failures += 1
                     log.warning(
                         "commit failed, will retry (partition %d): %s",
                         r.tp.partition,
@@ -438,16 +495,15 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
     def _count(self, r: Ready) -> None:
         """``r`` committed: confirm it in the ledger and count what it carried (no ``await``)."""
         self._ledger.confirm(r)
-        self.stats.commits += 1
+        self._commits += 1
         for answer in r.counted:
-            self.metrics.record_answer(answer.score)
-            if self._on_counted is not None:
-                self._on_counted(answer.score, answer.span_id)
-        self.stats.answers_committed += len(r.counted)
+            for sink in self._sinks:
+                sink.answer_counted(answer.score, answer.span_id)
+        self._answers_committed += len(r.counted)
         for e in r.entries:
             for reason in e.dead_letters:
                 self.metrics.dead_letter(reason)
-                self.stats.dead_letters += 1
+                self._dead_letters += 1
         for record, why in r.cuts:
             self.metrics.record_cut(record, why)
 
@@ -457,7 +513,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         """Before a rebalance (aiokafka's listener callback): finish what is in flight for
         ``revoked`` (up to ``revoke_timeout_s``), commit it, and forget the rest, traces held
         for assembly included, so nothing of those partitions is ever counted here afterwards."""
-        self.stats.rebalances += 1
+        self._ledger.rebalance()
         gone = set(revoked)
         if not gone:
             return
@@ -503,7 +559,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             sorted(tp.partition for tp in tps),
             why,
         )
-        self.stats.partitions_lost += len(tps)
+        self._partitions_lost += len(tps)
         self._ledger.start_revoking(tps)
         self._intake.drop(tps)
         self._forget(tps)
@@ -631,3 +687,52 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
                 lags[tp] = max(0, end - committed)
                 self.metrics.consumer_lag(tp.topic, tp.partition, lags[tp])
         return lags
+
+
+class CatchUp:
+    """Whether intake has caught up: every owned partition read and committed to a target end.
+
+    For each partition this replica owns, the target is the given end or, by default, its log
+    end when first seen here (with ``read_committed``, the last stable offset). A partition has
+    caught up when intake's position is at or past the target and nothing taken from it is
+    uncommitted. The position, not the committed offset, is compared: a transaction marker at
+    the end of the log has no record to commit, so the committed offset may stop one short of
+    the end while the position passes it.
+
+    The positions are read with ``await``; they move only when ``getmany`` returns (or raises)
+    or a partition is sought, each counted in :attr:`Ledger.moved`. If that count stood still
+    while they were read and no fetch is being taken, the ledger holds every record below them,
+    so "nothing uncommitted" is exact.
+    """
+
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+        self.targets: dict[Any, int] = {}
+
+    async def check(self, consumer: Any, ends: Mapping[Any, int] | None) -> dict[Any, int] | None:
+        """The targets of the owned partitions once all are reached; None before."""
+        ledger = self._ledger
+        if consumer is None or not ledger.settled:
+            return None
+        if ends is not None:
+            self.targets.update({tp: e for tp, e in ends.items() if tp not in self.targets})
+        owned = list(ledger.assigned)
+        unknown = [tp for tp in owned if tp not in self.targets]
+        if unknown:
+            with contextlib.suppress(KafkaError, OSError, TimeoutError):
+                self.targets.update(await consumer.end_offsets(unknown))
+        moved = ledger.moved
+        owned = list(ledger.assigned)
+        positions: dict[Any, int] = {}
+        for tp in owned:
+            if tp not in self.targets:
+                return None
+            try:
+                positions[tp] = await consumer.position(tp)
+            except IllegalStateError:
+                return None  # revoked meanwhile
+        if ledger.moved != moved or ledger.taking or set(owned) != ledger.assigned:
+            return None
+        if all(positions[tp] >= self.targets[tp] and ledger.uncommitted(tp) == 0 for tp in owned):
+            return {tp: self.targets[tp] for tp in owned}
+        return None
