@@ -10,12 +10,12 @@ clients that fail on cue, and the runtime code carries no test hooks.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
 import logging
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 
@@ -32,8 +32,6 @@ from citemon._service.settings import Settings
 from citemon.judges import Judge, load_judge
 
 if TYPE_CHECKING:
-    import asyncio
-
     from opentelemetry.sdk._logs.export import LogRecordExporter
 
     from citemon._passages.managed import ManagedStore
@@ -68,15 +66,24 @@ class Monitor:
         self._executor = executor
         self._events = events
         self._store = store
+        # Set once serve() has the metrics server listening, or once it ended before that
+        # (then with what ended it): what wait_serving() waits for.
+        self._serving = asyncio.Event()
+        self._serve_error: BaseException | None = None
 
-    async def serve(
-        self,
-        stop: asyncio.Event,
-        *,
-        on_ready: Callable[[Pipeline, MetricsServer], Any] | None = None,
-    ) -> PipelineStats:
+    async def wait_serving(self) -> None:
+        """Return once :meth:`serve` has the metrics server listening (``server.port`` is then
+        the bound port, also with ``--metrics-port 0``) and the pipeline starting; raise what
+        ended ``serve`` if it ended before that (a port taken). What ends it later (a missing
+        topic, a fatal error) is ``serve``'s to raise. Being served is not being ready:
+        ``/readyz`` (:attr:`Pipeline.ready`) says when partitions are assigned."""
+        await self._serving.wait()
+        if self._serve_error is not None:
+            raise self._serve_error
+
+    async def serve(self, stop: asyncio.Event) -> PipelineStats:
         """Run the pipeline and the metrics server until ``stop`` is set (or a fatal error);
-        ``on_ready(pipeline, server)`` is called once both are up (tests read ports)."""
+        :meth:`wait_serving` returns once both are up."""
         s, pipeline, server = self.settings, self.pipeline, self.server
         log.info("settings: %s", s.describe())
         try:
@@ -100,10 +107,14 @@ class Monitor:
                 stack.enter_context(quiet_startup(lambda: pipeline.ready))
                 # aiokafka's same error again and again: once, then counted (client_noise).
                 stack.enter_context(quiet_repeats(pipeline.metrics.client_error_repeated))
-                if on_ready is not None:
-                    on_ready(pipeline, server)
+                self._serving.set()
                 return await pipeline.run(stop)
+        except BaseException as exc:
+            if not self._serving.is_set():
+                self._serve_error = exc
+            raise
         finally:
+            self._serving.set()
             await self.aclose()
 
     async def aclose(self) -> None:
