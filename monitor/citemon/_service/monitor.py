@@ -3,9 +3,10 @@
 Everything ``citemon run`` (and ``citemon demo``) runs is made here from one
 :class:`~citemon._service.settings.Settings`: the metrics and their server, the judge gate (once),
 the judge behind a :class:`~citemon._service.answers.GateObserver` of that gate, the scorer, the
-evaluation events and the pipeline. The Kafka clients are handed in
-(:class:`~citemon._service.kafka.KafkaClients`), as arq takes its Redis pool: a test passes
-clients that fail on cue, and the runtime code carries no test hooks.
+sampler, the trace assembler, the evaluation events and the pipeline, which requires each of
+them. The Kafka clients and the clock are handed in (:class:`~citemon._service.kafka.KafkaClients`),
+as arq takes its Redis pool: a test passes clients that fail on cue, or a clock it moves, and
+the runtime code carries no test hooks.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import asyncio
 import contextlib
 import gc
 import logging
+import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
@@ -23,8 +26,9 @@ from citemon._core.calibration import Calibration
 from citemon._core.errors import ConfigError
 from citemon._engine.scoring import Scorer
 from citemon._metrics import Metrics, MetricsServer
+from citemon._otlp.assembly import TraceAssembler
 from citemon._passages.open import open_store_from
-from citemon._service.answers import GateObserver, JudgeGate
+from citemon._service.answers import GateObserver, JudgeGate, Sampler
 from citemon._service.kafka import KafkaClients
 from citemon._service.lifecycle import quiet_repeats, quiet_startup
 from citemon._service.pipeline import Pipeline, PipelineStats
@@ -134,8 +138,11 @@ def build_monitor(
     *,
     clients: KafkaClients | None = None,
     registry: CollectorRegistry | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Monitor:
-    """The monitor ``settings`` describe, with ``clients`` making its Kafka clients.
+    """The monitor ``settings`` describe, with ``clients`` making its Kafka clients (aiokafka's
+    by default), its metrics in ``registry`` and ``clock`` read for the trace window, the judge
+    gate's back-off and the revoke deadline (``time.monotonic`` by default).
 
     Raises :class:`ConfigError` before anything starts for what cannot work: an unreadable
     calibration file, ``--evaluation-events`` without its exporter, a judge that cannot load.
@@ -154,6 +161,7 @@ def build_monitor(
     gate = JudgeGate(
         backoff_s=settings.answer_retry_backoff_s,
         backoff_max_s=settings.answer_retry_backoff_max_s,
+        clock=clock,
     )
     spec = settings.judge.judge
     judge_settings = settings.judge.calibrated(
@@ -182,8 +190,17 @@ def build_monitor(
         settings,
         scorer,
         metrics,
-        clients=clients,
+        clients=clients or KafkaClients(),
+        sampler=Sampler(
+            rate=settings.sample_rate,
+            budget_per_minute=settings.budget_per_minute,
+            max_keys=settings.max_budget_keys,
+        ),
+        assembler=TraceAssembler(
+            window_s=settings.trace_window_s, max_bytes=settings.held_max_bytes, clock=clock
+        ),
         gate=gate,
+        clock=clock,
         sinks=() if events is None else (events,),
     )
     server = MetricsServer(
