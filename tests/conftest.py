@@ -13,7 +13,9 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = labelled_data_dir()
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
-pytest_plugins = ["tests.judge_server"]  # the `judge_server` fixture: a real HTTP judge on loopback
+# The `judge_server` fixture (a real HTTP judge on loopback) and `build` (pipelines built by
+# build_monitor, closed after the test).
+pytest_plugins = ["tests.judge_server", "tests.built"]
 
 
 def need_server(what: str, why: str) -> None:

@@ -17,12 +17,12 @@ import httpx
 from aiokafka import AIOKafkaConsumer
 from prometheus_client import CollectorRegistry
 
-from citemon._commands.run import serve
 from citemon._core.records import AnswerRecord
 from citemon._demo.service import FakeRAGService
 from citemon._engine.scoring import Scorer
 from citemon._metrics import MetricsServer
 from citemon._service.kafka import KafkaClients
+from citemon._service.monitor import build_monitor
 from citemon._service.pipeline import Pipeline, PipelineStats
 from citemon._service.settings import Settings
 from citemon.cli import build_parser
@@ -83,24 +83,18 @@ async def run_monitor(
     settings: Settings, *, clients: KafkaClients | None = None
 ) -> AsyncIterator[Monitor]:
     """The monitor ``settings`` describe, built and served in this event loop (``clients``:
-    its Kafka clients, aiokafka's by default)."""
+    its Kafka clients, aiokafka's by default); yielded once it serves (``wait_serving``)."""
     registry = CollectorRegistry()
     stop = asyncio.Event()
-    up: asyncio.Future[tuple[Pipeline, MetricsServer]] = asyncio.get_running_loop().create_future()
-    task = asyncio.create_task(
-        serve(
-            settings,
-            stop=stop,
-            clients=clients,
-            registry=registry,
-            on_ready=lambda p, s: up.set_result((p, s)),
-        )
-    )
-    done, _ = await asyncio.wait([task, up], timeout=30, return_when=asyncio.FIRST_COMPLETED)
-    if task in done:
-        task.result()  # raises the start-up error
-    pipeline, server = await up
-    monitor = Monitor(pipeline, server, registry, task, stop)
+    built = build_monitor(settings, clients=clients, registry=registry)
+    task = asyncio.create_task(built.serve(stop))
+    try:
+        await asyncio.wait_for(built.wait_serving(), 30)  # raises the start-up error
+    except BaseException:
+        stop.set()
+        await asyncio.gather(task, return_exceptions=True)  # its error is the one raised
+        raise
+    monitor = Monitor(built.pipeline, built.server, registry, task, stop)
     try:
         yield monitor
     finally:

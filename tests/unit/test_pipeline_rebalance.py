@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from aiokafka import TopicPartition
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
@@ -18,18 +19,15 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client import CollectorRegistry
 
-from citemon._engine.scoring import Scorer
-from citemon._metrics import Metrics
-from citemon._otlp.assembly import TraceAssembler
 from citemon._otlp.decoding import decode_otlp
-from citemon._service.answers import JudgeGate
+from citemon._service import intake
 from citemon._service.held import HeldTrace, decode_held
-from citemon._service.intake import BadBatch, BatchRecovery, Scan, Scanner
+from citemon._service.intake import BadBatch, BatchRecovery, Scan
 from citemon._service.kafka import KafkaClients, RecordLimits
 from citemon._service.ledger import Ledger
 from citemon._service.pipeline import Pipeline, PipelineStats
 from citemon._service.settings import Settings
-from citemon.judges.lexical import LexicalJudge
+from tests.built import Build
 
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
 
@@ -88,22 +86,11 @@ def trace_key(spans: list[ReadableSpan]) -> bytes:
     return f"{context.trace_id:032x}".encode()
 
 
-async def pipeline(
-    clock: Clock, *, decode_slice_s: float = 0.02, scan: Scanner | None = None
-) -> tuple[Pipeline, CollectorRegistry]:
+async def pipeline(build: Build, clock: Clock) -> tuple[Pipeline, CollectorRegistry]:
     """A pipeline without a broker, owning TP0 and TP1 (no delivery: nothing opens)."""
     registry = CollectorRegistry()
     settings = Settings(trace_window_s=5.0, revoke_timeout_s=0.0)
-    p = Pipeline(
-        settings,
-        Scorer(LexicalJudge()),
-        Metrics(registry),
-        assembler=TraceAssembler(window_s=5.0, clock=clock),
-        gate=JudgeGate(clock=clock),
-        clock=clock,
-        decode_slice_s=decode_slice_s,
-        scan=scan,
-    )
+    p = build(settings, registry=registry, clock=clock)
     await p.on_partitions_assigned([TP0, TP1])
     return p, registry
 
@@ -114,9 +101,11 @@ def answers(registry: CollectorRegistry) -> float:
     )
 
 
-async def test_a_revoked_partitions_held_trace_is_discarded_never_scored_or_counted() -> None:
+async def test_a_revoked_partitions_held_trace_is_discarded_never_scored_or_counted(
+    build: Build,
+) -> None:
     clock = Clock()
-    p, registry = await pipeline(clock)
+    p, registry = await pipeline(build, clock)
     retriever, llm = rootless_parts()
     p.take(TP0, Rec(0, encode_spans(retriever).SerializeToString()))
     p.take(TP0, Rec(1, encode_spans(llm).SerializeToString()))
@@ -140,9 +129,9 @@ async def test_a_revoked_partitions_held_trace_is_discarded_never_scored_or_coun
     assert p.offsets.partitions == [TP1]  # TP0's records dropped, uncommitted: re-read there
 
 
-async def test_a_kept_partitions_held_trace_is_settled_with_its_records() -> None:
+async def test_a_kept_partitions_held_trace_is_settled_with_its_records(build: Build) -> None:
     clock = Clock()
-    p, _ = await pipeline(clock)
+    p, _ = await pipeline(build, clock)
     retriever, llm = rootless_parts()
     p.take(TP1, Rec(7, encode_spans(retriever).SerializeToString()))
     p.take(TP1, Rec(8, encode_spans(llm).SerializeToString()))
@@ -162,11 +151,11 @@ async def test_a_kept_partitions_held_trace_is_settled_with_its_records() -> Non
     assert [[m.value is None for m in e.held] for e in ready.entries] == [[False], [False], [True]]
 
 
-async def test_a_held_part_never_holds_its_offset_back_and_its_tombstone_follows_the_window() -> (
-    None
-):
+async def test_a_held_part_never_holds_its_offset_back_and_its_tombstone_follows_the_window(
+    build: Build,
+) -> None:
     clock = Clock()
-    p, _ = await pipeline(clock)
+    p, _ = await pipeline(build, clock)
     retriever, _ = rootless_parts()  # documents but never an answer
     p.take(TP1, Rec(3, encode_spans(retriever).SerializeToString()))
     clock.now = 4.9
@@ -183,9 +172,9 @@ async def test_a_held_part_never_holds_its_offset_back_and_its_tombstone_follows
     ]
 
 
-async def test_an_assembled_trace_with_no_record_behind_it_is_not_counted() -> None:
+async def test_an_assembled_trace_with_no_record_behind_it_is_not_counted(build: Build) -> None:
     clock = Clock()
-    p, registry = await pipeline(clock)
+    p, registry = await pipeline(build, clock)
     retriever, llm = rootless_parts()
     p.assembler.add(decode_otlp(encode_spans(retriever + llm).SerializeToString()).spans)
     clock.now = 5.0
@@ -206,10 +195,10 @@ def test_every_replica_derives_the_same_transactional_id_per_partition() -> None
     assert spelled.transactional_id_for("otlp_spans", 3) == a.transactional_id_for("otlp_spans", 3)
 
 
-async def test_a_lost_partition_is_dropped_uncounted_and_read_no_more() -> None:
+async def test_a_lost_partition_is_dropped_uncounted_and_read_no_more(build: Build) -> None:
     """What a fenced (or broken) producer's partition leaves: nothing to count, nothing taken."""
     clock = Clock()
-    p, registry = await pipeline(clock)
+    p, registry = await pipeline(build, clock)
     retriever, llm = rootless_parts()
     other, _ = rootless_parts()
     p.take(TP0, Rec(0, encode_spans(retriever).SerializeToString()))
@@ -224,11 +213,11 @@ async def test_a_lost_partition_is_dropped_uncounted_and_read_no_more() -> None:
     assert p.stats.answers_started == 0 and answers(registry) == 0
 
 
-async def test_a_trace_split_over_partitions_is_discarded_whole_and_the_kept_part_released() -> (
-    None
-):
+async def test_a_trace_split_over_partitions_is_discarded_whole_and_the_kept_part_released(
+    build: Build,
+) -> None:
     clock = Clock()
-    p, _ = await pipeline(clock)
+    p, _ = await pipeline(build, clock)
     retriever, llm = rootless_parts()  # one trace, spread over two partitions (not keyed by ID)
     p.take(TP0, Rec(0, encode_spans(retriever).SerializeToString()))
     p.take(TP1, Rec(5, encode_spans(llm).SerializeToString()))
@@ -253,9 +242,11 @@ def take_trace(p: Pipeline, first: bytes, second: bytes) -> None:
     p.take(TP0, Rec(1, second))
 
 
-async def test_a_trace_cancelled_at_revoke_is_scored_when_its_partition_comes_back() -> None:
+async def test_a_trace_cancelled_at_revoke_is_scored_when_its_partition_comes_back(
+    build: Build,
+) -> None:
     clock = Clock()
-    p, _ = await pipeline(clock)
+    p, _ = await pipeline(build, clock)
     first, second = rooted_parts()
     take_trace(p, first, second)
     assert p.assembler.completed == 1 and p.stats.answers_started == 1
@@ -274,9 +265,11 @@ async def test_a_trace_cancelled_at_revoke_is_scored_when_its_partition_comes_ba
     assert [len(e.answers) for e in ready.entries] == [0, 1]
 
 
-async def test_a_scored_uncommitted_trace_is_scored_again_when_its_partition_comes_back() -> None:
+async def test_a_scored_uncommitted_trace_is_scored_again_when_its_partition_comes_back(
+    build: Build,
+) -> None:
     clock = Clock()
-    p, _ = await pipeline(clock)
+    p, _ = await pipeline(build, clock)
     first, second = rooted_parts()
     take_trace(p, first, second)
     (job,) = list(p.jobs)
@@ -474,24 +467,27 @@ class Clients(KafkaClients):
         return Producer(self.committed, opens)
 
 
-async def _run(stale: list[Rec]) -> tuple[PipelineStats, Fetching, dict[TopicPartition, int]]:
+async def _run(
+    build: Build, stale: list[Rec]
+) -> tuple[PipelineStats, Fetching, dict[TopicPartition, int]]:
     """A transactional pipeline run on the fakes until the consumer stops it; what it took,
     and the offsets its final commit delivered."""
     stop = asyncio.Event()
     consumer = Fetching(stale, end=10, stop=stop)
     clients = Clients(consumer)
     settings = Settings(topic="t", results_topic="r", commit_interval_s=3600.0)
-    p = Pipeline(
-        settings, Scorer(LexicalJudge()), Metrics(CollectorRegistry()), clients=clients,
-        gate=JudgeGate(), decode_slice_s=0.0,  # intake yields before every record
-    )  # fmt: skip
-    stats = await p.run(stop)
+    p = build(settings, clients=clients)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(intake, "DECODE_SLICE_S", 0.0)  # intake yields before every record
+        stats = await p.run(stop)
     assert consumer.assigning is not None and consumer.assigning.done()
     return stats, consumer, clients.committed
 
 
-async def test_records_fetched_before_an_opening_partitions_seek_are_not_taken_twice() -> None:
-    stats, consumer, committed = await _run(stale=[Rec(i, b"") for i in range(10)])
+async def test_records_fetched_before_an_opening_partitions_seek_are_not_taken_twice(
+    build: Build,
+) -> None:
+    stats, consumer, committed = await _run(build, stale=[Rec(i, b"") for i in range(10)])
     assert consumer.seeks == [(TP1, 0), (TP0, 2)]
     # TP0's offsets 2-9, each once (the stale fetch's rest was dropped: taking it again would
     # have raised "not in order"); TP1's, fetched with it, are kept.
@@ -499,10 +495,12 @@ async def test_records_fetched_before_an_opening_partitions_seek_are_not_taken_t
     assert committed == {TP0: 10, TP1: 3}
 
 
-async def test_records_fetched_after_a_seek_made_during_the_fetch_are_all_taken() -> None:
+async def test_records_fetched_after_a_seek_made_during_the_fetch_are_all_taken(
+    build: Build,
+) -> None:
     # getmany waits while the partition opens and seeks; what it returns is from the new
     # position (aiokafka drops what it fetched before the seek): none of it is stale.
-    stats, consumer, committed = await _run(stale=[])
+    stats, consumer, committed = await _run(build, stale=[])
     assert consumer.seeks == [(TP1, 0), (TP0, 2)] and stats.records == 8
     assert committed == {TP0: 10}
 
@@ -529,9 +527,11 @@ class Recording:
         return None
 
 
-async def test_a_revoked_partitions_finished_answers_commit_and_count_before_it_goes() -> None:
+async def test_a_revoked_partitions_finished_answers_commit_and_count_before_it_goes(
+    build: Build,
+) -> None:
     clock = Clock()
-    p, registry = await pipeline(clock)
+    p, registry = await pipeline(build, clock)
     delivery = Recording()
     p._delivery = delivery  # type: ignore[assignment]  # no broker: what run() would set
     first, second = rooted_parts()

@@ -20,11 +20,11 @@ from citemon._engine.scoring import Scorer
 from citemon._engine.settings import ScoringSettings
 from citemon._engine.support_search import allot
 from citemon._metrics import Metrics
-from citemon._otlp.assembly import TRACE_OUTCOMES, TraceAssembler
+from citemon._otlp.assembly import TRACE_OUTCOMES
 from citemon._service.answers import AnswerCounts, JudgeGate, judge_failed, score_with_retries
-from citemon._service.pipeline import Pipeline
 from citemon._service.settings import Settings
 from citemon.judges.lexical import LexicalJudge
+from tests.built import Build
 from tests.oracles import OracleJudge
 
 CLAIM = "The reactor output rose by twelve percent in the third quarter."
@@ -150,13 +150,9 @@ def test_unjudged_causes_and_cut_calls_are_counted() -> None:
     assert get("citemon_judge_calls_cut_total") == 951
 
 
-def test_trace_outcomes_are_exported_from_the_assembler() -> None:
+async def test_trace_outcomes_are_exported_from_the_assembler(build: Build) -> None:
     registry = CollectorRegistry()
-    metrics = Metrics(registry)
-    assembler = TraceAssembler()
-    pipeline = Pipeline(
-        Settings(), Scorer(LexicalJudge()), metrics, assembler=assembler, gate=JudgeGate()
-    )
+    assembler = build(Settings(), registry=registry).assembler
     for outcome in TRACE_OUTCOMES:  # every series from the first scrape, at 0
         assert registry.get_sample_value("citemon_traces_total", {"outcome": outcome}) == 0
     assembler.completed, assembler.settled, assembler.evicted = 3, 2, 1
@@ -179,7 +175,6 @@ def test_trace_outcomes_are_exported_from_the_assembler() -> None:
         "citations_not_recorded": 7,
         "no_content": 8,
     }
-    assert pipeline.assembler is assembler
 
 
 class _ThreadRecordingJudge(LexicalJudge):
@@ -216,14 +211,11 @@ def _fetch(tp: TopicPartition, n: int) -> list[ConsumerRecord[bytes, bytes]]:
     ]
 
 
-async def test_a_large_fetch_is_decoded_in_slices_and_a_rebalance_drops_the_rest() -> None:
+async def test_a_large_fetch_is_decoded_in_slices_and_a_rebalance_drops_the_rest(
+    build: Build,
+) -> None:
     tp = TopicPartition("t", 0)
-    pipeline = Pipeline(
-        Settings(sample_rate=0.0),
-        Scorer(LexicalJudge()),
-        Metrics(CollectorRegistry()),
-        gate=JudgeGate(),
-    )
+    pipeline = build(Settings(sample_rate=0.0))
     await pipeline.on_partitions_assigned([tp])
     records = _fetch(tp, 40)
     yields = 0

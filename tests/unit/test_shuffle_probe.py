@@ -28,14 +28,16 @@ from citemon._engine.scoring import Scorer
 from citemon._engine.settings import ScoringSettings
 from citemon._engine.summary import Summary
 from citemon._metrics import Metrics
-from citemon._service.answers import JudgeGate, ratio_bound, trace_id_sampled
+from citemon._service.answers import ratio_bound, trace_id_sampled
 from citemon._service.pipeline import Pipeline
 from citemon._service.settings import Settings, settings_from_args
 from citemon.cli import build_parser
 from citemon.judges.cache import ReplyCache
 from citemon.judges.http import HTTPBatchJudge
 from citemon.judges.lexical import LexicalJudge
+from citemon.judges.settings import JudgeSettings
 from citemon.judges.transport import HTTPTransport
+from tests.built import Build
 from tests.judge_server import JudgeServer
 from tests.oracles import SPECIMEN_TRUTH, EntailsBatch, OracleJudge, YesJudge
 from tests.unit.test_metrics import SVE, FakeClock, answer, claim
@@ -389,6 +391,9 @@ def test_cli_exits_2_on_an_unreadable_calibration(
 # -- the pipeline: the probe never touches the real answer ------------------------------------
 
 
+_TRUTH = {"Alpha is one.": {"p1"}, "Beta is two.": {"p2"}, "Gamma is three.": {"p3"}}
+
+
 class _FailsOnWrongCitations:
     """Reads passages like the oracle, but *errors* whenever a claim is shown a wrong one: the
     real answers (all cited correctly) never see an error, every rotated claim does."""
@@ -435,13 +440,22 @@ async def _score_and_commit(pipeline: Pipeline, trace_ids_: list[str]) -> None:
         pipeline._count(ready)
 
 
-async def test_a_failing_probe_leaves_the_real_answer_alone() -> None:
-    judge = _FailsOnWrongCitations(
-        {"Alpha is one.": {"p1"}, "Beta is two.": {"p2"}, "Gamma is three.": {"p3"}}
-    )
+def _settings(judge: str, **fields: object) -> Settings:
+    """``citemon run``'s settings with the judge one of this module's factories makes."""
+    return Settings(judge=JudgeSettings(judge=f"{__name__}:{judge}"), **fields)  # type: ignore[arg-type]
+
+
+def failing_judge() -> _FailsOnWrongCitations:
+    return _FailsOnWrongCitations(_TRUTH)
+
+
+def oracle_judge() -> OracleJudge:
+    return OracleJudge(_TRUTH)
+
+
+async def test_a_failing_probe_leaves_the_real_answer_alone(build: Build) -> None:
     reg = CollectorRegistry()
-    metrics = Metrics(reg)
-    pipeline = Pipeline(Settings(probe_rate=1.0), Scorer(judge), metrics, gate=JudgeGate())
+    pipeline = build(_settings("failing_judge", probe_rate=1.0), registry=reg)
     ids = trace_ids(5)
     await _score_and_commit(pipeline, ids)
     await pipeline.shuffle_probes.idle()
@@ -454,15 +468,11 @@ async def test_a_failing_probe_leaves_the_real_answer_alone() -> None:
     assert pipeline.stats.answer_retries == 0 and pipeline.stats.unjudged_after_retries == 0
 
 
-async def test_the_pipeline_probe_counts_only_the_probe() -> None:
-    truth = {"Alpha is one.": {"p1"}, "Beta is two.": {"p2"}, "Gamma is three.": {"p3"}}
+async def test_the_pipeline_probe_counts_only_the_probe(build: Build) -> None:
     reg = CollectorRegistry()
-    metrics = Metrics(reg)
     ids = trace_ids(400, seed=11)
     picked = [t for t in ids if probe_selected(t, 0.25)]
-    pipeline = Pipeline(
-        Settings(probe_rate=0.25), Scorer(OracleJudge(truth)), metrics, gate=JudgeGate()
-    )
+    pipeline = build(_settings("oracle_judge", probe_rate=0.25), registry=reg)
     await _score_and_commit(pipeline, ids)
     await pipeline.shuffle_probes.idle()
     assert value(reg, "citemon_answers_total", **SVE) == 400
@@ -470,28 +480,23 @@ async def test_the_pipeline_probe_counts_only_the_probe() -> None:
     assert value(reg, "citemon_claims_total", **SVE, verdict="misattributed") == 0
     assert value(reg, "citemon_judge_canary_answers_total", outcome="scored") == len(picked)
     n = 3 * len(picked)
-    assert metrics.probe_totals() == ProbeCounts(
+    assert pipeline.metrics.probe_totals() == ProbeCounts(
         Tally(correct=n, cited=n), Tally(correct=0, cited=n)
     )
     assert value(reg, "citemon_judge_canary_sensitivity") == 1.0
-    # A bound of 1 probe in flight: the rest are dropped, and counted.
-    reg2 = CollectorRegistry()
-    slow = Pipeline(
-        Settings(probe_rate=1.0),
-        Scorer(_Slow(truth)),
-        Metrics(reg2),
-        gate=JudgeGate(),
-        max_inflight_probes=1,
+
+
+async def test_probes_in_flight_are_bounded_by_the_answers_bound(build: Build) -> None:
+    # --max-inflight-answers bounds the probes too: with 1, a probe picked while another runs
+    # is dropped, and counted. Ten scored answers offered at once: one probe runs, nine drop.
+    reg = CollectorRegistry()
+    pipeline = build(
+        _settings("oracle_judge", probe_rate=1.0, max_inflight_answers=1), registry=reg
     )
-    await _score_and_commit(slow, ids[:10])
-    await slow.shuffle_probes.idle()
-    scored = value(reg2, "citemon_judge_canary_answers_total", outcome="scored")
-    dropped = value(reg2, "citemon_judge_canary_answers_total", outcome="dropped")
-    assert scored is not None and dropped is not None
-    assert scored >= 1 and dropped >= 1 and scored + dropped == 10
-
-
-class _Slow(OracleJudge):
-    async def entails(self, claim: str, passages: Mapping[str, str]) -> Verdict:
-        await asyncio.sleep(0.01)
-        return await super().entails(claim, passages)
+    records = [_correct_record(t) for t in trace_ids(10)]
+    scores = await pipeline.scorer.score_many(records)
+    for record, score in zip(records, scores, strict=True):
+        pipeline.shuffle_probes.maybe_start(record, score)
+    await pipeline.shuffle_probes.idle()
+    assert value(reg, "citemon_judge_canary_answers_total", outcome="scored") == 1
+    assert value(reg, "citemon_judge_canary_answers_total", outcome="dropped") == 9

@@ -27,15 +27,12 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Callable
-from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from citemon._metrics import MetricsServer
 from citemon._service.kafka import KafkaClients
 from citemon._service.monitor import build_monitor
-from citemon._service.pipeline import Pipeline, PipelineStats
+from citemon._service.pipeline import PipelineStats
 from citemon._service.settings import Settings
 
 __all__ = ["add_arguments", "main", "serve"]
@@ -53,12 +50,11 @@ async def serve(
     stop: asyncio.Event,
     registry: CollectorRegistry | None = None,
     clients: KafkaClients | None = None,
-    on_ready: Callable[[Pipeline, MetricsServer], Any] | None = None,
 ) -> PipelineStats:
     """Build the monitor ``settings`` describe and run it until ``stop`` is set; the demo
-    calls this too. ``on_ready(pipeline, server)`` is called once both are up."""
+    calls this too."""
     monitor = build_monitor(settings, clients=clients, registry=registry)
-    return await monitor.serve(stop, on_ready=on_ready)
+    return await monitor.serve(stop)
 
 
 async def _main(args: argparse.Namespace, clients: KafkaClients | None) -> int:

@@ -3,19 +3,22 @@
 Everything ``citemon run`` (and ``citemon demo``) runs is made here from one
 :class:`~citemon._service.settings.Settings`: the metrics and their server, the judge gate (once),
 the judge behind a :class:`~citemon._service.answers.GateObserver` of that gate, the scorer, the
-evaluation events and the pipeline. The Kafka clients are handed in
-(:class:`~citemon._service.kafka.KafkaClients`), as arq takes its Redis pool: a test passes
-clients that fail on cue, and the runtime code carries no test hooks.
+sampler, the trace assembler, the evaluation events and the pipeline, which requires each of
+them. The Kafka clients and the clock are handed in (:class:`~citemon._service.kafka.KafkaClients`),
+as arq takes its Redis pool: a test passes clients that fail on cue, or a clock it moves, and
+the runtime code carries no test hooks.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
 import logging
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 
@@ -23,8 +26,9 @@ from citemon._core.calibration import Calibration
 from citemon._core.errors import ConfigError
 from citemon._engine.scoring import Scorer
 from citemon._metrics import Metrics, MetricsServer
+from citemon._otlp.assembly import TraceAssembler
 from citemon._passages.open import open_store_from
-from citemon._service.answers import GateObserver, JudgeGate
+from citemon._service.answers import GateObserver, JudgeGate, Sampler
 from citemon._service.kafka import KafkaClients
 from citemon._service.lifecycle import quiet_repeats, quiet_startup
 from citemon._service.pipeline import Pipeline, PipelineStats
@@ -32,8 +36,6 @@ from citemon._service.settings import Settings
 from citemon.judges import Judge, load_judge
 
 if TYPE_CHECKING:
-    import asyncio
-
     from opentelemetry.sdk._logs.export import LogRecordExporter
 
     from citemon._passages.managed import ManagedStore
@@ -68,15 +70,24 @@ class Monitor:
         self._executor = executor
         self._events = events
         self._store = store
+        # Set once serve() has the metrics server listening, or once it ended before that
+        # (then with what ended it): what wait_serving() waits for.
+        self._serving = asyncio.Event()
+        self._serve_error: BaseException | None = None
 
-    async def serve(
-        self,
-        stop: asyncio.Event,
-        *,
-        on_ready: Callable[[Pipeline, MetricsServer], Any] | None = None,
-    ) -> PipelineStats:
+    async def wait_serving(self) -> None:
+        """Return once :meth:`serve` has the metrics server listening (``server.port`` is then
+        the bound port, also with ``--metrics-port 0``) and the pipeline starting; raise what
+        ended ``serve`` if it ended before that (a port taken). What ends it later (a missing
+        topic, a fatal error) is ``serve``'s to raise. Being served is not being ready:
+        ``/readyz`` (:attr:`Pipeline.ready`) says when partitions are assigned."""
+        await self._serving.wait()
+        if self._serve_error is not None:
+            raise self._serve_error
+
+    async def serve(self, stop: asyncio.Event) -> PipelineStats:
         """Run the pipeline and the metrics server until ``stop`` is set (or a fatal error);
-        ``on_ready(pipeline, server)`` is called once both are up (tests read ports)."""
+        :meth:`wait_serving` returns once both are up."""
         s, pipeline, server = self.settings, self.pipeline, self.server
         log.info("settings: %s", s.describe())
         try:
@@ -100,10 +111,14 @@ class Monitor:
                 stack.enter_context(quiet_startup(lambda: pipeline.ready))
                 # aiokafka's same error again and again: once, then counted (client_noise).
                 stack.enter_context(quiet_repeats(pipeline.metrics.client_error_repeated))
-                if on_ready is not None:
-                    on_ready(pipeline, server)
+                self._serving.set()
                 return await pipeline.run(stop)
+        except BaseException as exc:
+            if not self._serving.is_set():
+                self._serve_error = exc
+            raise
         finally:
+            self._serving.set()
             await self.aclose()
 
     async def aclose(self) -> None:
@@ -123,8 +138,11 @@ def build_monitor(
     *,
     clients: KafkaClients | None = None,
     registry: CollectorRegistry | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Monitor:
-    """The monitor ``settings`` describe, with ``clients`` making its Kafka clients.
+    """The monitor ``settings`` describe, with ``clients`` making its Kafka clients (aiokafka's
+    by default), its metrics in ``registry`` and ``clock`` read for the trace window, the judge
+    gate's back-off and the revoke deadline (``time.monotonic`` by default).
 
     Raises :class:`ConfigError` before anything starts for what cannot work: an unreadable
     calibration file, ``--evaluation-events`` without its exporter, a judge that cannot load.
@@ -143,6 +161,7 @@ def build_monitor(
     gate = JudgeGate(
         backoff_s=settings.answer_retry_backoff_s,
         backoff_max_s=settings.answer_retry_backoff_max_s,
+        clock=clock,
     )
     spec = settings.judge.judge
     judge_settings = settings.judge.calibrated(
@@ -171,8 +190,17 @@ def build_monitor(
         settings,
         scorer,
         metrics,
-        clients=clients,
+        clients=clients or KafkaClients(),
+        sampler=Sampler(
+            rate=settings.sample_rate,
+            budget_per_minute=settings.budget_per_minute,
+            max_keys=settings.max_budget_keys,
+        ),
+        assembler=TraceAssembler(
+            window_s=settings.trace_window_s, max_bytes=settings.held_max_bytes, clock=clock
+        ),
         gate=gate,
+        clock=clock,
         sinks=() if events is None else (events,),
     )
     server = MetricsServer(

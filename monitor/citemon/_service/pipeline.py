@@ -33,7 +33,7 @@ from citemon._metrics import Metrics
 from citemon._otlp.assembly import TraceAssembler
 from citemon._service.answers import AnswerJobs, JudgeGate, Sampler, ShuffleProbes
 from citemon._service.held import HeldParts
-from citemon._service.intake import BatchRecovery, Intake, Scanner
+from citemon._service.intake import BatchRecovery, Intake
 from citemon._service.kafka import KafkaClients, RecordLimits, request_rejoin
 from citemon._service.ledger import Ledger, Ready
 from citemon._service.lifecycle import Supervisor, close_within, stop_between_commits
@@ -89,13 +89,12 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
     ``await pipeline.run(until_caught_up=True)`` to stop once the backlog seen at start is
     committed (as arq's burst mode; what the tests use).
 
-    ``metrics``, ``scorer`` and ``gate`` (the judge inside the scorer built with a
-    :class:`~citemon._service.answers.GateObserver` of that gate, so that outage detection sees
-    every request: :func:`~citemon._service.monitor.build_monitor` builds both, once) and
-    ``clients`` (the Kafka clients) are passed in; ``scan`` replaces the bad-batch
-    re-read (:mod:`citemon._service.intake`). ``decode_slice_s``: how long taking one fetch
-    runs before it yields to the event loop; ``unlocated_backoff_s``: the wait before fetching
-    again after an undecodable fetch whose bad batch a re-read did not find.
+    Its parts are handed in, each required (:func:`~citemon._service.monitor.build_monitor`,
+    the one builder, makes them from the settings): the ``scorer`` and ``metrics``, the Kafka
+    ``clients``, the ``sampler``, the trace ``assembler``, the judge ``gate`` (the judge inside
+    the scorer reports to it through a :class:`~citemon._service.answers.GateObserver`, so
+    outage detection sees every request), the ``clock`` the windows and deadlines read, and the
+    ``sinks`` each counted answer goes to after the metrics.
     """
 
     def __init__(
@@ -104,31 +103,19 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         scorer: Scorer,
         metrics: Metrics,
         *,
-        clients: KafkaClients | None = None,
-        sampler: Sampler | None = None,
-        assembler: TraceAssembler | None = None,
+        clients: KafkaClients,
+        sampler: Sampler,
+        assembler: TraceAssembler,
         gate: JudgeGate,
-        clock: Callable[[], float] = time.monotonic,
-        max_inflight_probes: int | None = None,
-        sinks: Sequence[AnswerSink] = (),
-        scan: Scanner | None = None,
-        decode_slice_s: float = 0.02,
-        unlocated_backoff_s: float = 1.0,
+        clock: Callable[[], float],
+        sinks: Sequence[AnswerSink],
     ) -> None:
         self.settings = settings
         self.scorer = scorer
         self.metrics = metrics
-        self.clients = clients or KafkaClients()
-        self.sampler = sampler or Sampler(
-            rate=settings.sample_rate,
-            budget_per_minute=settings.budget_per_minute,
-            max_keys=settings.max_budget_keys,
-        )
-        self.assembler = (
-            assembler
-            if assembler is not None
-            else TraceAssembler(window_s=settings.trace_window_s, max_bytes=settings.held_max_bytes)
-        )
+        self.clients = clients
+        self.sampler = sampler
+        self.assembler = assembler
         self._held = HeldParts(
             settings.held_topic_name,
             max_value_bytes=RecordLimits().value_budget(settings.held_topic_name, _TRACE_KEY),
@@ -147,7 +134,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             self.gate,
             metrics,
             rate=settings.probe_rate,
-            max_inflight=max_inflight_probes or settings.max_inflight_answers,
+            max_inflight=settings.max_inflight_answers,
         )
         self._answers = AnswerJobs(
             settings,
@@ -167,15 +154,12 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             assembler=self.assembler,
             held=self._held,
             clock=clock,
-            decode_slice_s=decode_slice_s,
         )
         self._recovery = BatchRecovery(
             settings,
             self._ledger,
             take=self._intake.take,
             clients=self.clients,
-            unlocated_backoff_s=unlocated_backoff_s,
-            **({} if scan is None else {"scan": scan}),
         )
         self._supervisor = Supervisor(on_fatal=self._ledger.touch)
         self._commit_lock = asyncio.Lock()
