@@ -71,7 +71,10 @@ async def test_a_replica_with_another_transactional_id_is_refused(
         )
         others.append(spelled)
         await wait_for(lambda: ready(port_b), 60, "the replica with the derived prefix")
-        assert ready(port_a), (tmp_path / "a.log").read_text()[-2000:]
+        # The first replica serves on too: once the rebalance that let B in has opened its
+        # partitions again (reading their held parts back), it is ready, not exited.
+        await wait_for(lambda: ready(port_a), 60, "the first replica, after the rebalance")
+        assert first.poll() is None, (tmp_path / "a.log").read_text()[-2000:]
     finally:
         for proc in [first, *others]:
             if proc.poll() is None:
