@@ -264,3 +264,17 @@ def scrape(port: int, timeout_s: float = 1.0) -> dict[str, float] | None:
         except ValueError:
             continue
     return sums
+
+
+async def committed_total(bootstrap: str, group: str, topic: str, partitions: int) -> int:
+    """The offsets ``group`` has committed on ``topic``'s first ``partitions``, summed (a partition
+    with none counts 0): how many records the group is past."""
+    from aiokafka.structs import TopicPartition
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group)
+    await consumer.start()
+    try:
+        offsets = [await consumer.committed(TopicPartition(topic, p)) for p in range(partitions)]
+    finally:
+        await consumer.stop()
+    return sum(o or 0 for o in offsets)

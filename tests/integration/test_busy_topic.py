@@ -27,6 +27,7 @@ from citemon._service.outputs import KafkaDelivery, commit_messages
 from tests.integration.busy_topic import interleave, other_traces, produce, rag_traces
 from tests.integration.conftest import TopicFactory
 from tests.integration.monitor_support import (
+    committed_total,
     metric_sum,
     read_topic,
     ready,
@@ -160,16 +161,6 @@ def _flags(bootstrap: str, topic: str, port: int, results: str) -> list[str]:
     ]  # fmt: skip
 
 
-async def _committed(bootstrap: str, topic: str, partitions: int) -> int:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=f"g.{topic}")
-    await consumer.start()
-    try:
-        offsets = [await consumer.committed(TopicPartition(topic, p)) for p in range(partitions)]
-    finally:
-        await consumer.stop()
-    return sum(o or 0 for o in offsets)
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("gap", [2000, 12000])
@@ -209,7 +200,7 @@ async def test_the_busy_topic_through_a_rebalance_and_a_kill_9_counts_every_answ
         while True:
             keys = _result_keys(await read_topic(kafka_bootstrap, results))
             sums = (await asyncio.to_thread(scrape, port_b, 0.5)) or {}
-            committed = await _committed(kafka_bootstrap, topic, partitions)
+            committed = await committed_total(kafka_bootstrap, f"g.{topic}", topic, partitions)
             if (
                 len(keys) >= n_rag
                 and committed >= len(messages)

@@ -24,11 +24,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from tests.integration.conftest import OwnBroker, start_own_broker
 from tests.integration.monitor_support import (
+    committed_total,
     expected_verdicts,
     publish,
     read_topic,
@@ -125,16 +125,6 @@ async def _delete_topics(bootstrap: str, names: list[str]) -> None:
         await admin.close()
 
 
-async def _committed(bootstrap: str, group: str, topic: str, partitions: int) -> int:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group)
-    await consumer.start()
-    try:
-        offsets = [await consumer.committed(TopicPartition(topic, p)) for p in range(partitions)]
-    finally:
-        await consumer.stop()
-    return sum(o or 0 for o in offsets)
-
-
 # kill -9 costs ~10 s more: the restarted broker waits out its dead incarnation's session
 # (broker.session.timeout.ms, 9 s) before the controller unfences it. The slow soak runs it,
 # with more than the default 120 s: its own broker's start (setup) counts, 45 s on a busy machine.
@@ -192,7 +182,7 @@ async def _restart_scenario(
         await wait_for(lambda: _answers(port) >= n, 60, f"all {n} answers counted")
         timings["all counted after broker back"] = time.monotonic() - t_back
         deadline = time.monotonic() + 30
-        while await _committed(bootstrap, f"g.{topic}", topic, 3) < n:  # every offset
+        while await committed_total(bootstrap, f"g.{topic}", topic, 3) < n:  # every offset
             assert time.monotonic() < deadline, "not every offset was committed"
             await asyncio.sleep(0.3)
         sums = scrape(port) or {}
@@ -202,7 +192,7 @@ async def _restart_scenario(
         code = await asyncio.to_thread(_stop, proc)
     text = log.read_text()
     assert code == 0, text[-3000:]
-    assert await _committed(bootstrap, f"g.{topic}", topic, 3) == n
+    assert await committed_total(bootstrap, f"g.{topic}", topic, 3) == n
     # Counted once each, by the count at exit: a late second count cannot come after it.
     assert scored_at_exit(text) == n
     assert sums.get("citemon_answers_total") == n, sums
@@ -305,7 +295,7 @@ async def test_sigterm_while_the_broker_is_down_exits_by_the_close_deadline(
             await wait_for(lambda: _answers(port) >= rest, 30, f"the other {rest} answers")
             rest_s = time.monotonic() - t_up
             deadline = time.monotonic() + 30
-            while await _committed(bootstrap, f"g.{topic}", topic, 3) < BEFORE:  # every offset
+            while await committed_total(bootstrap, f"g.{topic}", topic, 3) < BEFORE:  # every offset
                 assert time.monotonic() < deadline, "not every offset was committed"
                 await asyncio.sleep(0.3)
         finally:

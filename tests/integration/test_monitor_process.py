@@ -18,10 +18,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from tests.integration.conftest import TopicFactory
 from tests.integration.monitor_support import (
+    committed_total,
     expected_verdicts,
     publish,
     read_topic,
@@ -45,16 +45,6 @@ def _flags(bootstrap: str, topic: str, port: int, *extra: str) -> list[str]:
         "--judge", "tests.integration.slow_judge:factory", "--max-inflight-answers", "8",
         *extra,
     ]  # fmt: skip
-
-
-async def _committed(bootstrap: str, topic: str, partitions: int) -> int:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=f"g.{topic}")
-    await consumer.start()
-    try:
-        offsets = [await consumer.committed(TopicPartition(topic, p)) for p in range(partitions)]
-    finally:
-        await consumer.stop()
-    return sum(o or 0 for o in offsets)
 
 
 # Each kill costs a start-up and a session timeout (6 s) before the next member owns the
@@ -99,13 +89,13 @@ async def test_kill_9_at_random_points_loses_nothing_and_results_are_exactly_onc
             proc.send_signal(signal.SIGKILL)
             proc.wait(10)
         last_counts.append(last)
-    done_before = await _committed(kafka_bootstrap, topic, 3)
+    done_before = await committed_total(kafka_bootstrap, f"g.{topic}", topic, 3)
     final_log = tmp_path / "final.log"
     final = start_process(flags, env=ENV, log_path=final_log)
     try:
         await wait_for(lambda: ready(port), 30, "the last monitor to be ready")
         deadline = time.monotonic() + 60
-        while await _committed(kafka_bootstrap, topic, 3) < n:
+        while await committed_total(kafka_bootstrap, f"g.{topic}", topic, 3) < n:
             assert time.monotonic() < deadline, "not every answer was committed"
             await asyncio.sleep(0.3)
     finally:
@@ -165,13 +155,15 @@ async def test_sigterm_mid_stream_drains_commits_and_exits_0(
     assert "0 cancelled at drain" in text
     assert scored == records, "every fetched answer was finished before exit"
     assert 0 < scored < len(sent), f"SIGTERM landed mid-stream ({scored} of {len(sent)})"
-    assert await _committed(kafka_bootstrap, topic, 2) == scored  # and committed
+    assert await committed_total(kafka_bootstrap, f"g.{topic}", topic, 2) == scored  # and committed
     # A restart scores exactly the rest.
     log = tmp_path / "restart.log"
     proc = start_process(flags, env=env, log_path=log)
     try:
         deadline = time.monotonic() + 60
-        while await _committed(kafka_bootstrap, topic, 2) < len(sent):  # the rest, committed
+        while await committed_total(kafka_bootstrap, f"g.{topic}", topic, 2) < len(
+            sent
+        ):  # the rest, committed
             assert time.monotonic() < deadline, "the rest was not committed"
             await asyncio.sleep(0.3)
     finally:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer
 
 from citemon._commands._results import ResultsReader, Start
 from citemon._review.model import ReviewRecord, read_review_records
@@ -27,6 +27,7 @@ from citemon._service.settings import Settings
 from citemon.cli import main
 from tests.integration.conftest import TopicFactory
 from tests.integration.monitor_support import (
+    committed_total,
     metric_sum,
     publish,
     read_topic,
@@ -41,16 +42,6 @@ from tests.integration.prometheus_support import free_port
 ENV = {"CITEMON_SESSION_TIMEOUT_MS": "6000", "CITEMON_TEST_JUDGE_DELAY_S": "0.05"}
 REVIEW_RATE = 0.3
 SAMPLE_RATE = 0.8
-
-
-async def _committed(bootstrap: str, topic: str, group: str, partitions: int) -> int:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group)
-    await consumer.start()
-    try:
-        offsets = [await consumer.committed(TopicPartition(topic, p)) for p in range(partitions)]
-    finally:
-        await consumer.stop()
-    return sum(o or 0 for o in offsets)
 
 
 async def _review_records(bootstrap: str, topic: str) -> list[tuple[bytes, ReviewRecord]]:
@@ -93,18 +84,18 @@ async def test_review_topic_holds_each_sampled_trace_once_across_a_kill_9(
         await wait_for(lambda: ready(port), 30, "the monitor to be ready")
         # Kill once some answers have committed, well before the end.
         deadline = time.monotonic() + 30
-        while await _committed(kafka_bootstrap, topic, group, 3) == 0:
+        while await committed_total(kafka_bootstrap, group, topic, 3) == 0:
             assert time.monotonic() < deadline, "nothing was committed"
             await asyncio.sleep(0.05)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
-    done_before = await _committed(kafka_bootstrap, topic, group, 3)
+    done_before = await committed_total(kafka_bootstrap, group, topic, 3)
     final = start_process(flags, env=ENV, log_path=log)
     try:
         await wait_for(lambda: ready(port), 30, "the last monitor to be ready")
         deadline = time.monotonic() + 60
-        while await _committed(kafka_bootstrap, topic, group, 3) < n:
+        while await committed_total(kafka_bootstrap, group, topic, 3) < n:
             assert time.monotonic() < deadline, "not every answer was committed"
             await asyncio.sleep(0.3)
     finally:
