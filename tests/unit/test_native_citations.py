@@ -218,6 +218,35 @@ def test_a_byte_offset_inside_a_character_is_explained_not_guessed() -> None:
     assert err.value.reason == "bad_attribute"
 
 
+@pytest.mark.parametrize("wide", ["é", "€", "𝄞"])  # 2, 3 and 4 UTF-8 bytes
+def test_gemini_byte_offsets_map_to_characters_at_every_utf8_width(wide: str) -> None:
+    sentences = [f"Logs{wide} are kept{wide * 3}.", f"{wide}Write to support.", f"Done{wide}."]
+    answer = " ".join(sentences)
+    segments, at = [], 0
+    for n, sentence in enumerate(sentences):
+        start = answer.index(sentence)
+        end = start + len(sentence)
+        size = len(answer[:start].encode())
+        at = size + len(sentence.encode())
+        segments.append(
+            {
+                "segment": {"start_index": size, "end_index": at, "text": sentence},
+                "grounding_chunk_indices": [n % 2],
+            }
+        )
+        assert answer[start:end] == sentence
+    got = read_native(_span(_gemini(answer, segments)), LIMITS)
+    assert got is not None
+    assert [(c.start, c.end) for c in got.citations] == [
+        (answer.index(s), answer.index(s) + len(s)) for s in sentences
+    ]
+    assert at == len(answer.encode())  # the last segment ends at the answer's end
+    for inside in range(1, len(wide.encode())):  # every byte inside the wide character
+        cut = [{"segment": {"end_index": len(b"Logs") + inside}, "grounding_chunk_indices": [0]}]
+        with pytest.raises(DecodeError, match="cut a character"):
+            read_native(_span(_gemini(answer, cut)), LIMITS)
+
+
 def test_a_cited_phrase_that_is_not_at_its_offsets_is_explained() -> None:
     body = nt.cohere_chat()
     body["message"]["citations"][1]["start"] += 1

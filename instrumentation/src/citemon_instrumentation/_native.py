@@ -40,6 +40,8 @@ character) raise :class:`CitationShapeError`, saying which: explained, never gue
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -593,6 +595,25 @@ def _gemini_chunk(chunk: Mapping[str, Any], i: int, pool: _Pool) -> None:
         pool.add(f"chunk-{i}", "")
 
 
+def _char_at_byte(text: str) -> Callable[[int], int | None]:
+    """``text``'s UTF-8 byte offset → its character offset, None inside a character. Built once
+    per answer: decoding the prefix for each of a long answer's thousands of supports was
+    quadratic (seconds for a megabyte)."""
+    if text.isascii():
+        return lambda b: b if 0 <= b <= len(text) else None
+    # The byte offset of each character boundary: 1 to 4 bytes per code point (UTF-8's ranges).
+    widths = (
+        1 if o < 0x80 else 2 if o < 0x800 else 3 if o < 0x10000 else 4 for o in map(ord, text)
+    )
+    bounds = list(itertools.accumulate(widths, initial=0))
+
+    def char_at(b: int) -> int | None:
+        i = bisect.bisect_left(bounds, b)
+        return i if i < len(bounds) and bounds[i] == b else None
+
+    return char_at
+
+
 def _gemini(out: Mapping[str, Any], request: Mapping[str, Any]) -> NativeAnswer | None:
     candidates = _dicts(out.get("candidates"))
     if not candidates:
@@ -610,7 +631,7 @@ def _gemini(out: Mapping[str, Any], request: Mapping[str, Any]) -> NativeAnswer 
     if not any(t is not None for t in texts) or not (grounding or _gemini_asked(request)):
         return None
     answer = "".join(t for t in texts if t is not None)
-    encoded = answer.encode("utf-8")
+    char_at = _char_at_byte(answer)
     bases = [0]
     for t in texts:
         bases.append(bases[-1] + (len(t.encode("utf-8")) if t is not None else 0))
@@ -633,13 +654,9 @@ def _gemini(out: Mapping[str, Any], request: Mapping[str, Any]) -> NativeAnswer 
             raise _bad(
                 "gemini", f"grounding support {n} covers bytes {start}..{end}, outside part {part}"
             )
-        try:
-            s = len(encoded[:s_b].decode("utf-8"))
-            e = s + len(encoded[s_b:e_b].decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise _bad(
-                "gemini", f"grounding support {n}'s bytes {start}..{end} cut a character"
-            ) from exc
+        s, e = char_at(s_b), char_at(e_b)
+        if s is None or e is None:
+            raise _bad("gemini", f"grounding support {n}'s bytes {start}..{end} cut a character")
         said = _g(segment, "text")
         if isinstance(said, str) and answer[s:e] != said:
             raise _bad(
