@@ -89,10 +89,11 @@ def lookups(server: Postgres) -> None:
             await store.aclose()
         n = ROUNDS * len(records)
         s = store.stats
+        hits = "n/a" if s.hit_ratio is None else f"{s.hit_ratio:.3f}"
         print(
             f"{len(records)} demo answers traced by ID, {ROUNDS} rounds ({n} answers): "
             f"{s.lookups / n:.2f} lookups and {s.round_trips / n:.3f} round trips per answer; "
-            f"cache hit ratio {s.hit_ratio:.3f} ({s.cached} of "
+            f"cache hit ratio {hits} ({s.cached} of "
             f"{s.cached + s.fetched + s.not_found} IDs); verdicts equal to the demo with text "
             f"({with_text.verdicts['correct']} correct, "
             f"{with_text.verdicts['misattributed']} misattributed, "

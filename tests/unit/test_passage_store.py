@@ -82,6 +82,7 @@ async def test_the_cache_answers_repeated_ids_until_its_ttl() -> None:
     backend = Backend()
     limits = StoreLimits(cache_size=10, cache_ttl_s=60, backoff_s=0.001)
     store = ManagedStore(backend, limits, clock=clock)
+    assert store.stats.hit_ratio is None  # nothing asked yet: no ratio, not a fake 0
     scorer = Scorer(specimen_text_judge(), passages=store)
     for _ in range(3):
         await scorer.score(typed())

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from cachetools import TTLCache
 
 from citemon._core.passages import LookupOutcome, PassageLookupError, PassageObserver, PassageStore
+from citemon._core.stats import ratio
 from citemon._engine.passage_text import DEFAULT_HASH_KEY
 
 __all__ = ["LookupStats", "ManagedStore", "StoreLimits"]
@@ -70,9 +71,9 @@ class LookupStats:
     failed: int = 0
 
     @property
-    def hit_ratio(self) -> float:
-        asked = self.cached + self.fetched + self.not_found + self.failed
-        return self.cached / asked if asked else 0.0
+    def hit_ratio(self) -> float | None:
+        """Cached IDs over IDs asked for; None when none was asked (no fake 0)."""
+        return ratio(self.cached, self.cached + self.fetched + self.not_found + self.failed)
 
 
 def _describe(exc: BaseException) -> str:
