@@ -4,7 +4,9 @@
 # make their traces (tests/integration/test_agents_js.py). `npm ci` installs the lock into
 # $CITEMON_CACHE/js-agents/<the lock's sha256>, once per lock (a second run is instant; about
 # 5–10 s the first time), and tests/js/node_modules links to it, so nothing is installed in the
-# work tree and node_modules is never committed. Concurrent runs wait on a lock.
+# work tree and node_modules is never committed. Concurrent runs wait on a lock. The installs of
+# the $KEEP locks used last are kept (about 120 MB each; other worktrees or branches may link to
+# them); older ones are deleted.
 #
 # Environment (optional): CITEMON_CACHE, the cache root (default: ~/.cache/citemon).
 set -euo pipefail
@@ -12,6 +14,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 js="$repo/tests/js"
 cache="${CITEMON_CACHE:-$HOME/.cache/citemon}/js-agents"
+KEEP=3
 
 die() { printf 'js_agents.sh: error: %s\n' "$*" >&2; exit 1; }
 
@@ -36,4 +39,13 @@ if [[ ! -e $dest/.installed ]]; then
   mv "$tmp" "$dest"
   trap - EXIT
 fi
+touch "$dest/.used"
+# Keep the $KEEP installs used last (by their .used stamp; one without a stamp is older).
+mapfile -t recent < <(cd "$cache" && ls -1t -- */.used 2>/dev/null | head -n "$KEEP")
+for dir in "$cache"/*/; do
+  name="$(basename "$dir")"
+  [[ " ${recent[*]} " == *" $name/.used "* ]] && continue
+  echo "js_agents.sh: deleting the install of an older lock: $cache/$name" >&2
+  rm -rf -- "${cache:?}/$name"
+done
 ln -sfn "$dest/node_modules" "$js/node_modules"
