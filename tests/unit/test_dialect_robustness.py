@@ -181,3 +181,58 @@ def test_a_huge_document_score_in_a_dialects_json_is_a_decode_error() -> None:
     with pytest.raises(DecodeError) as caught:
         read_spans([span(attrs, "c" * 16)], Limits())
     assert caught.value.reason == "bad_attribute"
+
+
+_GENAI_ANSWER = json.dumps(
+    [{"role": "assistant", "parts": [{"type": "text", "content": "An answer [1]."}]}]
+)
+_LONE = "\ud800"  # what JSON's "\ud800" escape decodes to: no UTF-8 encoding exists for it
+
+
+@pytest.mark.parametrize(
+    ("resource", "attrs"),
+    [
+        ([{"key": "service.version", "value": {"stringValue": f"v{_LONE}"}}], _ANSWER),
+        (
+            [],
+            [
+                *_ANSWER,
+                {"key": "retrieval.documents.0.document.id", "value": {"stringValue": _LONE}},
+            ],
+        ),
+        (
+            [],
+            [
+                *_ANSWER,
+                {
+                    "key": "retrieval.documents.0.document.metadata",
+                    "value": {"stringValue": json.dumps({"source": _LONE})},
+                },
+            ],
+        ),
+    ],
+    ids=["version-label", "passage-id", "metadata-in-json-in-an-attribute"],
+)
+def test_a_lone_surrogate_anywhere_a_record_keeps_text_is_invalid_utf8(
+    resource: list[dict[str, Any]], attrs: list[dict[str, Any]]
+) -> None:
+    # Such a record could not be written to the results topic, and a label holding one makes
+    # every /metrics scrape fail from then on: the span is refused where it is read.
+    with pytest.raises(DecodeError) as caught:
+        decode_otlp(_otlp_json(resource, attrs))
+    assert caught.value.reason == "invalid_utf8"
+
+
+@pytest.mark.parametrize("key", ["id", "metadata"])
+def test_a_lone_surrogate_in_json_inside_any_dialects_documents_is_invalid_utf8(key: str) -> None:
+    document = {"page_content": "A passage.", "id": "p-1", "metadata": {"source": "a.md"}}
+    document[key] = _LONE if key == "id" else {"source": _LONE}
+    attrs = {
+        "gen_ai.operation.name": "retrieval",
+        "gen_ai.retrieval.documents": json.dumps([document]),  # escaped: valid UTF-8 on the wire
+    }
+    answer = {"gen_ai.operation.name": "chat", "gen_ai.output.messages": _GENAI_ANSWER}
+    batch = read_spans([span(attrs, "c" * 16), span(answer, "c" * 16)], Limits())
+    assert [e.reason for e in batch.errors] == ["invalid_utf8"]  # this span only
+    assert [s.answer for s in batch.spans] == ["An answer [1]."]
+    assert all(s.documents is None for s in batch.spans)

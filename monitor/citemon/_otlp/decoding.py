@@ -12,6 +12,7 @@ from citemon._core.errors import DecodeError
 from citemon._core.records import AnswerRecord
 from citemon._otlp.dialects import DIALECTS, Dialect
 from citemon._otlp.dialects.base import SpanReading
+from citemon._otlp.dialects.values import check_writable
 from citemon._otlp.dropped_citations import citations_dropped
 from citemon._otlp.spans import (
     DEFAULT_MAX_ANSWER_BYTES,
@@ -114,10 +115,12 @@ def _read(raw: RawSpan, limits: Limits, dialects: Sequence[Dialect]) -> SpanRead
         if isinstance(out, TraceSpan) and out.answer is not None and out.citations is None:
             out.citations_dropped = citations_dropped(raw)
         if out is not None:
-            return out
-    if not raw.parent_span_id:
-        return TraceSpan.of(raw)
-    return None
+            break
+    else:
+        out = TraceSpan.of(raw) if not raw.parent_span_id else None
+    if out is not None and out is not NOT_AN_ANSWER:
+        check_writable(out)
+    return out
 
 
 def _limits(

@@ -3,8 +3,12 @@ of an answer inside a JSON value."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections.abc import Iterator
 from typing import Any, Final
+
+from pydantic import BaseModel
 
 from citemon._core.errors import DecodeError
 from citemon._core.records import Passage
@@ -14,6 +18,7 @@ __all__ = [
     "ID_KEYS",
     "check_context",
     "check_text",
+    "check_writable",
     "json_value",
     "make_passage",
     "messages_text",
@@ -47,6 +52,35 @@ def check_text(value: str, what: str, limit: int | None = None) -> None:
         raise DecodeError("invalid_utf8", f"{what} is not valid UTF-8 text") from exc
     if limit is not None and n > limit:
         raise DecodeError("answer_too_large", f"{what} over {limit} bytes ({n})")
+
+
+def check_writable(read: object) -> None:
+    """``invalid_utf8`` when any text a dialect read holds a lone surrogate, wherever it sits
+    (a passage ID, its metadata, a cited ID, a resource label): JSON may escape one (``"\\ud800"``),
+    even in JSON inside an attribute, and a record holding one could never be written (the
+    results topic) nor its labels exported (``/metrics`` would fail on every scrape after)."""
+    for what, text in _texts(read, "span"):
+        if not text.isascii():  # O(1) in CPython: only non-ASCII text is encoded to check
+            check_text(text, what)
+
+
+def _texts(value: object, where: str) -> Iterator[tuple[str, str]]:
+    """Every string in ``value`` (models, dataclasses, lists, dicts: keys too), with a name."""
+    if isinstance(value, str):
+        yield where, value
+    elif isinstance(value, BaseModel):
+        for name in type(value).model_fields:
+            yield from _texts(getattr(value, name), name)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for field in dataclasses.fields(value):
+            yield from _texts(getattr(value, field.name), field.name)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _texts(key, f"{where} key")
+            yield from _texts(item, where)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _texts(item, where)
 
 
 def check_context(passages: list[Passage], limit: int) -> None:
