@@ -3,6 +3,7 @@ shape, a team's own readers (a plugin and a pattern), and results that are not d
 
 from __future__ import annotations
 
+import ast
 import json
 import sys
 import types
@@ -16,6 +17,7 @@ from citemon._otlp import tool_results
 from citemon._otlp.tool_results import (
     ToolReading,
     pattern_reader,
+    read_python_repr,
     read_tool_result,
     reader_from_spec,
     readers_from_specs,
@@ -115,6 +117,39 @@ def test_langchain_document_prompt_blocks() -> None:
 )
 def test_what_is_not_documents(result: str) -> None:
     assert read_tool_result(result) is None
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        "[" + "1," * 40_000 + "]",
+        "[a" + "()" * 40_000 + "]",  # calls: no comma, yet a node each (105 MB at 160,000)
+        "[a" + ".b" * 40_000 + "]",
+        "[1" + "+1" * 40_000 + "]",
+    ],
+    ids=["items", "calls", "attributes", "operators"],
+)
+def test_a_repr_with_too_many_nodes_is_not_parsed(
+    result: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parsed: list[str] = []
+    recording = types.SimpleNamespace(**vars(ast))  # this module's ast only, not pytest's
+    recording.parse = lambda text, **kw: parsed.append(text)
+    monkeypatch.setattr(tool_results, "ast", recording)
+    assert read_python_repr(result) is None
+    assert parsed == []  # refused before ast holds its tree: about 0.9 kB per node
+
+
+def test_a_large_repr_of_prose_documents_is_still_read() -> None:
+    prose = "Audit logs are kept for 90 days, then archived; see the policy (section 4.2). " * 12
+    docs = [
+        f"Document(id='p-{n}', metadata={{'source': 'kb'}}, page_content={prose!r})"
+        for n in range(300)
+    ]
+    result = "[" + ", ".join(docs) + "]"
+    assert len(result) > 250_000  # half the size limit, about 21,000 marks
+    found = read_tool_result(result)
+    assert found is not None and len(found) == 300 and found[299].text == prose
 
 
 def test_long_lines_read_in_linear_time() -> None:

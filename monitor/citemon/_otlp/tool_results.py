@@ -91,10 +91,12 @@ _REFERENCE_KEYS: Final = frozenset(
 no text is some other record (``{"id": 7, "name": "Bob"}``), not a document."""
 _LIST_KEYS: Final = ("documents", "results", "passages", "docs", "items", "hits", "chunks", "data")
 _MAX_REPR_CHARS: Final = 500_000
-_MAX_REPR_SEPARATORS: Final = 20_000
-"""Python reprs longer than this, or with more separators (``,`` and ``:``, a bound on the
-nodes), are not parsed: ``ast`` holds a tree hundreds of times the text (1 MB of ``1,`` took
-476 MB), and a tool's result is untrusted input."""
+_MAX_REPR_MARKS: Final = 30_000
+_NODE_MARKS: Final = ",:.([{=+-*/%@&|^~<>!"
+"""Python reprs longer than this, or with more of these marks (each can open a node of the
+tree: an item, a call, an attribute, an operator; those inside strings count too, a bound that
+errs safe), are not parsed: ``ast`` holds about 0.9 kB per node (1 MB of ``1,`` took 476 MB,
+and 320 kB of ``a()()…`` 105 MB before failing), and a tool's result is untrusted input."""
 
 
 # -- JSON and Python reprs ----------------------------------------------------------------------
@@ -214,7 +216,7 @@ def read_python_repr(text: str) -> list[Passage] | None:
     s = text.strip()
     if not s.startswith(("[", "(")) or len(s) > _MAX_REPR_CHARS:
         return None
-    if s.count(",") + s.count(":") > _MAX_REPR_SEPARATORS:
+    if sum(map(s.count, _NODE_MARKS)) > _MAX_REPR_MARKS:
         return None
     try:
         tree = ast.parse(s, mode="eval")
