@@ -7,9 +7,11 @@ import argparse
 import logging
 
 import pytest
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
 
 from citemon._commands._options import scoring_options
-from citemon._core.settings import Flag, FlagSettings
+from citemon._core.settings import MAIN, Exclusive, Flag, FlagSettings, field_of
 from citemon._engine.settings import ScoringSettings
 from citemon._service.settings import Settings
 from citemon.cli import build_parser, main
@@ -176,3 +178,108 @@ def test_a_command_flag_has_its_variable(
         parse(["score", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
     assert "[env CITEMON_SCORE_CONCURRENCY]" in help_text
+
+
+class _Query(FlagSettings):
+    """A command's query, as ``inspect`` and ``compare`` have one: every kind of row."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="CITEMON_QUERY_", extra="ignore", validate_default=True, frozen=True
+    )
+    FLAGS = (
+        Flag("input", "input", "the file", env=False, positional=True, metavar="FILE"),
+        Flag("--base", "base", "the version before", env=False, required=True),
+        Flag("--service", "service", "a service (repeatable)", env=False, repeat=True),
+        Flag("--partition", "partition", "a partition", int, env=False, repeat=True),
+        Flag("--url", "url", "read here", env=False, group=MAIN),
+        Flag("--file", "file", "or here", env=False, group=MAIN),
+        Flag("--offset", "offset", "from N", int, env=False, group="where"),
+        Flag("--last", "last", "the last N", int, env=False, group="where"),
+        Flag("--follow", "follow", "keep going", bool, env=False, group="where"),
+        Flag("--port", "port", "serve here", int),
+    )
+    EXCLUSIVE = (Exclusive(("url", "file"), required=True), Exclusive(("offset", "last")))
+
+    input: str
+    base: str
+    service: list[str] = Field(default_factory=list)
+    partition: list[int] = Field(default_factory=list)
+    url: str | None = None
+    file: str | None = None
+    offset: int | None = None
+    last: int | None = None
+    follow: bool = False
+    port: int = 9000
+
+
+def _query_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="q")
+    _Query.add_arguments(parser, title="query")
+    return parser
+
+
+def test_every_kind_of_row_becomes_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Flag-only fields ignore a variable of their name; the one config field reads its own.
+    for name in ("INPUT", "BASE", "SERVICE", "PARTITION", "URL", "OFFSET", "FOLLOW"):
+        monkeypatch.setenv(f"CITEMON_QUERY_{name}", "7")
+    monkeypatch.setenv("CITEMON_QUERY_PORT", "9100")
+    argv = ["in.jsonl", "--base", "v1", "--service", "a", "--service", "b", "--url", "u"]
+    argv += ["--partition", "3", "--partition", "0", "--last", "5", "--follow"]
+    args = _query_parser().parse_args(argv)
+    query = _Query.from_args(args)
+    assert query.model_dump() == {
+        "input": "in.jsonl", "base": "v1", "service": ["a", "b"], "partition": [3, 0],
+        "url": "u", "file": None, "offset": None, "last": 5, "follow": True, "port": 9100,
+    }  # fmt: skip
+    bare = _Query.from_args(_query_parser().parse_args(["-", "--base", "v", "--file", "f"]))
+    assert (bare.service, bare.partition, bare.offset, bare.follow) == ([], [], None, False)
+    assert _Query.env_vars() == {"port": "CITEMON_QUERY_PORT"}
+    assert _Query.flag_only() == {f for f in _Query.model_fields if f != "port"}
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["-", "--url", "u"], "the following arguments are required: --base"),
+        (["-", "--base", "v"], "one of the arguments --url --file is required"),
+        (["-", "--base", "v", "--url", "u", "--file", "f"],
+         "--file: not allowed with argument --url"),
+        (["-", "--base", "v", "--url", "u", "--offset", "1", "--last", "2"],
+         "argument --last: not allowed with argument --offset"),
+        (["-", "--base", "v", "--url", "u", "--partition", "x"],
+         "argument --partition: 'x' is not a whole number (from the flag)"),
+        (["--base", "v", "--url", "u"], "the following arguments are required: FILE"),
+    ],
+)  # fmt: skip
+def test_a_bad_query_is_a_usage_error_naming_the_flag(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        _query_parser().parse_args(argv)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_rows_go_to_their_help_groups_and_name_their_variable_only_if_they_have_one() -> None:
+    parser = _query_parser()
+    groups = {
+        group.title: [a.dest for a in group._group_actions] for group in parser._action_groups
+    }
+    assert groups == {
+        "positional arguments": ["input"],
+        "options": ["help", "url", "file"],
+        "query": ["base", "service", "partition", "port"],
+        "where": ["offset", "last", "follow"],
+    }
+    text = " ".join(parser.format_help().split())
+    assert "serve here [env CITEMON_QUERY_PORT]" in text
+    assert text.count("[env ") == 1
+    backed = {a.dest: field_of(a) for a in parser._actions}
+    assert backed.pop("help") is None
+    assert backed == {f: (_Query, f) for f in _Query.model_fields}
+
+
+def test_a_query_row_cannot_have_a_variable() -> None:
+    for kind in ({"repeat": True}, {"required": True}, {"positional": True}):
+        with pytest.raises(ValueError, match="env=False"):
+            Flag("x" if "positional" in kind else "--x", "x", "x", **kind)  # type: ignore[arg-type]
