@@ -27,13 +27,21 @@ __all__ = ["SelftestSettings", "add_arguments", "main"]
 
 class SelftestSettings(FlagSettings):
     """``citemon selftest``'s own flags, each with its variable ``CITEMON_SELFTEST_<FIELD>``
-    (the judge's are :class:`~citemon.judges.settings.JudgeSettings`')."""
+    (the judge's are :class:`~citemon.judges.settings.JudgeSettings`'), but for the input file,
+    a positional and flag only."""
 
     model_config = SettingsConfigDict(
         env_prefix="CITEMON_SELFTEST_", extra="ignore", validate_default=True, frozen=True
     )
     TITLE: ClassVar[str] = "selftest"
     FLAGS: ClassVar[tuple[Flag, ...]] = (
+        Flag(
+            "input",
+            "input",
+            "JSONL file of answers, or - for standard input",
+            env=False,
+            positional=True,
+        ),
         Flag("--seed", "seed", "the shuffle's random seed (default 0)", int, metavar="SEED"),
         Flag(
             "--min-drop",
@@ -44,12 +52,12 @@ class SelftestSettings(FlagSettings):
         ),
     )
 
+    input: str
     seed: int = 0
     min_drop: float = 0.05
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("input", help="JSONL file of answers, or - for standard input")
     SelftestSettings.add_arguments(parser, title="selftest")
     add_judge_arguments(parser)
 
@@ -62,7 +70,7 @@ async def _run(args: argparse.Namespace) -> int:
     own = SelftestSettings.from_args(args)
     records: list[AnswerRecord] = []
     bad = 0
-    with open_input(args.input) as stream:
+    with open_input(own.input) as stream:
         for _, item in read_jsonl(stream):
             if isinstance(item, AnswerRecord):
                 records.append(item)
