@@ -31,9 +31,10 @@ How a flag and its variable behave (the same for all):
 
 What a row can be, beside a flag with a value (all argparse's own, so ``--help`` and the usage
 errors read as argparse's): a switch (``kind=bool``), a repeatable flag (``repeat``: a list
-field, one item per use), a required flag (``required``), a positional (``positional``: the
-row's ``flag`` is its name), in a ``--help`` group of its own (``group``; :data:`MAIN` is the
-parser's own "options" list). Flags that exclude each other are listed by the model
+field, one item per use), one taking ``nargs`` values at once, a required flag (``required``),
+a positional (``positional``: the row's ``flag`` is its name), with a one-letter ``short``
+spelling, in a ``--help`` group of its own (``group``; :data:`MAIN` is the parser's own
+"options" list). Flags that exclude each other are listed by the model
 (:attr:`FlagSettings.EXCLUSIVE`, one :class:`Exclusive` each, ``required`` for "exactly one of").
 
 **Flag only** (``env=False``): a command's per-invocation *query* (inspect's filters, the input
@@ -162,7 +163,7 @@ class Flag:
     choices: tuple[str, ...] | None = None
     what: str | None = None
     dest: str | None = None
-    metavar: str | None = None
+    metavar: str | tuple[str, ...] | None = None
     aliases: tuple[str, ...] = ()
     """Deprecated spellings of ``flag``: accepted, not in ``--help``, a warning when used."""
     env_aliases: tuple[str, ...] = ()
@@ -172,6 +173,10 @@ class Flag:
     """``False``: flag only, no ``CITEMON_*`` variable (a per-invocation query, see above)."""
     repeat: bool = False
     """Repeatable: each use adds one item to the (list) field; none given is ``[]``."""
+    nargs: int | None = None
+    """Takes this many values at once (``--reviewers A B``: a tuple field)."""
+    short: str | None = None
+    """A one-letter spelling shown before ``flag`` (``-o``)."""
     required: bool = False
     positional: bool = False
     """An argument by position: ``flag`` is its name (``"input"``), shown as ``metavar``."""
@@ -180,11 +185,13 @@ class Flag:
     (a positional: :data:`MAIN`), else this title, or :data:`MAIN`."""
 
     def __post_init__(self) -> None:
-        if self.env and (self.repeat or self.required or self.positional):
+        if self.env and (self.repeat or self.required or self.positional or self.nargs):
             # A variable would be a hidden default for a query, and argparse ignores a
             # default for a required argument.
-            raise ValueError(f"{self.flag}: a repeatable, required or positional row is env=False")
-        if self.positional and (self.aliases or self.flag.startswith("-")):
+            raise ValueError(
+                f"{self.flag}: a repeatable, required, positional or many-valued row is env=False"
+            )
+        if self.positional and (self.aliases or self.short or self.flag.startswith("-")):
             raise ValueError(f"{self.flag}: a positional has a name, not a flag or aliases")
 
 
@@ -368,12 +375,15 @@ class FlagSettings(BaseSettings):
                     options["default"] = environment.get(row.field, default)
             if row.required:
                 options["required"] = True
+            if row.nargs is not None:
+                options["nargs"] = row.nargs
             if row.positional:
                 action = where.add_argument(cls.dest(row), help=text, **options)
             else:
                 if row.kind is not bool and row.metavar is None and not row.choices:
                     options["metavar"] = _metavar(row.flag)
-                action = where.add_argument(row.flag, dest=cls.dest(row), help=text, **options)
+                spellings = (row.flag,) if row.short is None else (row.short, row.flag)
+                action = where.add_argument(*spellings, dest=cls.dest(row), help=text, **options)
             _FIELD_OF[action] = (cls, row.field)
             for alias in row.aliases:
                 # Hidden, and without a default of its own: the new flag's stands.
