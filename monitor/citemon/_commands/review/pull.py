@@ -47,8 +47,8 @@ class PullSettings(FlagSettings):
     variable would silently narrow every later pull); the Kafka connection is ``run``'s."""
 
     FLAGS: ClassVar[tuple[Flag, ...]] = (
-        Flag("--service", "service", "service (repeatable)", env=False, repeat=True),
-        Flag("--version", "version", "version (repeatable)", env=False, repeat=True),
+        Flag("--service", "services", "service (repeatable)", env=False, repeat=True),
+        Flag("--version", "versions", "version (repeatable)", env=False, repeat=True),
         Flag(
             "--since",
             "since",
@@ -66,7 +66,7 @@ class PullSettings(FlagSettings):
         Flag("--seed", "seed", "which random set (default 0)", int, env=False),
         Flag(
             "--input",
-            "input",
+            "inputs",
             "review-record files instead of the topic (repeatable)",
             Path,
             metavar="FILE",
@@ -85,13 +85,13 @@ class PullSettings(FlagSettings):
         ),
     )
 
-    service: list[str] = Field(default_factory=list)
-    version: list[str] = Field(default_factory=list)
+    services: list[str] = Field(default_factory=list)
+    versions: list[str] = Field(default_factory=list)
     since: str | None = None
     until: str | None = None
     size: int = DEFAULT_SIZE
     seed: int = 0
-    input: list[Path] = Field(default_factory=list)
+    inputs: list[Path] = Field(default_factory=list)
     output: str
 
 
@@ -162,11 +162,11 @@ def main(args: argparse.Namespace) -> int:
     until_ms = time_flag_ms("--until", own.until, now_ms) if own.until is not None else None
     if since_ms is not None and until_ms is not None and until_ms <= since_ms:
         raise ConfigError(f"--until {own.until!r} is not after --since {own.since!r}")
-    chosen = SeededSample(own.size, own.seed, services=own.service, versions=own.version)
+    chosen = SeededSample(own.size, own.seed, services=own.services, versions=own.versions)
     bad = untimed = 0
-    if own.input:
-        untimed = _from_files(own.input, chosen, since_ms, until_ms)
-        where = ", ".join(str(p) for p in own.input)
+    if own.inputs:
+        untimed = _from_files(own.inputs, chosen, since_ms, until_ms)
+        where = ", ".join(str(p) for p in own.inputs)
     else:
         topic, bad = asyncio.run(_from_topic(args, chosen, since_ms, until_ms))
         where = f"topic {topic}"
