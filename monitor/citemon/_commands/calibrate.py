@@ -195,17 +195,18 @@ async def _run(args: argparse.Namespace, own: CalibrateSettings) -> CalibrationR
     await _fill_rows(args, rows)
     syntax = citation_syntax(args)
     pairs, skipped = pairs_from_rows(rows, partial=partial, limit=own.limit, syntax=syntax)
-    judge = load_judge(args.judge, judge_options(args))
+    judging = judge_options(args)
+    judge = load_judge(judging.judge, judging)
     means = getattr(judge, "confidence_means", None)
     try:
-        judged = await judge_pairs(judge, pairs, max_inflight=args.judge_concurrency)
+        judged = await judge_pairs(judge, pairs, max_inflight=judging.max_inflight)
     finally:
         aclose = getattr(judge, "aclose", None)
         if aclose is not None:
             await aclose()
     return evaluate(
         judged,
-        judge=args.judge,
+        judge=judging.judge,
         data=f"{own.labels.name} ({len(rows)} rows)",
         partial=partial,
         skipped=skipped,
@@ -263,7 +264,7 @@ def _production(args: argparse.Namespace, own: CalibrateSettings) -> int:
         confusion = Confusion(tp=overall.tp, fn=overall.fn, tn=overall.tn, fp=overall.fp)
         calibration = Calibration.from_confusion(
             confusion,
-            judge=args.judge,
+            judge=judge_options(args).judge,
             data=f"{own.labels.name} (production)",
             partial=own.partial,
         )

@@ -61,10 +61,12 @@ from citemon._demo.store import ids_only, write_demo_store
 from citemon._demo.version_table import render_versions, verdict_line
 from citemon._engine.scoring import Scorer
 from citemon._engine.summary import summarize
-from citemon._passages import add_passage_store_arguments, open_store
-from citemon._passages.open import store_settings
+from citemon._passages import add_passage_store_arguments
+from citemon._passages.open import open_store_from, store_settings
+from citemon._passages.settings import PassageStoreSettings
 from citemon._service.settings import Settings
 from citemon.judges import add_judge_arguments, judge_options, load_judge
+from citemon.judges.settings import JudgeSettings
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
@@ -292,7 +294,7 @@ async def _start_collector(
     )
 
 
-async def _live(args: argparse.Namespace, own: DemoSettings) -> int:
+async def _live(own: DemoSettings, judging: JudgeSettings, passages: PassageStoreSettings) -> int:
     from citemon._commands.run import serve
     from citemon._demo.service import FakeRAGService
 
@@ -314,7 +316,7 @@ async def _live(args: argparse.Namespace, own: DemoSettings) -> int:
     _check_timing(own, deploy_at_s=deploy_at, traffic_s=traffic_s)
     await _create_topics(own.bootstrap_servers, topics, partitions=3)
     settings = Settings(
-        judge=judge_options(args),
+        judge=judging,
         bootstrap_servers=own.bootstrap_servers,
         topic=topic,
         group=f"citemon-demo-{run_id}",
@@ -339,7 +341,7 @@ async def _live(args: argparse.Namespace, own: DemoSettings) -> int:
         loop.add_signal_handler(sig, on_signal)
     registry = CollectorRegistry()
     monitor_stop = asyncio.Event()
-    settings = settings.model_copy(update={"passages": store_settings(args)})  # its store
+    settings = settings.model_copy(update={"passages": passages})  # its store
     monitor = asyncio.create_task(serve(settings, stop=monitor_stop, registry=registry))
     collector_stack = contextlib.ExitStack()  # the Collector, when there is one
     workdir = Path(tempfile.mkdtemp(prefix="citemon-demo-"))  # its config override and log
@@ -371,7 +373,7 @@ async def _live(args: argparse.Namespace, own: DemoSettings) -> int:
         )
         print(
             f"citemon demo: service 'support-bot' → {path} topic {topic}\n"
-            f"monitor: judge {args.judge}, metrics http://127.0.0.1:{own.metrics_port}/metrics; "
+            f"monitor: judge {judging.judge}, metrics http://127.0.0.1:{own.metrics_port}/metrics; "
             f"{own.rate:g} answers/s, v2 ships at t={deploy_at:.0f}s, ends at t={duration:.0f}s\n",
             flush=True,
         )
@@ -439,13 +441,15 @@ async def _live(args: argparse.Namespace, own: DemoSettings) -> int:
     return 130 if stop.is_set() else 0
 
 
-async def _offline(args: argparse.Namespace, own: DemoSettings) -> int:
+async def _offline(
+    own: DemoSettings, judging: JudgeSettings, passages: PassageStoreSettings
+) -> int:
     records = sample_records()
     store = None
     if own.ids_only:  # the same sample, its text looked up instead of carried
         records = [ids_only(r) for r in records]
-        store = open_store(args)
-    scorer = Scorer(load_judge(args.judge, judge_options(args)), passages=store)
+        store = open_store_from(passages)
+    scorer = Scorer(load_judge(judging.judge, judging), passages=store)
     try:
         scores = await scorer.score_many(records)
     finally:
@@ -455,17 +459,24 @@ async def _offline(args: argparse.Namespace, own: DemoSettings) -> int:
     return 0
 
 
-def _demo_store(args: argparse.Namespace, own: DemoSettings, workdir: Path) -> None:
-    """--ids-only: fill the demo's SQLite store and point --passage-store at it (unless the
+def _demo_store(
+    own: DemoSettings, passages: PassageStoreSettings, workdir: Path
+) -> PassageStoreSettings:
+    """--ids-only: fill the demo's SQLite store and point the store settings at it (unless the
     user named a store of their own)."""
-    if own.ids_only and not args.passage_store:
-        args.passage_store = write_demo_store(workdir / "passages.db")
+    if own.ids_only and not passages.passage_store:
+        url = write_demo_store(workdir / "passages.db")
+        return passages.model_copy(update={"passage_store": url})
+    return passages
 
 
 def main(args: argparse.Namespace) -> int:
     own = DemoSettings.from_args(args)
+    judging = judge_options(args)
     if own.review is not None and own.offline:
-        return offline_review(args, own.review)
+        return offline_review(judging, own.review)
     with tempfile.TemporaryDirectory(prefix="citemon-demo-store-") as workdir:
-        _demo_store(args, own, Path(workdir))
-        return asyncio.run(_offline(args, own) if own.offline else _live(args, own))
+        passages = _demo_store(own, store_settings(args), Path(workdir))
+        if own.offline:
+            return asyncio.run(_offline(own, judging, passages))
+        return asyncio.run(_live(own, judging, passages))

@@ -234,10 +234,12 @@ async def _run(args: argparse.Namespace) -> int:
     reviewed = 0
     calibration = Calibration.load(own.calibration) if own.calibration else None
     # A calibration that chose a threshold for this judge measured its error *at* it: apply it.
-    calibrated = calibration.threshold_for(args.judge) if calibration else None
-    judge = load_judge(args.judge, judge_options(args, calibrated_threshold=calibrated))
+    name = judge_options(args).judge
+    calibrated = calibration.threshold_for(name) if calibration else None
+    judge = load_judge(name, judge_options(args, calibrated_threshold=calibrated))
     store = open_store(args)
-    scorer = Scorer(judge, scoring_options(args), passages=store)
+    scoring = scoring_options(args)
+    scorer = Scorer(judge, scoring, passages=store)
     errors: list[CitemonError] = []
     unanswered: list[NoAnswer] = []
     scores: list[AnswerScore] = []
@@ -273,10 +275,12 @@ async def _run(args: argparse.Namespace) -> int:
             await store.aclose()
     summary = summarize(scores)
     if own.format == "json":
-        print(render_json(scores, summary, args.policy, calibration))
+        print(render_json(scores, summary, scoring.policy, calibration))
     else:
         print(
-            render_table(scores, summary, args.policy, explain=own.explain, calibration=calibration)
+            render_table(
+                scores, summary, scoring.policy, explain=own.explain, calibration=calibration
+            )
         )
     claims = [c for s in scores for c in s.claims]
     failed = [c for c in claims if c.unjudged_cause == "judge_failure"]

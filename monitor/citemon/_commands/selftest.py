@@ -79,7 +79,8 @@ async def _run(args: argparse.Namespace) -> int:
             print(f"citemon: skipped {item}", file=sys.stderr)  # "line N: why"
     if bad:
         print(f"citemon: {bad} bad input line(s) skipped", file=sys.stderr)
-    judge = load_judge(args.judge, judge_options(args))
+    judging = judge_options(args)
+    judge = load_judge(judging.judge, judging)
     try:
         result = await run_shuffle_selftest(Scorer(judge), records, seed=own.seed)
     finally:
