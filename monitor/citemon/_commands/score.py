@@ -23,7 +23,12 @@ from pydantic_settings import SettingsConfigDict
 
 from citemon._commands._explain import explain_input
 from citemon._commands._files import Progress, detect_format, read_jsonl, render_json, render_table
-from citemon._commands._options import add_scoring_arguments, open_input, scoring_options
+from citemon._commands._options import (
+    ANSWERS_INPUT,
+    add_scoring_arguments,
+    open_input,
+    scoring_options,
+)
 from citemon._core.calibration import Calibration
 from citemon._core.errors import CitemonError, ConfigError, InputError
 from citemon._core.records import AnswerRecord, AnswerScore, ClaimResult
@@ -58,13 +63,7 @@ class ScoreSettings(FlagSettings):
     )
     TITLE: ClassVar[str] = "score"
     FLAGS: ClassVar[tuple[Flag, ...]] = (
-        Flag(
-            "input",
-            "input",
-            "JSONL file of answers, or - for standard input",
-            env=False,
-            positional=True,
-        ),
+        ANSWERS_INPUT,
         Flag(
             "--input-format",
             "input_format",

@@ -15,7 +15,7 @@ from pydantic_settings import SettingsConfigDict
 
 from citemon._checks.selftest import run_shuffle_selftest
 from citemon._commands._files import read_jsonl
-from citemon._commands._options import open_input
+from citemon._commands._options import ANSWERS_INPUT, open_input
 from citemon._core.errors import InputError
 from citemon._core.records import AnswerRecord
 from citemon._core.settings import Flag, FlagSettings
@@ -35,13 +35,7 @@ class SelftestSettings(FlagSettings):
     )
     TITLE: ClassVar[str] = "selftest"
     FLAGS: ClassVar[tuple[Flag, ...]] = (
-        Flag(
-            "input",
-            "input",
-            "JSONL file of answers, or - for standard input",
-            env=False,
-            positional=True,
-        ),
+        ANSWERS_INPUT,
         Flag("--seed", "seed", "the shuffle's random seed (default 0)", int, metavar="SEED"),
         Flag(
             "--min-drop",
