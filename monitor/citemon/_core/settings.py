@@ -1,8 +1,9 @@
 """The one settings mechanism: a pydantic-settings model, its table of flags, and its parts.
 
-Every setting of every command is a field of a :class:`FlagSettings` model, read from its
-``CITEMON_*`` environment variable, and (if it has one) set by the flag of its :class:`Flag` row
-in the model's ``FLAGS`` table. Precedence, highest first: the flag, the variable, the default.
+Every setting and argument of every command is a field of a :class:`FlagSettings` model, read
+from its ``CITEMON_*`` environment variable (unless it is flag only, below), and (if it has one)
+set by the flag of its :class:`Flag` row in the model's ``FLAGS`` table. Precedence, highest
+first: the flag, the variable, the default.
 A model may nest others as *parts* (``citemon run``'s settings hold ``settings.judge`` and
 ``settings.scoring``): each part reads its own variables and adds its own flags, so one model
 describes a whole command. It lives in the bottom layer because the judges, the engine and the
