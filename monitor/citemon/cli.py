@@ -7,12 +7,13 @@ import importlib
 import logging
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from citemon import __version__
 from citemon._core.errors import CitemonError
+from citemon._core.settings import MAIN, Flag, FlagSettings
 
-__all__ = ["COMMANDS", "build_parser", "main"]
+__all__ = ["COMMANDS", "CliSettings", "build_parser", "main"]
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "calibrate": (
@@ -59,6 +60,32 @@ Kafka, the judges, the service) is imported only when that command runs or shows
 """
 
 
+def _log_level(value: str) -> str:
+    """A logging level's name (``info`` is ``INFO``), checked when the flags are read."""
+    name = value.upper()
+    if name not in logging.getLevelNamesMapping():
+        raise ValueError(value)
+    return name
+
+
+class CliSettings(FlagSettings):
+    """What every command shares: ``--log-level`` (``CITEMON_LOG_LEVEL``). ``--version`` is
+    argparse's own action, not a setting."""
+
+    FLAGS: ClassVar[tuple[Flag, ...]] = (
+        Flag(
+            "--log-level",
+            "log_level",
+            "logging level (default WARNING)",
+            _log_level,
+            what="a logging level (DEBUG, INFO, WARNING, ERROR, CRITICAL)",
+            group=MAIN,
+        ),
+    )
+
+    log_level: str = "WARNING"
+
+
 class _CommandParser(argparse.ArgumentParser):
     """A subcommand's parser that imports its module the first time it is used."""
 
@@ -91,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="citemon", description="Monitor whether a RAG service's citations say what it says."
     )
     parser.add_argument("--version", action="version", version=f"citemon {__version__}")
-    parser.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
+    CliSettings.add_arguments(parser)
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=_CommandParser
     )
@@ -108,7 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        level=CliSettings.from_args(args).log_level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
         return int(args.handler(args))

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import argparse
 import logging
+from typing import Final
 
 import pytest
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
 
 from citemon._commands._options import scoring_options
-from citemon._core.settings import Flag, FlagSettings
+from citemon._core.settings import MAIN, Exclusive, Flag, FlagSettings, field_of
 from citemon._engine.settings import ScoringSettings
 from citemon._service.settings import Settings
-from citemon.cli import build_parser, main
+from citemon.cli import COMMANDS, build_parser, main
 from citemon.judges.settings import JudgeSettings
 
 MODELS: tuple[type[FlagSettings], ...] = (Settings, JudgeSettings, ScoringSettings)
@@ -120,43 +123,6 @@ def test_a_renamed_switch_keeps_its_old_flag_with_a_warning(
     ]
 
 
-def _subparser(command: str) -> argparse.ArgumentParser:
-    """The command's own parser (``build_parser`` adds a command's flags only when it runs)."""
-    import importlib
-
-    from citemon.cli import COMMANDS
-
-    parser = argparse.ArgumentParser(prog=f"citemon {command}")
-    importlib.import_module(COMMANDS[command][0]).add_arguments(parser)
-    return parser
-
-
-@pytest.mark.parametrize(
-    ("command", "arguments"),
-    [
-        ("score", set()),
-        ("selftest", set()),
-        ("calibrate", {"--labels", "--review-records"}),  # the input and a repeatable list
-        ("compare", {"--baseline", "--candidate", "--prometheus", "--scores"}),  # what, where
-    ],
-)
-def test_the_judging_and_scoring_commands_take_every_flag_from_a_model(
-    command: str, arguments: set[str]
-) -> None:
-    """One settings path: each flag of ``score``, ``selftest`` and ``calibrate`` is a row of a
-    settings model, and so names its variable in its help, but for the listed arguments."""
-    plain = {
-        option
-        for action in _subparser(command)._actions
-        for option in action.option_strings
-        if option not in ("-h", "--help")
-        and action.help != argparse.SUPPRESS  # a deprecated alias of a row
-        and "[env CITEMON_" not in (action.help or "")
-    }
-    assert plain == arguments
-    assert len(_subparser(command)._actions) > 10  # a real parser, flags and all
-
-
 def test_a_command_flag_has_its_variable(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -176,3 +142,213 @@ def test_a_command_flag_has_its_variable(
         parse(["score", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
     assert "[env CITEMON_SCORE_CONCURRENCY]" in help_text
+
+
+class _Query(FlagSettings):
+    """A command's query, as ``inspect`` and ``compare`` have one: every kind of row."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="CITEMON_QUERY_", extra="ignore", validate_default=True, frozen=True
+    )
+    FLAGS = (
+        Flag("input", "input", "the file", env=False, positional=True, metavar="FILE"),
+        Flag("--base", "base", "the version before", env=False, required=True),
+        Flag("--service", "service", "a service (repeatable)", env=False, repeat=True),
+        Flag("--partition", "partition", "a partition", int, env=False, repeat=True),
+        Flag("--url", "url", "read here", env=False, group=MAIN),
+        Flag("--file", "file", "or here", env=False, group=MAIN),
+        Flag("--offset", "offset", "from N", int, env=False, group="where"),
+        Flag("--last", "last", "the last N", int, env=False, group="where"),
+        Flag("--follow", "follow", "keep going", bool, env=False, group="where"),
+        Flag("--port", "port", "serve here", int),
+    )
+    EXCLUSIVE = (Exclusive(("url", "file"), required=True), Exclusive(("offset", "last")))
+
+    input: str
+    base: str
+    service: list[str] = Field(default_factory=list)
+    partition: list[int] = Field(default_factory=list)
+    url: str | None = None
+    file: str | None = None
+    offset: int | None = None
+    last: int | None = None
+    follow: bool = False
+    port: int = 9000
+
+
+def _query_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="q")
+    _Query.add_arguments(parser, title="query")
+    return parser
+
+
+def test_every_kind_of_row_becomes_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Flag-only fields ignore a variable of their name; the one config field reads its own.
+    for name in ("INPUT", "BASE", "SERVICE", "PARTITION", "URL", "OFFSET", "FOLLOW"):
+        monkeypatch.setenv(f"CITEMON_QUERY_{name}", "7")
+    monkeypatch.setenv("CITEMON_QUERY_PORT", "9100")
+    argv = ["in.jsonl", "--base", "v1", "--service", "a", "--service", "b", "--url", "u"]
+    argv += ["--partition", "3", "--partition", "0", "--last", "5", "--follow"]
+    args = _query_parser().parse_args(argv)
+    query = _Query.from_args(args)
+    assert query.model_dump() == {
+        "input": "in.jsonl", "base": "v1", "service": ["a", "b"], "partition": [3, 0],
+        "url": "u", "file": None, "offset": None, "last": 5, "follow": True, "port": 9100,
+    }  # fmt: skip
+    bare = _Query.from_args(_query_parser().parse_args(["-", "--base", "v", "--file", "f"]))
+    assert (bare.service, bare.partition, bare.offset, bare.follow) == ([], [], None, False)
+    assert _Query.env_vars() == {"port": "CITEMON_QUERY_PORT"}
+    assert _Query.flag_only() == {f for f in _Query.model_fields if f != "port"}
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["-", "--url", "u"], "the following arguments are required: --base"),
+        (["-", "--base", "v"], "one of the arguments --url --file is required"),
+        (["-", "--base", "v", "--url", "u", "--file", "f"],
+         "--file: not allowed with argument --url"),
+        (["-", "--base", "v", "--url", "u", "--offset", "1", "--last", "2"],
+         "argument --last: not allowed with argument --offset"),
+        (["-", "--base", "v", "--url", "u", "--partition", "x"],
+         "argument --partition: 'x' is not a whole number (from the flag)"),
+        (["--base", "v", "--url", "u"], "the following arguments are required: FILE"),
+    ],
+)  # fmt: skip
+def test_a_bad_query_is_a_usage_error_naming_the_flag(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        _query_parser().parse_args(argv)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_rows_go_to_their_help_groups_and_name_their_variable_only_if_they_have_one() -> None:
+    parser = _query_parser()
+    groups = {
+        group.title: [a.dest for a in group._group_actions] for group in parser._action_groups
+    }
+    assert groups == {
+        "positional arguments": ["input"],
+        "options": ["help", "url", "file"],
+        "query": ["base", "service", "partition", "port"],
+        "where": ["offset", "last", "follow"],
+    }
+    text = " ".join(parser.format_help().split())
+    assert "serve here [env CITEMON_QUERY_PORT]" in text
+    assert text.count("[env ") == 1
+    backed = {a.dest: field_of(a) for a in parser._actions}
+    assert backed.pop("help") is None
+    assert backed == {f: (_Query, f) for f in _Query.model_fields}
+
+
+def test_a_query_row_cannot_have_a_variable() -> None:
+    for kind in ({"repeat": True}, {"required": True}, {"positional": True}):
+        with pytest.raises(ValueError, match="env=False"):
+            Flag("x" if "positional" in kind else "--x", "x", "x", **kind)  # type: ignore[arg-type]
+
+
+def _every_parser() -> list[tuple[str, argparse.ArgumentParser]]:
+    """``citemon`` and each command's and subcommand's parser, their flags added (a command's
+    are added when it first parses or shows its help)."""
+    found: list[tuple[str, argparse.ArgumentParser]] = []
+    waiting = [("citemon", build_parser())]
+    while waiting:
+        name, parser = waiting.pop()
+        parser.format_help()  # loads a command's module and its flags
+        found.append((name, parser))
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                waiting += [(f"{name} {n}", p) for n, p in action.choices.items()]
+    return found
+
+
+def test_every_flag_of_every_command_is_a_settings_field() -> None:
+    """One settings path, kept: an argument added by hand, not by a model's row, fails here."""
+    parsers = _every_parser()
+    assert len(parsers) == 1 + len(COMMANDS) + 5  # citemon, its commands, review's five
+    plain = []
+    for name, parser in parsers:
+        for action in parser._actions:
+            if isinstance(
+                action, argparse._HelpAction | argparse._VersionAction | argparse._SubParsersAction
+            ):
+                continue
+            backed = field_of(action)
+            if backed is None or backed[1] not in backed[0].model_fields:
+                plain.append(f"{name} {'/'.join(action.option_strings) or action.dest}")
+    assert plain == []
+
+
+def _models() -> set[type[FlagSettings]]:
+    for name, _ in _every_parser():  # imports every command's module, so every model
+        assert name
+    found: set[type[FlagSettings]] = set()
+    waiting = [FlagSettings]
+    while waiting:
+        model = waiting.pop()
+        for sub in model.__subclasses__():
+            waiting.append(sub)
+            if sub.__module__.startswith("citemon."):
+                found.add(sub)
+    return found
+
+
+# Two fields that are one setting read by two commands: the demo's brokers are run's.
+_SHARED: Final = {"CITEMON_BOOTSTRAP_SERVERS": {"Settings", "DemoSettings"}}
+
+
+def test_every_variable_names_one_field_across_all_models() -> None:
+    """``CITEMON_VERSION`` must not mean one thing to inspect and another to pull: every
+    variable of every model belongs to one field, and a query (flag only) has none."""
+    owners: dict[str, set[str]] = {}
+    models = _models()
+    assert len(models) == 17  # every command's, its parts', and the shared --log-level's
+    for model in models:
+        for field, variable in model.env_vars().items():
+            owners.setdefault(variable, set()).add(f"{model.__name__}.{field}")
+            assert field not in model.flag_only()
+    shared = {v: {o.split(".")[0] for o in who} for v, who in owners.items() if len(who) > 1}
+    assert shared == _SHARED
+    for model in models:
+        for row in model.FLAGS:
+            if not row.env:
+                assert row.field not in model.env_vars()
+
+
+def test_config_flags_have_their_variable_and_queries_none(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from citemon._commands.demo import DemoSettings
+    from citemon._commands.inspect import InspectSettings
+    from citemon._commands.review.pull import PullSettings
+    from citemon._commands.review.serve import ServeSettings
+    from citemon.cli import CliSettings
+
+    for name, value in {
+        "CITEMON_DEMO_METRICS_PORT": "9500",
+        "CITEMON_REVIEW_SERVE_PORT": "8123",
+        "CITEMON_LOG_LEVEL": "info",
+        "CITEMON_TRACE_URL": "https://t/{trace_id}",
+        # Queries: none of these is read, whatever a shell has set.
+        "CITEMON_VERSION": "v9",
+        "CITEMON_SINCE": "1m",
+        "CITEMON_SERVICE": "s",
+        "CITEMON_LIMIT": "3",
+        "CITEMON_RATE": "99",
+    }.items():
+        monkeypatch.setenv(name, value)
+    parse = build_parser().parse_args
+    demo = DemoSettings.from_args(parse(["demo"]))
+    assert (demo.metrics_port, demo.rate) == (9500, 8.0)
+    serve = ServeSettings.from_args(
+        parse(["review", "serve", "--set", "s", "--labels", "l", "--reviewer", "r"])
+    )
+    assert (serve.port, serve.host) == (8123, "127.0.0.1")
+    assert CliSettings.from_args(parse(["demo"])).log_level == "INFO"
+    inspect = InspectSettings.from_args(parse(["inspect"]))
+    assert inspect.trace_url == "https://t/{trace_id}"
+    assert (inspect.versions, inspect.since, inspect.services, inspect.limit) == ([], None, [], 20)
+    pull = PullSettings.from_args(parse(["review", "pull", "-o", "-", "--version", "v1"]))
+    assert (pull.versions, pull.since, pull.output) == (["v1"], None, "-")

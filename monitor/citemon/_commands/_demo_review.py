@@ -4,7 +4,6 @@ offline (docs/review.md)."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 from pathlib import Path
 
@@ -15,7 +14,8 @@ from citemon._engine.summary import summarize
 from citemon._review.model import ReviewRecord
 from citemon._review.selection import DEFAULT_SIZE, SeededSample
 from citemon._service.settings import Settings
-from citemon.judges import judge_options, load_judge
+from citemon.judges import load_judge
+from citemon.judges.settings import JudgeSettings
 
 __all__ = ["offline_review", "review_dir", "save_review_topic", "write_review_set"]
 
@@ -58,13 +58,13 @@ async def save_review_topic(settings: Settings, directory: Path) -> None:
     write_review_set(directory, reviews)
 
 
-def offline_review(args: argparse.Namespace, directory: Path) -> int:
+def offline_review(judging: JudgeSettings, directory: Path) -> int:
     """The worked example: the review traffic scored offline, deterministic."""
     from citemon._demo.review import review_traffic
     from citemon._review.sample import review_record
 
     review_dir(directory)
-    scorer = Scorer(load_judge(args.judge, judge_options(args)))
+    scorer = Scorer(load_judge(judging.judge, judging))
     scores = asyncio.run(scorer.score_many(review_traffic()))
     reviews = [review_record(score) for score in scores]
     for version in ("v1", "v2"):

@@ -6,19 +6,27 @@ import argparse
 import sys
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import IO
+from typing import IO, Final
 
 from citemon._core.errors import InputError
+from citemon._core.settings import Flag
 from citemon._core.text import CitationSyntax
 from citemon._engine.settings import ScoringSettings
 
 __all__ = [
+    "ANSWERS_INPUT",
     "add_marker_arguments",
     "add_scoring_arguments",
     "citation_syntax",
     "open_input",
     "scoring_options",
 ]
+
+
+ANSWERS_INPUT: Final = Flag(
+    "input", "input", "JSONL file of answers, or - for standard input", env=False, positional=True
+)
+"""The row of ``score``'s and ``selftest``'s input file (a ``str`` field ``input``)."""
 
 
 def add_scoring_arguments(parser: argparse.ArgumentParser) -> None:

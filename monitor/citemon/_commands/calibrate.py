@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, field_validator
+from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from citemon._checks.calibration import CalibrationReport, evaluate, judge_pairs
@@ -46,7 +46,7 @@ from citemon._core.calibration import Calibration, Confusion
 from citemon._core.errors import ConfigError
 from citemon._core.human_labels import PartialMapping, read_label_rows
 from citemon._core.passages import PassageLookupError
-from citemon._core.settings import Flag, FlagSettings
+from citemon._core.settings import MAIN, Flag, FlagSettings
 from citemon._passages import add_passage_store_arguments, open_store
 from citemon._review.estimates import estimate
 from citemon._review.model import read_labels, read_review_records
@@ -58,14 +58,33 @@ __all__ = ["CalibrateSettings", "add_arguments", "main", "render_table"]
 
 class CalibrateSettings(FlagSettings):
     """``citemon calibrate``'s own flags, each with its variable ``CITEMON_CALIBRATE_<FIELD>``
-    (the judge's, the markers' and the passage store's are their models'). ``--labels`` (the
-    input, required) and ``--review-records`` (repeatable) are arguments, not settings."""
+    (the judge's, the markers' and the passage store's are their models'), but for the input:
+    ``--labels`` (required) and ``--review-records`` (repeatable) are flag only."""
 
     model_config = SettingsConfigDict(
         env_prefix="CITEMON_CALIBRATE_", extra="ignore", validate_default=True, frozen=True
     )
     TITLE: ClassVar[str] = "calibrate"
     FLAGS: ClassVar[tuple[Flag, ...]] = (
+        Flag(
+            "--labels",
+            "labels",
+            "JSONL file of human labels",
+            Path,
+            env=False,
+            required=True,
+            group=MAIN,
+        ),
+        Flag(
+            "--review-records",
+            "review_records",
+            "review records (repeatable): --labels are production labels of these answers",
+            Path,
+            metavar="FILE",
+            env=False,
+            repeat=True,
+            group=MAIN,
+        ),
         Flag("--format", "format", "table (default) or json", choices=("table", "json")),
         Flag("--output", "output", "write the calibration file here", Path, metavar="OUTPUT"),
         Flag(
@@ -90,6 +109,8 @@ class CalibrateSettings(FlagSettings):
         ),
     )
 
+    labels: Path
+    review_records: list[Path] = Field(default_factory=list)
     format: Literal["table", "json"] = "table"
     output: Path | None = None
     partial: Literal["entailed", "not_entailed", "exclude"] = "not_entailed"
@@ -104,15 +125,6 @@ class CalibrateSettings(FlagSettings):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--labels", required=True, type=Path, help="JSONL file of human labels")
-    parser.add_argument(
-        "--review-records",
-        type=Path,
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="review records (repeatable): --labels are production labels of these answers",
-    )
     CalibrateSettings.add_arguments(parser, title="calibrate")
     add_marker_arguments(parser)
     add_judge_arguments(parser)
@@ -179,22 +191,23 @@ def render_table(report: CalibrationReport) -> str:
 
 async def _run(args: argparse.Namespace, own: CalibrateSettings) -> CalibrationReport:
     partial: PartialMapping = own.partial
-    rows = read_label_rows(args.labels)
+    rows = read_label_rows(own.labels)
     await _fill_rows(args, rows)
     syntax = citation_syntax(args)
     pairs, skipped = pairs_from_rows(rows, partial=partial, limit=own.limit, syntax=syntax)
-    judge = load_judge(args.judge, judge_options(args))
+    judging = judge_options(args)
+    judge = load_judge(judging.judge, judging)
     means = getattr(judge, "confidence_means", None)
     try:
-        judged = await judge_pairs(judge, pairs, max_inflight=args.judge_concurrency)
+        judged = await judge_pairs(judge, pairs, max_inflight=judging.max_inflight)
     finally:
         aclose = getattr(judge, "aclose", None)
         if aclose is not None:
             await aclose()
     return evaluate(
         judged,
-        judge=args.judge,
-        data=f"{args.labels.name} ({len(rows)} rows)",
+        judge=judging.judge,
+        data=f"{own.labels.name} ({len(rows)} rows)",
         partial=partial,
         skipped=skipped,
         max_disagreements=own.disagreements,
@@ -242,8 +255,8 @@ def _production(args: argparse.Namespace, own: CalibrateSettings) -> int:
     """Estimates from production labels of review records (nothing is judged)."""
     if own.limit is not None:
         raise ConfigError("--limit applies to benchmark labels, not to --review-records")
-    labels = read_labels(args.labels)
-    records = [r for path in args.review_records for r in read_review_records(path)]
+    labels = read_labels(own.labels)
+    records = [r for path in own.review_records for r in read_review_records(path)]
     report = estimate(records, labels, partial=own.partial)
     calibration = None
     if own.output is not None:
@@ -251,8 +264,8 @@ def _production(args: argparse.Namespace, own: CalibrateSettings) -> int:
         confusion = Confusion(tp=overall.tp, fn=overall.fn, tn=overall.tn, fp=overall.fp)
         calibration = Calibration.from_confusion(
             confusion,
-            judge=args.judge,
-            data=f"{args.labels.name} (production)",
+            judge=judge_options(args).judge,
+            data=f"{own.labels.name} (production)",
             partial=own.partial,
         )
     _deliver(own, report, lambda: render_estimates(report), calibration)
@@ -287,7 +300,7 @@ def _deliver(
 def main(args: argparse.Namespace) -> int:
     own = CalibrateSettings.from_args(args)
     _check_args(args, own)
-    if args.review_records:
+    if own.review_records:
         return _production(args, own)
     report = asyncio.run(_run(args, own))
     calibration = report.calibration(with_threshold=not own.no_threshold)

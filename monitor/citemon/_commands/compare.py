@@ -21,7 +21,7 @@ from pydantic import ValidationError, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from citemon._core.errors import ConfigError, InputError
-from citemon._core.settings import Flag, FlagSettings
+from citemon._core.settings import MAIN, Exclusive, Flag, FlagSettings
 from citemon._rollout.compare import (
     compare,
     counts_from_prometheus,
@@ -37,14 +37,40 @@ EXIT = {"no evidence": 0, "improved": 0, "regressed": 1, "not enough data": 3}
 
 class CompareSettings(FlagSettings):
     """``citemon compare``'s settings, each with its variable ``CITEMON_COMPARE_<FIELD>`` (a
-    rollout gate sets them once in its environment). The versions and the source (``--baseline``,
-    ``--candidate``, ``--prometheus`` or ``--scores``) are the comparison's arguments."""
+    rollout gate sets them once in its environment), but for the comparison's own arguments:
+    the versions (``--baseline``, ``--candidate``) and the source (``--prometheus`` or
+    ``--scores``, exactly one) are flag only."""
 
     model_config = SettingsConfigDict(
         env_prefix="CITEMON_COMPARE_", extra="ignore", validate_default=True, frozen=True
     )
     TITLE: ClassVar[str] = "compare"
     FLAGS: ClassVar[tuple[Flag, ...]] = (
+        Flag(
+            "--baseline",
+            "baseline",
+            "the version deployed before",
+            env=False,
+            required=True,
+            group=MAIN,
+        ),
+        Flag(
+            "--candidate",
+            "candidate",
+            "the version under test",
+            env=False,
+            required=True,
+            group=MAIN,
+        ),
+        Flag(
+            "--prometheus",
+            "prometheus",
+            "Prometheus base URL",
+            metavar="URL",
+            env=False,
+            group=MAIN,
+        ),
+        Flag("--scores", "scores", "per-answer scores file", metavar="FILE", env=False, group=MAIN),
         Flag("--service", "service", "only this service", metavar="SERVICE"),
         Flag("--window", "window", "PromQL range for --prometheus (1h)", metavar="WINDOW"),
         Flag("--alpha", "alpha", "significance level (0.05)", float, metavar="ALPHA"),
@@ -71,7 +97,14 @@ class CompareSettings(FlagSettings):
         ),
         Flag("--format", "format", "table (default) or json", choices=("table", "json")),
     )
+    EXCLUSIVE: ClassVar[tuple[Exclusive, ...]] = (
+        Exclusive(("prometheus", "scores"), required=True),
+    )
 
+    baseline: str
+    candidate: str
+    prometheus: str | None = None
+    scores: str | None = None
     service: str | None = None
     window: str = "1h"
     alpha: float = 0.05
@@ -87,11 +120,6 @@ class CompareSettings(FlagSettings):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--baseline", required=True, help="the version deployed before")
-    parser.add_argument("--candidate", required=True, help="the version under test")
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--prometheus", metavar="URL", help="Prometheus base URL")
-    source.add_argument("--scores", metavar="FILE", help="per-answer scores file")
     CompareSettings.add_arguments(parser, title="compare")
 
 
@@ -107,30 +135,32 @@ def main(args: argparse.Namespace) -> int:
         raise ConfigError(f"--min-effect must be 0 or more, not {own.min_effect}")
     if own.min_claims < 1:  # 0 would let two versions with no data at all pass the gate
         raise ConfigError(f"--min-claims must be at least 1, not {own.min_claims}")
-    if args.prometheus:
+    if own.prometheus is not None:
         counts = counts_from_prometheus(
-            args.prometheus, [args.baseline, args.candidate],
+            own.prometheus, [own.baseline, own.candidate],
             window=own.window, service=own.service,
         )  # fmt: skip
         patterns = patterns_from_prometheus(
-            args.prometheus, [args.baseline, args.candidate],
+            own.prometheus, [own.baseline, own.candidate],
             window=own.window, service=own.service,
         )  # fmt: skip
         source = f"Prometheus over {own.window}"
+    elif own.scores is None:  # argparse has made sure; a model built in code may not have
+        raise ConfigError("give --prometheus URL or --scores FILE")
     else:
         try:
-            counts = load_scores(args.scores, service=own.service)
-            patterns = load_patterns(args.scores, service=own.service)
+            counts = load_scores(own.scores, service=own.service)
+            patterns = load_patterns(own.scores, service=own.service)
         except ValidationError as exc:  # uncaught it exits 1, which here means "regressed"
             first = exc.errors(include_input=False)[0]
             where = ".".join(str(p) for p in first["loc"]) or "record"
             raise InputError(
-                f"{args.scores} does not hold per-answer scores ({where}: {first['msg']}); "
+                f"{own.scores} does not hold per-answer scores ({where}: {first['msg']}); "
                 "give `citemon score --format json` output or the results topic's JSON lines"
             ) from None
-        source = args.scores
+        source = own.scores
     found = sorted(v for v, c in counts.items() if c.judged)
-    for version in dict.fromkeys((args.baseline, args.candidate)):
+    for version in dict.fromkeys((own.baseline, own.candidate)):
         if version not in found:  # a typo or the wrong file: say so, not just "not enough data"
             print(
                 f"citemon: no judged claims of version {version!r} in {source}"
@@ -138,16 +168,16 @@ def main(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
     result = compare(
-        counts, args.baseline, args.candidate,
+        counts, own.baseline, own.candidate,
         alpha=own.alpha, min_effect=own.min_effect, min_claims=own.min_claims,
         test=own.test, patterns=patterns,
     )  # fmt: skip
     if own.format == "json":
         print(json.dumps(result.as_dict(), indent=1))
         return EXIT[result.outcome]
-    b, c = result.counts[args.baseline], result.counts[args.candidate]
-    print(f"baseline  {args.baseline}: {b.cited} cited claims, {b.uncited} uncited")
-    print(f"candidate {args.candidate}: {c.cited} cited claims, {c.uncited} uncited")
+    b, c = result.counts[own.baseline], result.counts[own.candidate]
+    print(f"baseline  {own.baseline}: {b.cited} cited claims, {b.uncited} uncited")
+    print(f"candidate {own.candidate}: {c.cited} cited claims, {c.uncited} uncited")
     print(f"{'metric':<18} {'baseline':>22} {'candidate':>22} {'delta':>7} {'p':>7}")
     for t in result.tests:
 

@@ -37,9 +37,11 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from prometheus_client import CollectorRegistry
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
 
 from citemon._commands._collector import (
     COLLECTOR_ENV,
@@ -52,70 +54,136 @@ from citemon._commands._collector import (
 from citemon._commands._demo_review import offline_review, review_dir, save_review_topic
 from citemon._commands._files import render_table
 from citemon._core.errors import ConfigError
+from citemon._core.settings import MAIN, Flag, FlagSettings
 from citemon._demo.data import sample_records
 from citemon._demo.live_table import LiveTable, open_table
 from citemon._demo.store import ids_only, write_demo_store
 from citemon._demo.version_table import render_versions, verdict_line
 from citemon._engine.scoring import Scorer
 from citemon._engine.summary import summarize
-from citemon._passages import add_passage_store_arguments, open_store
-from citemon._passages.open import store_settings
+from citemon._passages import add_passage_store_arguments
+from citemon._passages.open import open_store_from, store_settings
+from citemon._passages.settings import PassageStoreSettings
 from citemon._service.settings import Settings
 from citemon.judges import add_judge_arguments, judge_options, load_judge
+from citemon.judges.settings import JudgeSettings
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
 
     from citemon._demo.service import FakeRAGService
 
-__all__ = ["add_arguments", "main"]
+__all__ = ["DemoSettings", "add_arguments", "main"]
+
+
+class DemoSettings(FlagSettings):
+    """``citemon demo``'s own flags (the judge's and the passage store's are their models').
+
+    The demo's shape (``--offline``, ``--duration``, ``--rate``, ``--review``…) is flag only:
+    it is chosen per run. Where it runs has a variable: ``--bootstrap-servers`` is
+    ``CITEMON_BOOTSTRAP_SERVERS``, the variable ``citemon run`` reads (the same brokers, the
+    demo's own default), and ``--metrics-port`` is ``CITEMON_DEMO_METRICS_PORT`` (``run``'s
+    ``CITEMON_METRICS_PORT`` is the monitor's port, which the demo's must not take when both
+    run on one machine). ``--collector``'s default, ``$CITEMON_COLLECTOR``, is read where the
+    Collector is found (:func:`~citemon._commands._collector.collector_binary`), as the tests
+    and ``make`` read it."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="CITEMON_DEMO_", extra="ignore", validate_default=True, frozen=True
+    )
+    TITLE: ClassVar[str] = "demo"
+    FLAGS: ClassVar[tuple[Flag, ...]] = (
+        Flag(
+            "--offline",
+            "offline",
+            "score the bundled sample, no Kafka (old demo)",
+            bool,
+            env=False,
+            group=MAIN,
+        ),
+        Flag("--explain", "explain", "(--offline) reasons per claim", bool, env=False, group=MAIN),
+        Flag(
+            "--bootstrap-servers",
+            "bootstrap_servers",
+            "Kafka brokers (default 127.0.0.1:9092, what make kafka-up starts)",
+            group=MAIN,
+        ),
+        Flag("--duration", "duration", "seconds (default 45)", float, env=False, group=MAIN),
+        Flag(
+            "--deploy-at",
+            "deploy_at",
+            "seconds until v2 ships (default 40%%)",
+            float,
+            env=False,
+            group=MAIN,
+        ),
+        Flag("--rate", "rate", "answers per second (default 8)", float, env=False, group=MAIN),
+        Flag("--interval", "interval", "seconds between tables", float, env=False, group=MAIN),
+        Flag("--metrics-port", "metrics_port", "/metrics port (9464)", int, group=MAIN),
+        Flag(
+            "--keep-topics",
+            "keep_topics",
+            "do not delete the topics",
+            bool,
+            env=False,
+            group=MAIN,
+        ),
+        Flag(
+            "--via-collector",
+            "via_collector",
+            "export over OTLP/HTTP through the project's OpenTelemetry Collector "
+            "(make collector) instead of straight to Kafka",
+            bool,
+            env=False,
+            group=MAIN,
+        ),
+        Flag(
+            "--collector",
+            "collector",
+            f"the Collector binary (implies --via-collector; default ${COLLECTOR_ENV}, "
+            "else deploy/collector.sh path)",
+            metavar="PATH",
+            env=False,
+            group=MAIN,
+        ),
+        Flag(
+            "--review",
+            "review",
+            "sample every answer for review and write the review records and a set of 50 to "
+            "DIR (with --offline: the review loop's worked example, no Kafka)",
+            Path,
+            metavar="DIR",
+            env=False,
+            group=MAIN,
+        ),
+        Flag(
+            "--ids-only",
+            "ids_only",
+            "trace documents by ID alone, no text (as the GenAI conventions do) and let the "
+            "monitor look the text up in a passage store the demo fills (SQLite)",
+            bool,
+            env=False,
+            group=MAIN,
+        ),
+    )
+
+    offline: bool = False
+    explain: bool = False
+    bootstrap_servers: str = Field("127.0.0.1:9092", validation_alias="CITEMON_BOOTSTRAP_SERVERS")
+    duration: float = 45.0
+    deploy_at: float | None = None
+    rate: float = 8.0
+    interval: float = 3.0
+    metrics_port: int = 9464
+    keep_topics: bool = False
+    via_collector: bool = False
+    collector: str | None = None
+    review: Path | None = None
+    ids_only: bool = False
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--offline", action="store_true", help="score the bundled sample, no Kafka (old demo)"
-    )
-    parser.add_argument("--explain", action="store_true", help="(--offline) reasons per claim")
-    parser.add_argument(
-        "--bootstrap-servers",
-        default=Settings.environment().get("bootstrap_servers", "127.0.0.1:9092"),
-        help="Kafka brokers (default 127.0.0.1:9092, what make kafka-up starts) "
-        f"[env {Settings.env_var('bootstrap_servers')}]",
-    )
-    parser.add_argument("--duration", type=float, default=45.0, help="seconds (default 45)")
-    parser.add_argument(
-        "--deploy-at", type=float, default=None, help="seconds until v2 ships (default 40%%)"
-    )
-    parser.add_argument("--rate", type=float, default=8.0, help="answers per second (default 8)")
-    parser.add_argument("--interval", type=float, default=3.0, help="seconds between tables")
-    parser.add_argument("--metrics-port", type=int, default=9464, help="/metrics port (9464)")
-    parser.add_argument("--keep-topics", action="store_true", help="do not delete the topics")
-    parser.add_argument(
-        "--via-collector",
-        action="store_true",
-        help="export over OTLP/HTTP through the project's OpenTelemetry Collector "
-        "(make collector) instead of straight to Kafka",
-    )
-    parser.add_argument(
-        "--collector",
-        metavar="PATH",
-        default=None,
-        help=f"the Collector binary (implies --via-collector; default ${COLLECTOR_ENV}, "
-        "else deploy/collector.sh path)",
-    )
-    parser.add_argument(
-        "--review",
-        metavar="DIR",
-        type=Path,
-        help="sample every answer for review and write the review records and a set of 50 to "
-        "DIR (with --offline: the review loop's worked example, no Kafka)",
-    )
-    parser.add_argument(
-        "--ids-only",
-        action="store_true",
-        help="trace documents by ID alone, no text (as the GenAI conventions do) and let the "
-        "monitor look the text up in a passage store the demo fills (SQLite)",
-    )
+    DemoSettings.add_arguments(parser)
     add_judge_arguments(parser)
     add_passage_store_arguments(parser)
 
@@ -190,13 +258,13 @@ def _serve_answers(
         stop.wait(max(0.0, start + n / rate - time.monotonic()))
 
 
-def _check_timing(args: argparse.Namespace, *, deploy_at_s: float, traffic_s: float) -> None:
+def _check_timing(own: DemoSettings, *, deploy_at_s: float, traffic_s: float) -> None:
     """Refuse what would make a demo without its point: no traffic pacing (a zero rate divided
     by, a negative one flooding), a busy table loop, or a deploy after the traffic has ended."""
-    if not args.rate > 0:
-        raise ConfigError(f"--rate must be above 0 answers/s, not {args.rate:g}")
-    if not args.interval > 0:
-        raise ConfigError(f"--interval must be above 0 s, not {args.interval:g}")
+    if not own.rate > 0:
+        raise ConfigError(f"--rate must be above 0 answers/s, not {own.rate:g}")
+    if not own.interval > 0:
+        raise ConfigError(f"--interval must be above 0 s, not {own.interval:g}")
     if not 0 <= deploy_at_s < traffic_s:
         raise ConfigError(
             f"v2 would never ship: --deploy-at {deploy_at_s:g}s is not within the traffic's "
@@ -226,38 +294,38 @@ async def _start_collector(
     )
 
 
-async def _live(args: argparse.Namespace) -> int:
+async def _live(own: DemoSettings, judging: JudgeSettings, passages: PassageStoreSettings) -> int:
     from citemon._commands.run import serve
     from citemon._demo.service import FakeRAGService
 
-    via_collector = bool(args.via_collector or args.collector)
+    via_collector = bool(own.via_collector or own.collector)
     if via_collector:  # refuse before any topic exists
-        binary = collector_binary(args.collector)
+        binary = collector_binary(own.collector)
         exporter_class = _otlp_http_exporter_class()
     run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     topic = f"citemon._demo.{run_id}.spans"
     topics = [topic, f"{topic}.dlq"]
     review_topic = f"citemon._demo.{run_id}.review"
-    if args.review is not None:
-        review_dir(args.review)  # refuse before any topic exists
+    if own.review is not None:
+        review_dir(own.review)  # refuse before any topic exists
         topics.append(review_topic)
-    duration = max(5.0, args.duration)
-    deploy_at = args.deploy_at if args.deploy_at is not None else 0.4 * duration
+    duration = max(5.0, own.duration)
+    deploy_at = own.deploy_at if own.deploy_at is not None else 0.4 * duration
     # The monitor gets most of the run; the last few seconds let it catch up before the end.
     traffic_s = max(2.0, duration - 5.0)
-    _check_timing(args, deploy_at_s=deploy_at, traffic_s=traffic_s)
-    await _create_topics(args.bootstrap_servers, topics, partitions=3)
+    _check_timing(own, deploy_at_s=deploy_at, traffic_s=traffic_s)
+    await _create_topics(own.bootstrap_servers, topics, partitions=3)
     settings = Settings(
-        judge=judge_options(args),
-        bootstrap_servers=args.bootstrap_servers,
+        judge=judging,
+        bootstrap_servers=own.bootstrap_servers,
         topic=topic,
         group=f"citemon-demo-{run_id}",
         dlq_topic=topics[1],
-        metrics_port=args.metrics_port,
+        metrics_port=own.metrics_port,
         metrics_host="127.0.0.1",
         commit_interval_s=0.5,
         lag_interval_s=1.0,
-        review_rate=1.0 if args.review is not None else 0.0,
+        review_rate=1.0 if own.review is not None else 0.0,
         review_topic=review_topic,
     )
     stop = asyncio.Event()
@@ -273,7 +341,7 @@ async def _live(args: argparse.Namespace) -> int:
         loop.add_signal_handler(sig, on_signal)
     registry = CollectorRegistry()
     monitor_stop = asyncio.Event()
-    settings = settings.model_copy(update={"passages": store_settings(args)})  # its store
+    settings = settings.model_copy(update={"passages": passages})  # its store
     monitor = asyncio.create_task(serve(settings, stop=monitor_stop, registry=registry))
     collector_stack = contextlib.ExitStack()  # the Collector, when there is one
     workdir = Path(tempfile.mkdtemp(prefix="citemon-demo-"))  # its config override and log
@@ -282,12 +350,12 @@ async def _live(args: argparse.Namespace) -> int:
     traffic: asyncio.Task[None] | None = None
     table: LiveTable | None = None
     try:
-        path = f"Kafka {args.bootstrap_servers}"
+        path = f"Kafka {own.bootstrap_servers}"
         exporter_factory: Callable[[], SpanExporter] | None = None
         collector: RunningCollector | None = None
         if via_collector:
             collector = await _start_collector(
-                binary, workdir, args.bootstrap_servers, topic, collector_stack
+                binary, workdir, own.bootstrap_servers, topic, collector_stack
             )
             endpoint = collector.http_endpoint
             path = f"OTLP/HTTP {endpoint} → Collector {binary.name} → {path}"
@@ -297,27 +365,27 @@ async def _live(args: argparse.Namespace) -> int:
                 return exporter
 
         service = FakeRAGService(
-            args.bootstrap_servers,
+            own.bootstrap_servers,
             topic,
             seed=int(time.time()),
             exporter_factory=exporter_factory,
-            ids_only=args.ids_only,
+            ids_only=own.ids_only,
         )
         print(
             f"citemon demo: service 'support-bot' → {path} topic {topic}\n"
-            f"monitor: judge {args.judge}, metrics http://127.0.0.1:{args.metrics_port}/metrics; "
-            f"{args.rate:g} answers/s, v2 ships at t={deploy_at:.0f}s, ends at t={duration:.0f}s\n",
+            f"monitor: judge {judging.judge}, metrics http://127.0.0.1:{own.metrics_port}/metrics; "
+            f"{own.rate:g} answers/s, v2 ships at t={deploy_at:.0f}s, ends at t={duration:.0f}s\n",
             flush=True,
         )
         traffic = asyncio.create_task(
             asyncio.to_thread(
                 _serve_answers,
                 service,
-                rate=args.rate,
+                rate=own.rate,
                 duration_s=min(traffic_s, duration),
                 deploy_at_s=deploy_at,
                 stop=stop_traffic,
-                checker_faults=args.review is not None,
+                checker_faults=own.review is not None,
             )
         )
         start = time.monotonic()
@@ -332,7 +400,7 @@ async def _live(args: argparse.Namespace) -> int:
                     f"its log ({collector.log_path}):\n{log_tail(collector.log_path)}"
                 )
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), args.interval)
+                await asyncio.wait_for(stop.wait(), own.interval)
             elapsed = time.monotonic() - start
             sent = sum(service.answered.values())
             table.show(f"t={elapsed:4.0f}s  answers sent {sent}\n" + render_versions(registry))
@@ -360,11 +428,11 @@ async def _live(args: argparse.Namespace) -> int:
             with contextlib.suppress(Exception):
                 loop.remove_signal_handler(sig)
         try:
-            if args.review is not None and not stop.is_set():
-                await save_review_topic(settings, args.review)
+            if own.review is not None and not stop.is_set():
+                await save_review_topic(settings, own.review)
         finally:
-            if not args.keep_topics:
-                await _delete_topics(args.bootstrap_servers, topics)
+            if not own.keep_topics:
+                await _delete_topics(own.bootstrap_servers, topics)
     print("final, from the monitor's Prometheus counters:")
     print(render_versions(registry))
     verdict = verdict_line(registry)
@@ -373,32 +441,42 @@ async def _live(args: argparse.Namespace) -> int:
     return 130 if stop.is_set() else 0
 
 
-async def _offline(args: argparse.Namespace) -> int:
+async def _offline(
+    own: DemoSettings, judging: JudgeSettings, passages: PassageStoreSettings
+) -> int:
     records = sample_records()
     store = None
-    if args.ids_only:  # the same sample, its text looked up instead of carried
+    if own.ids_only:  # the same sample, its text looked up instead of carried
         records = [ids_only(r) for r in records]
-        store = open_store(args)
-    scorer = Scorer(load_judge(args.judge, judge_options(args)), passages=store)
+        store = open_store_from(passages)
+    scorer = Scorer(load_judge(judging.judge, judging), passages=store)
     try:
         scores = await scorer.score_many(records)
     finally:
         if store is not None:
             await store.aclose()
-    print(render_table(scores, summarize(scores), "any_of", explain=args.explain))
+    print(render_table(scores, summarize(scores), "any_of", explain=own.explain))
     return 0
 
 
-def _demo_store(args: argparse.Namespace, workdir: Path) -> None:
-    """--ids-only: fill the demo's SQLite store and point --passage-store at it (unless the
+def _demo_store(
+    own: DemoSettings, passages: PassageStoreSettings, workdir: Path
+) -> PassageStoreSettings:
+    """--ids-only: fill the demo's SQLite store and point the store settings at it (unless the
     user named a store of their own)."""
-    if args.ids_only and not args.passage_store:
-        args.passage_store = write_demo_store(workdir / "passages.db")
+    if own.ids_only and not passages.passage_store:
+        url = write_demo_store(workdir / "passages.db")
+        return passages.model_copy(update={"passage_store": url})
+    return passages
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.review is not None and args.offline:
-        return offline_review(args, args.review)
+    own = DemoSettings.from_args(args)
+    judging = judge_options(args)
+    if own.review is not None and own.offline:
+        return offline_review(judging, own.review)
     with tempfile.TemporaryDirectory(prefix="citemon-demo-store-") as workdir:
-        _demo_store(args, Path(workdir))
-        return asyncio.run(_offline(args) if args.offline else _live(args))
+        passages = _demo_store(own, store_settings(args), Path(workdir))
+        if own.offline:
+            return asyncio.run(_offline(own, judging, passages))
+        return asyncio.run(_live(own, judging, passages))

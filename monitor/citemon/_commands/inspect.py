@@ -20,12 +20,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import signal
 import sys
 import time
 from collections.abc import Iterable
-from typing import IO, Any, Final
+from typing import IO, Any, ClassVar, Final, Literal
+
+from pydantic import Field, field_validator
 
 from citemon._commands._inspection import (
     DEFAULT_VERDICTS,
@@ -45,14 +46,15 @@ from citemon._commands._inspection import (
 from citemon._commands._options import open_input
 from citemon._commands._results import DEFAULT_RESULTS_TOPIC, ResultsReader, Start
 from citemon._core.errors import ConfigError, InputError, KafkaUnavailable
-from citemon._core.records import PATTERNS, VERDICTS
+from citemon._core.records import PATTERNS, VERDICTS, VerdictName
+from citemon._core.settings import Exclusive, Flag, FlagSettings
 from citemon._service.settings import (
     KAFKA_CONNECTION_FIELDS,
     add_settings_arguments,
     settings_from_args,
 )
 
-__all__ = ["ENV_TRACE_URL", "add_arguments", "main"]
+__all__ = ["ENV_TRACE_URL", "InspectSettings", "add_arguments", "main"]
 
 ENV_TRACE_URL: Final = "CITEMON_TRACE_URL"
 """Default of ``--trace-url``: a link template with ``{trace_id}``, e.g. Grafana's Tempo view."""
@@ -61,123 +63,203 @@ DEFAULT_SINCE: Final = "1h"
 DEFAULT_LIMIT: Final = 20
 
 _KAFKA_FIELDS: Final = (*KAFKA_CONNECTION_FIELDS, "results_topic")
+_SOURCE: Final = "where to read"
+
+
+class InspectSettings(FlagSettings):
+    """``citemon inspect``'s query: what to show, how, from where. Flag only (a variable would
+    silently filter every later look, and ``CITEMON_VERSION`` or ``CITEMON_SINCE`` would mean
+    something else to every other command), but for ``--trace-url``: the link template is
+    configuration, ``CITEMON_TRACE_URL``. The Kafka connection is ``run``'s settings."""
+
+    FLAGS: ClassVar[tuple[Flag, ...]] = (
+        Flag("--service", "services", "service label (repeatable)", env=False, repeat=True),
+        Flag("--version", "versions", "version label (repeatable)", env=False, repeat=True),
+        Flag(
+            "--environment",
+            "environments",
+            "environment label (repeatable)",
+            env=False,
+            repeat=True,
+        ),
+        Flag(
+            "--verdict",
+            "verdicts",
+            "verdicts to show (repeatable; default the failed ones: misattributed, "
+            "unsupported, multi_hop, dangling)",
+            choices=(*VERDICTS, "all"),
+            env=False,
+            repeat=True,
+        ),
+        Flag(
+            "--pattern",
+            "patterns",
+            "only misattributed claims of this pattern (repeatable; docs/why-citations-fail.md)",
+            choices=PATTERNS,
+            env=False,
+            repeat=True,
+        ),
+        Flag("--trace-id", "trace_ids", "trace ID (repeatable)", env=False, repeat=True),
+        Flag(
+            "--since",
+            "since",
+            f"records written since a time: a duration ago (30m, 2h) or ISO 8601 "
+            f"(default {DEFAULT_SINCE} on the topic, everything in a file)",
+            env=False,
+        ),
+        Flag(
+            "--until",
+            "until",
+            "records written before a time (duration ago or ISO 8601)",
+            env=False,
+        ),
+        Flag(
+            "--limit",
+            "limit",
+            f"claims shown, the worst first; 0 = all (default {DEFAULT_LIMIT}; "
+            "--follow prints every new one)",
+            int,
+            env=False,
+        ),
+        Flag(
+            "--format",
+            "format",
+            "json: one line per claim",
+            choices=("table", "json"),
+            env=False,
+            group="output",
+        ),
+        Flag(
+            "--trace-url",
+            "trace_url",
+            "link template for trace IDs, e.g. 'https://grafana/explore?traceId={trace_id}'",
+            metavar="TRACE_URL",
+            group="output",
+        ),
+        Flag(
+            "--input",
+            "input",
+            "a scores file instead of the topic (- = stdin)",
+            metavar="FILE",
+            env=False,
+            group=_SOURCE,
+        ),
+        Flag(
+            "--offset", "offset", "from offset N of each partition", int, env=False, group=_SOURCE
+        ),
+        Flag(
+            "--last",
+            "last",
+            "the last N records of each partition",
+            int,
+            env=False,
+            group=_SOURCE,
+        ),
+        Flag(
+            "--partition",
+            "partitions",
+            "only partition P",
+            int,
+            env=False,
+            repeat=True,
+            group=_SOURCE,
+        ),
+        Flag(
+            "--follow",
+            "follow",
+            "keep printing new claims (Ctrl-C stops)",
+            bool,
+            env=False,
+            group=_SOURCE,
+        ),
+    )
+    EXCLUSIVE: ClassVar[tuple[Exclusive, ...]] = (Exclusive(("offset", "last")),)
+
+    services: list[str] = Field(default_factory=list)
+    versions: list[str] = Field(default_factory=list)
+    environments: list[str] = Field(default_factory=list)
+    verdicts: list[VerdictName | Literal["all"]] = Field(default_factory=list)
+    patterns: list[str] = Field(default_factory=list)
+    trace_ids: list[str] = Field(default_factory=list)
+    since: str | None = None
+    until: str | None = None
+    limit: int = DEFAULT_LIMIT
+    format: Literal["table", "json"] = "table"
+    trace_url: str | None = Field(None, validation_alias=ENV_TRACE_URL)
+    input: str | None = None
+    offset: int | None = None
+    last: int | None = None
+    partitions: list[int] = Field(default_factory=list)
+    follow: bool = False
+
+    @field_validator("trace_url", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        return None if value == "" else value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    where = parser.add_argument_group("what to show")
-    where.add_argument("--service", action="append", default=[], help="service label (repeatable)")
-    where.add_argument("--version", action="append", default=[], help="version label (repeatable)")
-    where.add_argument(
-        "--environment", action="append", default=[], help="environment label (repeatable)"
-    )
-    where.add_argument(
-        "--verdict",
-        action="append",
-        default=[],
-        choices=(*VERDICTS, "all"),
-        help="verdicts to show (repeatable; default the failed ones: misattributed, "
-        "unsupported, multi_hop, dangling)",
-    )
-    where.add_argument(
-        "--pattern",
-        action="append",
-        default=[],
-        choices=PATTERNS,
-        help="only misattributed claims of this pattern (repeatable; docs/why-citations-fail.md)",
-    )
-    where.add_argument("--trace-id", action="append", default=[], help="trace ID (repeatable)")
-    where.add_argument(
-        "--since",
-        help=f"records written since a time: a duration ago (30m, 2h) or ISO 8601 "
-        f"(default {DEFAULT_SINCE} on the topic, everything in a file)",
-    )
-    where.add_argument("--until", help="records written before a time (duration ago or ISO 8601)")
-    where.add_argument(
-        "--limit",
-        type=int,
-        default=DEFAULT_LIMIT,
-        help=f"claims shown, the worst first; 0 = all (default {DEFAULT_LIMIT}; "
-        "--follow prints every new one)",
-    )
-    out = parser.add_argument_group("output")
-    out.add_argument(
-        "--format", choices=("table", "json"), default="table", help="json: one line per claim"
-    )
-    out.add_argument(
-        "--trace-url",
-        default=None,
-        help="link template for trace IDs, e.g. 'https://grafana/explore?traceId={trace_id}' "
-        f"[env {ENV_TRACE_URL}]",
-    )
-    src = parser.add_argument_group("where to read")
-    src.add_argument(
-        "--input", metavar="FILE", help="a scores file instead of the topic (- = stdin)"
-    )
-    start = src.add_mutually_exclusive_group()
-    start.add_argument("--offset", type=int, help="from offset N of each partition")
-    start.add_argument("--last", type=int, help="the last N records of each partition")
-    src.add_argument("--partition", type=int, action="append", default=[], help="only partition P")
-    src.add_argument(
-        "--follow", action="store_true", help="keep printing new claims (Ctrl-C stops)"
-    )
+    InspectSettings.add_arguments(parser, title="what to show")
     add_settings_arguments(parser, _KAFKA_FIELDS, "kafka (as citemon run)")
 
 
-def _trace_url(args: argparse.Namespace) -> str | None:
-    template: str | None = args.trace_url or os.environ.get(ENV_TRACE_URL) or None
+def _trace_url(own: InspectSettings) -> str | None:
+    template = own.trace_url
     if template is None:
         return None
-    flag = "--trace-url" if args.trace_url else ENV_TRACE_URL
+    source = f"(from the flag or {ENV_TRACE_URL})"
     try:
         probe = template.format(trace_id="0" * 32)
     except (KeyError, IndexError, ValueError) as exc:
-        raise ConfigError(f"{flag}: only {{trace_id}} may be substituted ({exc!r})") from None
+        raise ConfigError(
+            f"--trace-url: only {{trace_id}} may be substituted ({exc!r}) {source}"
+        ) from None
     if probe == template:
-        raise ConfigError(f"{flag} {template!r} has no {{trace_id}}")
+        raise ConfigError(f"--trace-url {template!r} has no {{trace_id}} {source}")
     return template
 
 
-def _filter(args: argparse.Namespace, now_ms: int, *, from_file: bool) -> Filter:
-    verdicts = frozenset(args.verdict)
-    since = args.since
-    if since is None and not from_file and args.offset is None and args.last is None:
+def _filter(own: InspectSettings, now_ms: int, *, from_file: bool) -> Filter:
+    verdicts = frozenset(v for v in VERDICTS if v in own.verdicts)  # typed, "all" aside
+    since = own.since
+    if since is None and not from_file and own.offset is None and own.last is None:
         since = DEFAULT_SINCE  # the topic holds days: without a start, the last hour
     since_ms = time_flag_ms("--since", since, now_ms) if since is not None else None
-    until_ms = time_flag_ms("--until", args.until, now_ms) if args.until is not None else None
+    until_ms = time_flag_ms("--until", own.until, now_ms) if own.until is not None else None
     if since_ms is not None and until_ms is not None and until_ms <= since_ms:
-        raise ConfigError(f"--until {args.until!r} is not after --since {since!r}")
+        raise ConfigError(f"--until {own.until!r} is not after --since {since!r}")
     return Filter(
-        services=frozenset(args.service),
-        versions=frozenset(args.version),
-        environments=frozenset(args.environment),
-        verdicts=frozenset() if "all" in verdicts else (verdicts or DEFAULT_VERDICTS),
-        patterns=frozenset(args.pattern),
-        trace_ids=frozenset(t.lower() for t in args.trace_id),
+        services=frozenset(own.services),
+        versions=frozenset(own.versions),
+        environments=frozenset(own.environments),
+        verdicts=frozenset() if "all" in own.verdicts else (verdicts or DEFAULT_VERDICTS),
+        patterns=frozenset(own.patterns),
+        trace_ids=frozenset(t.lower() for t in own.trace_ids),
         since_ms=since_ms,
         until_ms=until_ms,
     )
 
 
-def _check(args: argparse.Namespace) -> None:
-    if args.limit < 0:
-        raise ConfigError(f"--limit must be 0 (all) or more, not {args.limit}")
-    if args.offset is not None and args.offset < 0:
-        raise ConfigError(f"--offset must be 0 or more, not {args.offset}")
-    if args.last is not None and args.last < 1:
-        raise ConfigError(f"--last must be at least 1, not {args.last}")
-    if args.input is not None:
+def _check(own: InspectSettings) -> None:
+    if own.limit < 0:
+        raise ConfigError(f"--limit must be 0 (all) or more, not {own.limit}")
+    if own.offset is not None and own.offset < 0:
+        raise ConfigError(f"--offset must be 0 or more, not {own.offset}")
+    if own.last is not None and own.last < 1:
+        raise ConfigError(f"--last must be at least 1, not {own.last}")
+    if own.input is not None:
         for flag, given in (
-            ("--follow", args.follow),
-            ("--offset", args.offset is not None),
-            ("--last", args.last is not None),
-            ("--partition", bool(args.partition)),
+            ("--follow", own.follow),
+            ("--offset", own.offset is not None),
+            ("--last", own.last is not None),
+            ("--partition", bool(own.partitions)),
         ):
             if given:
                 raise ConfigError(f"{flag} reads the results topic; not with --input")
-    if args.since is not None and (args.offset is not None or args.last is not None):
-        flag = "--offset" if args.offset is not None else "--last"
+    if own.since is not None and (own.offset is not None or own.last is not None):
+        flag = "--offset" if own.offset is not None else "--last"
         raise ConfigError(f"--since and {flag} both say where to start: give one")
-    if args.follow and args.until is not None:
+    if own.follow and own.until is not None:
         raise ConfigError("--until ends the read; not with --follow")
 
 
@@ -221,22 +303,22 @@ def _report(worst: Worst, shown: int, read: str, bad: list[str]) -> None:
         print(f"citemon: {len(bad)} bad record(s) skipped", file=sys.stderr)
 
 
-def _from_file(args: argparse.Namespace, where: Filter, printer: _Printer) -> int:
-    worst = Worst(args.limit)
+def _from_file(own: InspectSettings, path: str, where: Filter, printer: _Printer) -> int:
+    worst = Worst(own.limit)
     bad: list[str] = []
     answers = untimed = 0
     timed = where.since_ms is not None or where.until_ms is not None
-    with open_input(args.input) as stream:
+    with open_input(path) as stream:
         for number, item in read_results_file(stream):
             if isinstance(item, InputError):
-                _skip(args.input, item, bad)
+                _skip(path, item, bad)
                 continue
             answers += 1
             untimed += timed and item.timestamp_ms is None
             for f in findings(
                 item,
                 timestamp_ms=None,
-                source=f"{args.input}:{number}",
+                source=f"{path}:{number}",
                 position=(0, number),
                 where=where,
             ):
@@ -244,7 +326,7 @@ def _from_file(args: argparse.Namespace, where: Filter, printer: _Printer) -> in
     shown = worst.sorted()
     printer.groups(worst)
     printer.write(shown)
-    _report(worst, len(shown), f"read {answers} answer(s) from {args.input}", bad)
+    _report(worst, len(shown), f"read {answers} answer(s) from {path}", bad)
     if untimed:
         print(
             f"citemon: {untimed} answer(s) carry no timestamp and were left out by --since/--until",
@@ -253,15 +335,17 @@ def _from_file(args: argparse.Namespace, where: Filter, printer: _Printer) -> in
     return 1 if bad else 0
 
 
-async def _from_topic(args: argparse.Namespace, where: Filter, printer: _Printer) -> int:
+async def _from_topic(
+    args: argparse.Namespace, own: InspectSettings, where: Filter, printer: _Printer
+) -> int:
     from aiokafka.errors import KafkaError
 
     settings = settings_from_args(args)
     topic = settings.results_topic or DEFAULT_RESULTS_TOPIC
-    if args.offset is not None:
-        start = Start("offset", args.offset)
-    elif args.last is not None:
-        start = Start("last", args.last)
+    if own.offset is not None:
+        start = Start("offset", own.offset)
+    elif own.last is not None:
+        start = Start("last", own.last)
     else:
         assert where.since_ms is not None
         start = Start("time", where.since_ms)
@@ -286,9 +370,9 @@ async def _from_topic(args: argparse.Namespace, where: Filter, printer: _Printer
                 sink.add(f)
 
     try:
-        async with ResultsReader(settings, topic, partitions=frozenset(args.partition)) as reader:
+        async with ResultsReader(settings, topic, partitions=frozenset(own.partitions)) as reader:
             spans = await reader.seek(start, until_ms=where.until_ms)
-            worst = Worst(args.limit)
+            worst = Worst(own.limit)
             async for batch in reader.batches(stop):
                 take(batch, worst)
             shown = worst.sorted()
@@ -300,7 +384,7 @@ async def _from_topic(args: argparse.Namespace, where: Filter, printer: _Printer
             if stop.is_set():  # a signal before the end: what was shown is partial
                 print("citemon inspect: interrupted before the end of the read", file=sys.stderr)
                 return 130
-            if args.follow:
+            if own.follow:
                 print(
                     f"citemon inspect: following {topic} (Ctrl-C to stop)",
                     file=sys.stderr,
@@ -323,10 +407,11 @@ async def _from_topic(args: argparse.Namespace, where: Filter, printer: _Printer
 
 
 def main(args: argparse.Namespace) -> int:
-    _check(args)
+    own = InspectSettings.from_args(args)
+    _check(own)
     now_ms = int(time.time() * 1000)
-    where = _filter(args, now_ms, from_file=args.input is not None)
-    printer = _Printer(args.format, _trace_url(args), sys.stdout)
-    if args.input is not None:
-        return _from_file(args, where, printer)
-    return asyncio.run(_from_topic(args, where, printer))
+    where = _filter(own, now_ms, from_file=own.input is not None)
+    printer = _Printer(own.format, _trace_url(own), sys.stdout)
+    if own.input is not None:
+        return _from_file(own, own.input, where, printer)
+    return asyncio.run(_from_topic(args, own, where, printer))

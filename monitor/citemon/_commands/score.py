@@ -23,7 +23,12 @@ from pydantic_settings import SettingsConfigDict
 
 from citemon._commands._explain import explain_input
 from citemon._commands._files import Progress, detect_format, read_jsonl, render_json, render_table
-from citemon._commands._options import add_scoring_arguments, open_input, scoring_options
+from citemon._commands._options import (
+    ANSWERS_INPUT,
+    add_scoring_arguments,
+    open_input,
+    scoring_options,
+)
 from citemon._core.calibration import Calibration
 from citemon._core.errors import CitemonError, ConfigError, InputError
 from citemon._core.records import AnswerRecord, AnswerScore, ClaimResult
@@ -50,13 +55,15 @@ __all__ = ["ScoreSettings", "add_arguments", "main"]
 class ScoreSettings(FlagSettings):
     """``citemon score``'s own flags (the judge's, the scoring's and the passage store's are
     their models'), each with its variable ``CITEMON_SCORE_<FIELD>``: one settings path, as
-    every command's settings are (:mod:`citemon._core.settings`)."""
+    every command's settings are (:mod:`citemon._core.settings`). The input file is flag only
+    (a positional)."""
 
     model_config = SettingsConfigDict(
         env_prefix="CITEMON_SCORE_", extra="ignore", validate_default=True, frozen=True
     )
     TITLE: ClassVar[str] = "score"
     FLAGS: ClassVar[tuple[Flag, ...]] = (
+        ANSWERS_INPUT,
         Flag(
             "--input-format",
             "input_format",
@@ -90,12 +97,14 @@ class ScoreSettings(FlagSettings):
             "review_output",
             "also write review records here (JSON lines)",
             metavar="FILE",
+            group="review sample",
         ),
         Flag(
             "--review-rate",
             "review_rate",
             "share of answers written to --review-output (default 1: all)",
             float,
+            group="review sample",
         ),
         Flag(
             "--review-passage-chars",
@@ -103,9 +112,11 @@ class ScoreSettings(FlagSettings):
             f"characters of each passage in a review record, 1..{MAX_EXCERPT_CHARS} "
             f"(default {DEFAULT_REVIEW_PASSAGE_CHARS})",
             int,
+            group="review sample",
         ),
     )
 
+    input: str
     input_format: Literal["auto", "jsonl", "otlp-json"] = "auto"
     format: Literal["table", "json"] = "table"
     explain: bool = False
@@ -124,12 +135,7 @@ class ScoreSettings(FlagSettings):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("input", help="JSONL file of answers, or - for standard input")
-    # The review flags are rows of the same model, shown under a heading of their own.
-    review = {"review_output", "review_rate", "review_passage_chars"}
-    own = [row.field for row in ScoreSettings.FLAGS if row.field not in review]
-    ScoreSettings.add_arguments(parser, title="score", only=own)
-    ScoreSettings.add_arguments(parser, title="review sample", only=review)
+    ScoreSettings.add_arguments(parser, title="score")
     add_scoring_arguments(parser)
     add_judge_arguments(parser)
     add_passage_store_arguments(parser)
@@ -227,16 +233,18 @@ async def _run(args: argparse.Namespace) -> int:
     reviewed = 0
     calibration = Calibration.load(own.calibration) if own.calibration else None
     # A calibration that chose a threshold for this judge measured its error *at* it: apply it.
-    calibrated = calibration.threshold_for(args.judge) if calibration else None
-    judge = load_judge(args.judge, judge_options(args, calibrated_threshold=calibrated))
+    name = judge_options(args).judge
+    calibrated = calibration.threshold_for(name) if calibration else None
+    judge = load_judge(name, judge_options(args, calibrated_threshold=calibrated))
     store = open_store(args)
-    scorer = Scorer(judge, scoring_options(args), passages=store)
+    scoring = scoring_options(args)
+    scorer = Scorer(judge, scoring, passages=store)
     errors: list[CitemonError] = []
     unanswered: list[NoAnswer] = []
     scores: list[AnswerScore] = []
     progress = Progress()
     try:
-        with open_input(args.input) as stream:
+        with open_input(own.input) as stream:
             stream_scores = score_stream(
                 scorer,
                 _records(stream, own.input_format, tools),
@@ -266,10 +274,12 @@ async def _run(args: argparse.Namespace) -> int:
             await store.aclose()
     summary = summarize(scores)
     if own.format == "json":
-        print(render_json(scores, summary, args.policy, calibration))
+        print(render_json(scores, summary, scoring.policy, calibration))
     else:
         print(
-            render_table(scores, summary, args.policy, explain=own.explain, calibration=calibration)
+            render_table(
+                scores, summary, scoring.policy, explain=own.explain, calibration=calibration
+            )
         )
     claims = [c for s in scores for c in s.claims]
     failed = [c for c in claims if c.unjudged_cause == "judge_failure"]
@@ -287,7 +297,7 @@ async def _run(args: argparse.Namespace) -> int:
         print(f"citemon: {len(errors)} bad input line(s) skipped", file=sys.stderr)
     elif not scores:  # an empty file or pipe is more likely a mistake than a result
         why = f": {len(unanswered)} trace(s) gave none (see above)" if unanswered else ""
-        print(f"citemon: no answers in {args.input}{why}", file=sys.stderr)
+        print(f"citemon: no answers in {own.input}{why}", file=sys.stderr)
     if scores and unanswered:
         print(f"citemon: {len(unanswered)} trace(s) gave no answer (see above)", file=sys.stderr)
     return 1 if errors or no_verdict or not scores else 0

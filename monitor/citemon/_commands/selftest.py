@@ -15,7 +15,7 @@ from pydantic_settings import SettingsConfigDict
 
 from citemon._checks.selftest import run_shuffle_selftest
 from citemon._commands._files import read_jsonl
-from citemon._commands._options import open_input
+from citemon._commands._options import ANSWERS_INPUT, open_input
 from citemon._core.errors import InputError
 from citemon._core.records import AnswerRecord
 from citemon._core.settings import Flag, FlagSettings
@@ -27,13 +27,15 @@ __all__ = ["SelftestSettings", "add_arguments", "main"]
 
 class SelftestSettings(FlagSettings):
     """``citemon selftest``'s own flags, each with its variable ``CITEMON_SELFTEST_<FIELD>``
-    (the judge's are :class:`~citemon.judges.settings.JudgeSettings`')."""
+    (the judge's are :class:`~citemon.judges.settings.JudgeSettings`'), but for the input file,
+    a positional and flag only."""
 
     model_config = SettingsConfigDict(
         env_prefix="CITEMON_SELFTEST_", extra="ignore", validate_default=True, frozen=True
     )
     TITLE: ClassVar[str] = "selftest"
     FLAGS: ClassVar[tuple[Flag, ...]] = (
+        ANSWERS_INPUT,
         Flag("--seed", "seed", "the shuffle's random seed (default 0)", int, metavar="SEED"),
         Flag(
             "--min-drop",
@@ -44,12 +46,12 @@ class SelftestSettings(FlagSettings):
         ),
     )
 
+    input: str
     seed: int = 0
     min_drop: float = 0.05
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("input", help="JSONL file of answers, or - for standard input")
     SelftestSettings.add_arguments(parser, title="selftest")
     add_judge_arguments(parser)
 
@@ -62,7 +64,7 @@ async def _run(args: argparse.Namespace) -> int:
     own = SelftestSettings.from_args(args)
     records: list[AnswerRecord] = []
     bad = 0
-    with open_input(args.input) as stream:
+    with open_input(own.input) as stream:
         for _, item in read_jsonl(stream):
             if isinstance(item, AnswerRecord):
                 records.append(item)
@@ -71,7 +73,8 @@ async def _run(args: argparse.Namespace) -> int:
             print(f"citemon: skipped {item}", file=sys.stderr)  # "line N: why"
     if bad:
         print(f"citemon: {bad} bad input line(s) skipped", file=sys.stderr)
-    judge = load_judge(args.judge, judge_options(args))
+    judging = judge_options(args)
+    judge = load_judge(judging.judge, judging)
     try:
         result = await run_shuffle_selftest(Scorer(judge), records, seed=own.seed)
     finally:

@@ -1,8 +1,9 @@
 """The one settings mechanism: a pydantic-settings model, its table of flags, and its parts.
 
-Every setting of every command is a field of a :class:`FlagSettings` model, read from its
-``CITEMON_*`` environment variable, and (if it has one) set by the flag of its :class:`Flag` row
-in the model's ``FLAGS`` table. Precedence, highest first: the flag, the variable, the default.
+Every setting and argument of every command is a field of a :class:`FlagSettings` model, read
+from its ``CITEMON_*`` environment variable (unless it is flag only, below), and (if it has one)
+set by the flag of its :class:`Flag` row in the model's ``FLAGS`` table. Precedence, highest
+first: the flag, the variable, the default.
 A model may nest others as *parts* (``citemon run``'s settings hold ``settings.judge`` and
 ``settings.scoring``): each part reads its own variables and adds its own flags, so one model
 describes a whole command. It lives in the bottom layer because the judges, the engine and the
@@ -28,6 +29,24 @@ How a flag and its variable behave (the same for all):
   flag (a flag is seen in ``ps`` and shell history), beside a ``<field>_file`` field (a flag and
   a variable) naming a file that holds it; not both (:func:`one_secret_source`), and the file
   read when the secret is used (:func:`secret_from`), so a rotated file is seen.
+
+What a row can be, beside a flag with a value (all argparse's own, so ``--help`` and the usage
+errors read as argparse's): a switch (``kind=bool``), a repeatable flag (``repeat``: a list
+field, one item per use), one taking ``nargs`` values at once, a required flag (``required``),
+a positional (``positional``: the row's ``flag`` is its name), with a one-letter ``short``
+spelling, in a ``--help`` group of its own (``group``; :data:`MAIN` is the parser's own
+"options" list). Flags that exclude each other are listed by the model
+(:attr:`FlagSettings.EXCLUSIVE`, one :class:`Exclusive` each, ``required`` for "exactly one of").
+
+**Flag only** (``env=False``): a command's per-invocation *query* (inspect's filters, the input
+files, ``--trace-id``, compare's versions) has no variable. One set in a shell would silently
+filter every later run, and the short names would collide between commands
+(``CITEMON_VERSION``, ``CITEMON_SINCE``). Positionals, repeatable and required flags and the
+members of an :class:`Exclusive` are always flag only (checked when the row is made or added);
+*configuration* (a port, a URL, a format, a log level) has its variable. Every variable names
+one field across all models (tests/unit/test_flag_settings.py), and :func:`field_of` tells which
+field backs a parser's argument (a test walks every command's parser with it, so a plain
+``add_argument`` cannot creep back in).
 """
 
 from __future__ import annotations
@@ -36,6 +55,7 @@ import argparse
 import logging
 import os
 import re
+import weakref
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,8 +76,11 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "ENV_PREFIX",
+    "MAIN",
+    "Exclusive",
     "Flag",
     "FlagSettings",
+    "field_of",
     "one_secret_source",
     "parse_duration_s",
     "secret_from",
@@ -66,6 +89,10 @@ __all__ = [
 
 ENV_PREFIX: Final = "CITEMON_"
 """Every variable citemon reads starts with this."""
+
+MAIN: Final = ""
+"""A row's ``group`` for the parser's own lists (argparse's "options", "positional arguments")
+rather than a titled group."""
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_S: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
@@ -137,12 +164,56 @@ class Flag:
     choices: tuple[str, ...] | None = None
     what: str | None = None
     dest: str | None = None
-    metavar: str | None = None
+    metavar: str | tuple[str, ...] | None = None
     aliases: tuple[str, ...] = ()
     """Deprecated spellings of ``flag``: accepted, not in ``--help``, a warning when used."""
     env_aliases: tuple[str, ...] = ()
     """Deprecated variables of ``field``: read when its own variable is unset, with a warning
     (ignored, with a warning, when it is set)."""
+    env: bool = True
+    """``False``: flag only, no ``CITEMON_*`` variable (a per-invocation query, see above)."""
+    repeat: bool = False
+    """Repeatable: each use adds one item to the (list) field; none given is ``[]``."""
+    nargs: int | None = None
+    """Takes this many values at once (``--reviewers A B``: a tuple field)."""
+    short: str | None = None
+    """A one-letter spelling shown before ``flag`` (``-o``)."""
+    required: bool = False
+    positional: bool = False
+    """An argument by position: ``flag`` is its name (``"input"``), shown as ``metavar``."""
+    group: str | None = None
+    """Its ``--help`` group: ``None`` the title :meth:`FlagSettings.add_arguments` is given
+    (a positional: :data:`MAIN`), else this title, or :data:`MAIN`."""
+
+    def __post_init__(self) -> None:
+        if self.env and (self.repeat or self.required or self.positional or self.nargs):
+            # A variable would be a hidden default for a query, and argparse ignores a
+            # default for a required argument.
+            raise ValueError(
+                f"{self.flag}: a repeatable, required, positional or many-valued row is env=False"
+            )
+        if self.positional and (self.aliases or self.short or self.flag.startswith("-")):
+            raise ValueError(f"{self.flag}: a positional has a name, not a flag or aliases")
+
+
+@dataclass(frozen=True, slots=True)
+class Exclusive:
+    """Fields whose flags exclude each other (argparse's mutually exclusive group); with
+    ``required``, exactly one must be given. Its members are flag only."""
+
+    fields: tuple[str, ...]
+    required: bool = False
+
+
+_FIELD_OF: weakref.WeakKeyDictionary[argparse.Action, tuple[type[FlagSettings], str]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def field_of(action: argparse.Action) -> tuple[type[FlagSettings], str] | None:
+    """The model and field an argument was added for by :meth:`FlagSettings.add_arguments`,
+    or None for one added by hand (the test that keeps every flag in a model asks this)."""
+    return _FIELD_OF.get(action)
 
 
 class _OwnVariables(EnvSettingsSource):
@@ -151,6 +222,9 @@ class _OwnVariables(EnvSettingsSource):
     def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
         if _part(field.annotation) is not None:
             return None, field_name, False
+        model = self.settings_cls
+        if issubclass(model, FlagSettings) and field_name in model.flag_only():
+            return None, field_name, False  # a query: never from a variable
         return super().get_field_value(field, field_name)
 
 
@@ -174,6 +248,8 @@ class FlagSettings(BaseSettings):
     """``args`` attribute of a flag = this + field; ``None``: from the flag's name."""
     TITLE: ClassVar[str] = "settings"
     """The ``--help`` group of the model's flags."""
+    EXCLUSIVE: ClassVar[tuple[Exclusive, ...]] = ()
+    """The fields whose flags exclude each other."""
 
     @classmethod
     def settings_customise_sources(
@@ -206,11 +282,16 @@ class FlagSettings(BaseSettings):
         return f"{prefix}{field}".upper()
 
     @classmethod
+    def flag_only(cls) -> frozenset[str]:
+        """The fields set by their flag only, never by a variable (``Flag.env=False``)."""
+        return frozenset(row.field for row in cls.FLAGS if not row.env)
+
+    @classmethod
     def env_vars(cls) -> dict[str, str]:
-        """Field → variable, for every field but the parts (the documentation and the tests
-        read this)."""
-        parts = cls.parts()
-        return {field: cls.env_var(field) for field in cls.model_fields if field not in parts}
+        """Field → variable, for every field but the parts and the flag-only ones (the
+        documentation and the tests read this)."""
+        skip = cls.parts().keys() | cls.flag_only()
+        return {field: cls.env_var(field) for field in cls.model_fields if field not in skip}
 
     @classmethod
     def environment(cls) -> dict[str, str]:
@@ -271,38 +352,47 @@ class FlagSettings(BaseSettings):
         cls, parser: argparse.ArgumentParser, *, title: str, only: Collection[str] | None
     ) -> None:
         environment = cls.environment()
-        group = parser.add_argument_group(title)
+        groups: dict[str, _Container] = {}
+        exclusive: dict[Exclusive, _Container] = {}
         for row in cls.FLAGS:
             if only is not None and row.field not in only:
                 continue
-            variable = cls.env_var(row.field)
+            where = cls._container(parser, row, title, groups, exclusive)
+            variable = cls.env_var(row.field) if row.env else None
+            text = row.help if variable is None else f"{row.help} [env {variable}]"
+            options: dict[str, Any]
             if row.kind is bool:  # a switch: given means on; absent leaves the variable be
-                group.add_argument(
-                    row.flag,
-                    dest=cls.dest(row),
-                    action="store_const",
-                    const=True,
-                    default=None,
-                    help=f"{row.help} [env {variable}]",
-                )
+                options = {"action": "store_const", "const": True, "default": None}
             else:
-                default = environment.get(row.field, cls.model_fields[row.field].default)
-                group.add_argument(
-                    row.flag,
-                    dest=cls.dest(row),
-                    metavar=row.metavar or (None if row.choices else _metavar(row.flag)),
-                    type=_from_flag_or_variable(row, variable),
-                    choices=row.choices,
-                    default=default,
-                    help=f"{row.help} [env {variable}]",
-                )
+                options = {
+                    "type": _from_flag_or_variable(row, variable),
+                    "choices": row.choices,
+                    "metavar": row.metavar,
+                }
+                if row.repeat:
+                    options |= {"action": "append", "default": []}
+                else:
+                    default = cls.model_fields[row.field].default
+                    options["default"] = environment.get(row.field, default)
+            if row.required:
+                options["required"] = True
+            if row.nargs is not None:
+                options["nargs"] = row.nargs
+            if row.positional:
+                action = where.add_argument(cls.dest(row), help=text, **options)
+            else:
+                if row.kind is not bool and row.metavar is None and not row.choices:
+                    options["metavar"] = _metavar(row.flag)
+                spellings = (row.flag,) if row.short is None else (row.short, row.flag)
+                action = where.add_argument(*spellings, dest=cls.dest(row), help=text, **options)
+            _FIELD_OF[action] = (cls, row.field)
             for alias in row.aliases:
                 # Hidden, and without a default of its own: the new flag's stands.
                 switch = row.kind is bool
                 converted: dict[str, Any] = (
                     {} if switch else {"type": _from_flag_or_variable(row, variable)}
                 )
-                group.add_argument(
+                hidden = where.add_argument(
                     alias,
                     dest=cls.dest(row),
                     action=_deprecated(row.flag, switch=switch),
@@ -311,6 +401,33 @@ class FlagSettings(BaseSettings):
                     help=argparse.SUPPRESS,
                     **converted,
                 )
+                _FIELD_OF[hidden] = (cls, row.field)
+
+    @classmethod
+    def _container(
+        cls,
+        parser: argparse.ArgumentParser,
+        row: Flag,
+        title: str,
+        groups: dict[str, _Container],
+        exclusive: dict[Exclusive, _Container],
+    ) -> _Container:
+        """Where ``row``'s argument goes: its group (made on first use, so ``--help`` lists
+        the groups in the order of the rows), inside its exclusive group if it has one."""
+        name = row.group if row.group is not None else (MAIN if row.positional else title)
+        where: _Container = parser
+        if name != MAIN:
+            if name not in groups:
+                groups[name] = parser.add_argument_group(name)
+            where = groups[name]
+        for rule in cls.EXCLUSIVE:
+            if row.field in rule.fields:
+                if row.env:
+                    raise ValueError(f"{row.flag}: a member of an exclusive group is env=False")
+                if rule not in exclusive:
+                    exclusive[rule] = where.add_mutually_exclusive_group(required=rule.required)
+                return exclusive[rule]
+        return where
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, **overrides: Any) -> Self:
@@ -337,6 +454,10 @@ class FlagSettings(BaseSettings):
                 for e in exc.errors(include_input=False)
             )
             raise ConfigError(f"invalid settings: {problems}") from None
+
+
+_Container = argparse.ArgumentParser | argparse._ArgumentGroup | argparse._MutuallyExclusiveGroup
+"""Where an argument can be added (argparse has no public name for its groups)."""
 
 
 def _metavar(flag: str) -> str:
@@ -366,10 +487,11 @@ def _deprecated(use: str, *, switch: bool) -> type[argparse.Action]:
     return Deprecated
 
 
-def _from_flag_or_variable(row: Flag, variable: str) -> Callable[[str], Any]:
+def _from_flag_or_variable(row: Flag, variable: str | None) -> Callable[[str], Any]:
     """An argparse ``type`` whose error names the variable too: argparse converts a string
     default as it converts a flag, so a bad variable is the same usage error as a bad flag."""
-    what = row.what or _WHAT.get(row.kind, f"a valid {row.flag[2:]}")
+    what = row.what or _WHAT.get(row.kind, f"a valid {row.flag.lstrip('-')}")
+    source = "from the flag" if variable is None else f"from the flag or {variable}"
 
     def convert(value: str) -> Any:
         if value == "":
@@ -377,9 +499,7 @@ def _from_flag_or_variable(row: Flag, variable: str) -> Callable[[str], Any]:
         try:
             return row.kind(value)
         except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"{value!r} is not {what} (from the flag or {variable})"
-            ) from None
+            raise argparse.ArgumentTypeError(f"{value!r} is not {what} ({source})") from None
 
     convert.__name__ = getattr(row.kind, "__name__", "value")
     return convert

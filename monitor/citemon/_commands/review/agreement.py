@@ -8,27 +8,54 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import ClassVar, Literal
 
+from citemon._core.settings import MAIN, Flag, FlagSettings
 from citemon._review.agreement import agreement, render_agreement
 from citemon._review.model import read_labels
 
-__all__ = ["add_arguments", "main"]
+__all__ = ["AgreementSettings", "add_arguments", "main"]
+
+
+class AgreementSettings(FlagSettings):
+    """``citemon review agreement``'s arguments: which file and reviewers, and how to print.
+    All flag only: each run asks about one file."""
+
+    FLAGS: ClassVar[tuple[Flag, ...]] = (
+        Flag(
+            "labels",
+            "labels",
+            "the labels file",
+            Path,
+            metavar="LABELS.jsonl",
+            env=False,
+            positional=True,
+        ),
+        Flag(
+            "--reviewers",
+            "reviewers",
+            "the two reviewers (default: the only two in the file)",
+            metavar=("A", "B"),
+            nargs=2,
+            env=False,
+            group=MAIN,
+        ),
+        Flag("--format", "format", "", choices=("table", "json"), env=False, group=MAIN),
+    )
+
+    labels: Path
+    reviewers: tuple[str, str] | None = None
+    format: Literal["table", "json"] = "table"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("labels", type=Path, metavar="LABELS.jsonl", help="the labels file")
-    parser.add_argument(
-        "--reviewers",
-        nargs=2,
-        metavar=("A", "B"),
-        help="the two reviewers (default: the only two in the file)",
-    )
-    parser.add_argument("--format", choices=("table", "json"), default="table")
+    AgreementSettings.add_arguments(parser)
 
 
 def main(args: argparse.Namespace) -> int:
-    result = agreement(read_labels(args.labels), args.reviewers)
-    if args.format == "json":
+    own = AgreementSettings.from_args(args)
+    result = agreement(read_labels(own.labels), own.reviewers)
+    if own.format == "json":
         print(json.dumps(result.to_json(), indent=2))
     else:
         print(render_agreement(result))

@@ -8,33 +8,61 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import ClassVar, Literal
 
+from citemon._core.settings import MAIN, Flag, FlagSettings
 from citemon._review.labelstudio import export_label_studio
 from citemon._review.tasks import load_review_set
 
-__all__ = ["add_arguments", "main"]
+__all__ = ["ExportSettings", "add_arguments", "main"]
+
+
+class ExportSettings(FlagSettings):
+    """``citemon review export``'s arguments (flag only: one set, one directory per run)."""
+
+    FLAGS: ClassVar[tuple[Flag, ...]] = (
+        Flag(
+            "review_set",
+            "review_set",
+            "the review set",
+            Path,
+            metavar="SET.jsonl",
+            env=False,
+            positional=True,
+        ),
+        Flag(
+            "--format",
+            "format",
+            "what to write (default label-studio)",
+            choices=("label-studio",),
+            env=False,
+            group=MAIN,
+        ),
+        Flag(
+            "--output",
+            "output",
+            "directory to write tasks.json and config.xml into",
+            Path,
+            metavar="DIR",
+            short="-o",
+            env=False,
+            required=True,
+            group=MAIN,
+        ),
+    )
+
+    review_set: Path
+    format: Literal["label-studio"] = "label-studio"
+    output: Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("review_set", type=Path, metavar="SET.jsonl", help="the review set")
-    parser.add_argument(
-        "--format",
-        choices=("label-studio",),
-        default="label-studio",
-        help="what to write (default label-studio)",
-    )
-    parser.add_argument(
-        "-o",
-        "--output",
-        required=True,
-        type=Path,
-        metavar="DIR",
-        help="directory to write tasks.json and config.xml into",
-    )
+    ExportSettings.add_arguments(parser)
 
 
 def main(args: argparse.Namespace) -> int:
-    review_set = load_review_set(args.review_set)
-    tasks, config = export_label_studio(review_set, args.output)
+    own = ExportSettings.from_args(args)
+    review_set = load_review_set(own.review_set)
+    tasks, config = export_label_studio(review_set, own.output)
     print(f"{len(review_set.tasks)} tasks → {tasks}; labelling config → {config}")
     return 0

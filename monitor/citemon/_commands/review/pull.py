@@ -20,13 +20,14 @@ import sys
 import time
 from contextlib import nullcontext
 from pathlib import Path
-from typing import IO, Final
+from typing import IO, ClassVar, Final
 
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 from citemon._commands._inspection import parse_time_ms, time_flag_ms
 from citemon._commands._results import ResultsReader, Start
 from citemon._core.errors import ConfigError, InputError
+from citemon._core.settings import Flag, FlagSettings
 from citemon._review.model import ReviewRecord, read_review_records
 from citemon._review.selection import DEFAULT_SIZE, SeededSample
 from citemon._service.settings import (
@@ -35,36 +36,67 @@ from citemon._service.settings import (
     settings_from_args,
 )
 
-__all__ = ["add_arguments", "main"]
+__all__ = ["PullSettings", "add_arguments", "main"]
 
 _KAFKA_FIELDS: Final = (*KAFKA_CONNECTION_FIELDS, "review_topic")
+_WHERE: Final = "where to read and write"
+
+
+class PullSettings(FlagSettings):
+    """``citemon review pull``'s query: which answers, from where, to where. All flag only (a
+    variable would silently narrow every later pull); the Kafka connection is ``run``'s."""
+
+    FLAGS: ClassVar[tuple[Flag, ...]] = (
+        Flag("--service", "services", "service (repeatable)", env=False, repeat=True),
+        Flag("--version", "versions", "version (repeatable)", env=False, repeat=True),
+        Flag(
+            "--since",
+            "since",
+            "written since: a duration ago (2h, 7d is 168h) or ISO 8601",
+            env=False,
+        ),
+        Flag("--until", "until", "written before: a duration ago or ISO 8601", env=False),
+        Flag(
+            "--size",
+            "size",
+            f"answers in the set (default {DEFAULT_SIZE}; 0 = every matching answer)",
+            int,
+            env=False,
+        ),
+        Flag("--seed", "seed", "which random set (default 0)", int, env=False),
+        Flag(
+            "--input",
+            "inputs",
+            "review-record files instead of the topic (repeatable)",
+            Path,
+            metavar="FILE",
+            env=False,
+            repeat=True,
+            group=_WHERE,
+        ),
+        Flag(
+            "--output",
+            "output",
+            "the review set, JSON lines (- = stdout)",
+            short="-o",
+            env=False,
+            required=True,
+            group=_WHERE,
+        ),
+    )
+
+    services: list[str] = Field(default_factory=list)
+    versions: list[str] = Field(default_factory=list)
+    since: str | None = None
+    until: str | None = None
+    size: int = DEFAULT_SIZE
+    seed: int = 0
+    inputs: list[Path] = Field(default_factory=list)
+    output: str
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    what = parser.add_argument_group("which answers")
-    what.add_argument("--service", action="append", default=[], help="service (repeatable)")
-    what.add_argument("--version", action="append", default=[], help="version (repeatable)")
-    what.add_argument("--since", help="written since: a duration ago (2h, 7d is 168h) or ISO 8601")
-    what.add_argument("--until", help="written before: a duration ago or ISO 8601")
-    what.add_argument(
-        "--size",
-        type=int,
-        default=DEFAULT_SIZE,
-        help=f"answers in the set (default {DEFAULT_SIZE}; 0 = every matching answer)",
-    )
-    what.add_argument("--seed", type=int, default=0, help="which random set (default 0)")
-    src = parser.add_argument_group("where to read and write")
-    src.add_argument(
-        "--input",
-        action="append",
-        type=Path,
-        default=[],
-        metavar="FILE",
-        help="review-record files instead of the topic (repeatable)",
-    )
-    src.add_argument(
-        "--output", "-o", required=True, help="the review set, JSON lines (- = stdout)"
-    )
+    PullSettings.add_arguments(parser, title="which answers")
     add_settings_arguments(parser, _KAFKA_FIELDS, "kafka (as citemon run)")
 
 
@@ -122,18 +154,19 @@ async def _from_topic(
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.size < 0:
-        raise ConfigError(f"--size must be 0 or more, not {args.size}")
+    own = PullSettings.from_args(args)
+    if own.size < 0:
+        raise ConfigError(f"--size must be 0 or more, not {own.size}")
     now_ms = int(time.time() * 1000)
-    since_ms = time_flag_ms("--since", args.since, now_ms) if args.since is not None else None
-    until_ms = time_flag_ms("--until", args.until, now_ms) if args.until is not None else None
+    since_ms = time_flag_ms("--since", own.since, now_ms) if own.since is not None else None
+    until_ms = time_flag_ms("--until", own.until, now_ms) if own.until is not None else None
     if since_ms is not None and until_ms is not None and until_ms <= since_ms:
-        raise ConfigError(f"--until {args.until!r} is not after --since {args.since!r}")
-    chosen = SeededSample(args.size, args.seed, services=args.service, versions=args.version)
+        raise ConfigError(f"--until {own.until!r} is not after --since {own.since!r}")
+    chosen = SeededSample(own.size, own.seed, services=own.services, versions=own.versions)
     bad = untimed = 0
-    if args.input:
-        untimed = _from_files(args.input, chosen, since_ms, until_ms)
-        where = ", ".join(str(p) for p in args.input)
+    if own.inputs:
+        untimed = _from_files(own.inputs, chosen, since_ms, until_ms)
+        where = ", ".join(str(p) for p in own.inputs)
     else:
         topic, bad = asyncio.run(_from_topic(args, chosen, since_ms, until_ms))
         where = f"topic {topic}"
@@ -142,17 +175,17 @@ def main(args: argparse.Namespace) -> int:
     try:
         with (
             nullcontext(sys.stdout)
-            if args.output == "-"
-            else open(args.output, "w", encoding="utf-8")
+            if own.output == "-"
+            else open(own.output, "w", encoding="utf-8")
         ) as out:
             for record in records:
                 out.write(record.to_json() + "\n")
     except OSError as exc:
-        raise InputError(f"cannot write --output {args.output}: {exc.strerror or exc}") from None
+        raise InputError(f"cannot write --output {own.output}: {exc.strerror or exc}") from None
     claims = sum(len(r.claims) for r in records)
     print(
         f"citemon review pull: {len(records)} answers ({claims} claims) of {chosen.matched} "
-        f"matching, {chosen.read} read from {where}; seed {args.seed}",
+        f"matching, {chosen.read} read from {where}; seed {own.seed}",
         file=sys.stderr,
     )
     if untimed:

@@ -12,46 +12,87 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import ClassVar
 
+from pydantic_settings import SettingsConfigDict
+
+from citemon._core.settings import MAIN, Flag, FlagSettings
 from citemon._review.page import ReviewPage, ReviewServer
 from citemon._review.tasks import load_review_set
 
-__all__ = ["add_arguments", "main"]
+__all__ = ["ServeSettings", "add_arguments", "main"]
+
+
+class ServeSettings(FlagSettings):
+    """``citemon review serve``'s settings. Where the page listens is configuration, with its
+    variable (``CITEMON_REVIEW_SERVE_HOST``, ``CITEMON_REVIEW_SERVE_PORT``); the set, the labels
+    file and the reviewer are this sitting's, flag only."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="CITEMON_REVIEW_SERVE_", extra="ignore", validate_default=True, frozen=True
+    )
+    FLAGS: ClassVar[tuple[Flag, ...]] = (
+        Flag(
+            "--set",
+            "review_set",
+            "the review set (review records, JSON lines)",
+            Path,
+            metavar="SET.jsonl",
+            env=False,
+            required=True,
+            group=MAIN,
+        ),
+        Flag(
+            "--labels",
+            "labels",
+            "the labels file: labels are appended to it (made if missing)",
+            Path,
+            metavar="LABELS.jsonl",
+            env=False,
+            required=True,
+            group=MAIN,
+        ),
+        Flag(
+            "--reviewer",
+            "reviewer",
+            "who is labelling (kept in each label)",
+            env=False,
+            required=True,
+            group=MAIN,
+        ),
+        Flag(
+            "--host",
+            "host",
+            "address to listen on (default 127.0.0.1: this machine only)",
+            group=MAIN,
+        ),
+        Flag(
+            "--port",
+            "port",
+            "port to listen on (default 0: any free port, printed)",
+            int,
+            group=MAIN,
+        ),
+    )
+
+    review_set: Path
+    labels: Path
+    reviewer: str
+    host: str = "127.0.0.1"
+    port: int = 0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--set",
-        required=True,
-        type=Path,
-        dest="review_set",
-        metavar="SET.jsonl",
-        help="the review set (review records, JSON lines)",
-    )
-    parser.add_argument(
-        "--labels",
-        required=True,
-        type=Path,
-        metavar="LABELS.jsonl",
-        help="the labels file: labels are appended to it (made if missing)",
-    )
-    parser.add_argument("--reviewer", required=True, help="who is labelling (kept in each label)")
-    parser.add_argument(
-        "--host",
-        default="127.0.0.1",
-        help="address to listen on (default 127.0.0.1: this machine only)",
-    )
-    parser.add_argument(
-        "--port", type=int, default=0, help="port to listen on (default 0: any free port, printed)"
-    )
+    ServeSettings.add_arguments(parser)
 
 
 def main(args: argparse.Namespace) -> int:
-    page = ReviewPage(load_review_set(args.review_set), args.labels, args.reviewer)
-    server = ReviewServer(page, host=args.host, port=args.port)
+    own = ServeSettings.from_args(args)
+    page = ReviewPage(load_review_set(own.review_set), own.labels, own.reviewer)
+    server = ReviewServer(page, host=own.host, port=own.port)
     total = len(page.review_set.tasks)
     print(
-        f"review page: {server.url}  ({page.labelled} / {total} labelled by {args.reviewer};"
+        f"review page: {server.url}  ({page.labelled} / {total} labelled by {own.reviewer};"
         " Ctrl-C to stop)",
         flush=True,
     )
@@ -61,5 +102,5 @@ def main(args: argparse.Namespace) -> int:
         pass
     finally:
         server.server_close()
-    print(f"{page.labelled} / {total} labelled; labels in {args.labels}", file=sys.stderr)
+    print(f"{page.labelled} / {total} labelled; labels in {own.labels}", file=sys.stderr)
     return 0
