@@ -215,6 +215,20 @@ def test_the_whole_answer_wins_over_one_cut_short_and_a_cut_one_alone_is_truncat
     assert record.origin["answer"].endswith("(cut short: ends with '...')")  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize("ending", ["...", "…"])
+def test_an_answer_trailing_off_in_an_ellipsis_is_whole(ending: str) -> None:
+    # Prose may end in an ellipsis; only a repr cut for display (``StopEvent(…``) is a cut.
+    trailing = f"Retention is 90 days, and more on Enterprise [p-1]{ending}"
+    _, got = assemble(
+        tool_span("2", json.dumps(DOCS), start=3, end=4),
+        llm_span("3", trailing, start=5, end=6),
+        raw("r", "agent", {"openinference.span.kind": "CHAIN"}, start=0, end=100, parent=""),
+    )
+    (record,) = got
+    assert record.answer == trailing and not record.truncated  # type: ignore[attr-defined]
+    assert "cut short" not in record.origin["answer"]  # type: ignore[attr-defined]
+
+
 def genai_chat(
     span: str, inputs: list[object], output: str | None, *, start: int, end: int
 ) -> RawSpan:

@@ -8,6 +8,7 @@ case the rest of a RAG trace follows, and the first thing let go when memory run
 
 from __future__ import annotations
 
+import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -42,6 +43,8 @@ ROOT_BYTES: Final = 96
 """What a bare root held alone is charged: its trace ID, time and the dict's slot."""
 _MAX_ANSWERED: Final = 50_000
 """Trace IDs remembered as answered, so that late parts of them are not held again."""
+_REPR_START: Final = re.compile(r"[A-Za-z_][\w.]*\(")
+"""How a Python repr starts (``StopEvent(``, ``AgentOutput(``), as an answer's prose hardly does."""
 NO_ANSWER_OUTCOMES: Final = (
     "unrecognized",
     "no_passages",
@@ -540,9 +543,12 @@ def _inside(retriever: TraceSpan, tool: TraceSpan) -> bool:
 
 
 def looks_cut(text: str) -> bool:
-    """An output cut short for display (LlamaIndex's ``FunctionAgent.run`` records the repr of
-    its result, cut at 200 characters with ``...``)."""
-    return text.rstrip().endswith(("...", "…"))
+    """An output cut short for display: a Python repr ending in ``...`` (LlamaIndex's
+    ``FunctionAgent.run`` records ``StopEvent(result=AgentOutput(…`` cut at 200 characters).
+    Prose that ends in an ellipsis is an answer trailing off, not a cut: taking it for one
+    would turn its failing claims ``unjudged`` and lift the accuracy."""
+    shown = text.strip()
+    return shown.endswith(("...", "…")) and _REPR_START.match(shown) is not None
 
 
 def describe(part: TraceSpan) -> str:
