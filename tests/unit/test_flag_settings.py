@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import argparse
 import logging
+from pathlib import Path
 from typing import Final
 
 import pytest
-from pydantic import Field
+from pydantic import Field, ValidationError
 from pydantic_settings import SettingsConfigDict
 
 from citemon._commands._options import scoring_options
 from citemon._core.settings import MAIN, Exclusive, Flag, FlagSettings, field_of
 from citemon._engine.settings import ScoringSettings
+from citemon._passages.settings import PassageStoreSettings
 from citemon._service.settings import Settings
 from citemon.cli import COMMANDS, build_parser, main
 from citemon.judges.settings import JudgeSettings
@@ -101,6 +103,26 @@ def test_the_judge_api_key_is_a_variable_never_shown(monkeypatch: pytest.MonkeyP
     for text in (repr(settings), str(settings), settings.model_dump_json()):
         assert "sk-never-shown" not in text
     assert not any(row.field == "api_key" for row in JudgeSettings.FLAGS)  # never a flag
+
+
+@pytest.mark.parametrize(
+    ("model", "secret", "file"),
+    [
+        (JudgeSettings, "api_key", "api_key_file"),
+        (Settings, "kafka_password", "kafka_password_file"),
+        (PassageStoreSettings, "passage_store_password", "passage_store_password_file"),
+        (PassageStoreSettings, "passage_store_token", "passage_store_token_file"),
+    ],
+)
+def test_a_settings_model_built_in_code_never_echoes_its_secret(
+    model: type[FlagSettings], secret: str, file: str, tmp_path: Path
+) -> None:
+    # Both sources at once is refused; the error must not print the input (pydantic would).
+    with pytest.raises(ValidationError) as caught:
+        model.model_validate({secret: "sk-never-shown", file: tmp_path / "key"})
+    assert "not both" in str(caught.value)
+    assert "sk-never-shown" not in str(caught.value)
+    assert "sk-never-shown" not in repr(caught.value)
 
 
 class _Renamed(FlagSettings):

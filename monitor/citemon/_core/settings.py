@@ -238,8 +238,14 @@ def _part(annotation: Any) -> type[FlagSettings] | None:
 class FlagSettings(BaseSettings):
     """Base of every settings model: ``CITEMON_*`` variables, plus flags from ``FLAGS``."""
 
+    # hide_input_in_errors: a model built in code (not through from_args, which never echoes)
+    # would otherwise print its whole input, secrets included, in a ValidationError.
     model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX, extra="ignore", validate_default=True, frozen=True
+        env_prefix=ENV_PREFIX,
+        extra="ignore",
+        validate_default=True,
+        frozen=True,
+        hide_input_in_errors=True,
     )
 
     FLAGS: ClassVar[tuple[Flag, ...]] = ()
