@@ -9,6 +9,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from pydantic import field_validator
+
 from citemon import __version__
 from citemon._core.errors import CitemonError
 from citemon._core.settings import MAIN, Flag, FlagSettings
@@ -84,6 +86,13 @@ class CliSettings(FlagSettings):
     )
 
     log_level: str = "WARNING"
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        # ``CITEMON_LOG_LEVEL=`` (set but empty) reaches here unconverted: it means unset, as
+        # elsewhere; passed on, logging.basicConfig raised ValueError before any command ran.
+        return "WARNING" if isinstance(value, str) and not value.strip() else value
 
 
 class _CommandParser(argparse.ArgumentParser):

@@ -375,3 +375,21 @@ def test_config_flags_have_their_variable_and_queries_none(
     assert (inspect.versions, inspect.since, inspect.services, inspect.limit) == ([], None, [], 20)
     pull = PullSettings.from_args(parse(["review", "pull", "-o", "-", "--version", "v1"]))
     assert (pull.versions, pull.since, pull.output) == (["v1"], None, "-")
+
+
+@pytest.mark.parametrize("where", ["variable", "flag"])
+def test_an_empty_log_level_is_the_default_not_a_traceback(
+    where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # CITEMON_LOG_LEVEL= (set but empty, as a template leaves it) passed "" to
+    # logging.basicConfig, which raised ValueError before any command ran.
+    from citemon.cli import CliSettings
+
+    argv = ["demo"]
+    if where == "variable":
+        monkeypatch.setenv("CITEMON_LOG_LEVEL", "")
+    else:
+        argv = ["--log-level", "", "demo"]
+    level = CliSettings.from_args(build_parser().parse_args(argv)).log_level
+    assert level == "WARNING"
+    assert logging.getLevelNamesMapping()[level] == logging.WARNING
