@@ -126,8 +126,13 @@ def test_what_is_not_documents(result: str) -> None:
         "[a" + "()" * 40_000 + "]",  # calls: no comma, yet a node each (105 MB at 160,000)
         "[a" + ".b" * 40_000 + "]",
         "[1" + "+1" * 40_000 + "]",
+        "[a" + " or a" * 40_000 + "]",  # no mark at all: 90 MB at 100,000
+        "[a" + " and a" * 40_000 + "]",
+        "[a" + " in a" * 40_000 + "]",
+        "[a" + " is a" * 40_000 + "]",
+        "['a'" + "or'a'" * 40_000 + "]",  # no space either
     ],
-    ids=["items", "calls", "attributes", "operators"],
+    ids=["items", "calls", "attributes", "operators", "or", "and", "in", "is", "or-unspaced"],
 )
 def test_a_repr_with_too_many_nodes_is_not_parsed(
     result: str, monkeypatch: pytest.MonkeyPatch
@@ -147,7 +152,7 @@ def test_a_large_repr_of_prose_documents_is_still_read() -> None:
         for n in range(300)
     ]
     result = "[" + ", ".join(docs) + "]"
-    assert len(result) > 300_000  # 17,400 marks: most of the bound
+    assert len(result) > 300_000  # 17,400 marks and 3,600 keywords: most of the bound
     found = read_tool_result(result)
     assert found is not None and len(found) == 300 and found[299].text == prose
 

@@ -97,6 +97,9 @@ _NODE_MARKS: Final = ",:.([{=+-*/%@&|^~<>!"
 tree: an item, a call, an attribute, an operator; those inside strings count too, a bound that
 errs safe), are not parsed: ``ast`` holds about 0.9 kB per node (1 MB of ``1,`` took 476 MB,
 and 320 kB of ``a()()…`` 105 MB before failing), and a tool's result is untrusted input."""
+_NODE_WORDS: Final = re.compile(r"\b(?:and|or|in|is|not|if|for)\b")
+"""The keywords that open a node with no mark (``a or a or …``: 500 kB of it held 90 MB),
+counted with the marks."""
 
 
 # -- JSON and Python reprs ----------------------------------------------------------------------
@@ -216,7 +219,7 @@ def read_python_repr(text: str) -> list[Passage] | None:
     s = text.strip()
     if not s.startswith(("[", "(")) or len(s) > _MAX_REPR_CHARS:
         return None
-    if sum(map(s.count, _NODE_MARKS)) > _MAX_REPR_MARKS:
+    if sum(map(s.count, _NODE_MARKS)) + len(_NODE_WORDS.findall(s)) > _MAX_REPR_MARKS:
         return None
     try:
         tree = ast.parse(s, mode="eval")
