@@ -235,6 +235,12 @@ def test_every_kind_of_row_becomes_the_model(monkeypatch: pytest.MonkeyPatch) ->
          "argument --last: not allowed with argument --offset"),
         (["-", "--base", "v", "--url", "u", "--partition", "x"],
          "argument --partition: 'x' is not a whole number (from the flag)"),
+        # Empty text passes unconverted only where a variable may mean "unset": a flag-only
+        # row converts it as argparse's type= did (it was "invalid settings: partitions.0").
+        (["-", "--base", "v", "--url", "u", "--partition", ""],
+         "argument --partition: '' is not a whole number (from the flag)"),
+        (["-", "--base", "v", "--url", "u", "--offset", ""],
+         "argument --offset: '' is not a whole number (from the flag)"),
         (["--base", "v", "--url", "u"], "the following arguments are required: FILE"),
     ],
 )  # fmt: skip
@@ -393,3 +399,21 @@ def test_an_empty_log_level_is_the_default_not_a_traceback(
     level = CliSettings.from_args(build_parser().parse_args(argv)).log_level
     assert level == "WARNING"
     assert logging.getLevelNamesMapping()[level] == logging.WARNING
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["inspect", "--limit", ""], "argument --limit: '' is not a whole number (from the flag)"),
+        (["review", "pull", "-o", "-", "--size", ""],
+         "argument --size: '' is not a whole number (from the flag)"),
+        (["demo", "--duration", ""], "argument --duration: '' is not a number (from the flag)"),
+    ],
+)  # fmt: skip
+def test_an_empty_flag_only_number_is_a_usage_error_naming_the_flag(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(argv)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err

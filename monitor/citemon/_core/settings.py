@@ -15,7 +15,8 @@ How a flag and its variable behave (the same for all):
   is the flag's argparse default, so argparse converts it as it converts the flag: a bad value
   in either is a usage error (exit 2) naming the flag and the variable, before anything starts;
 * empty text is passed to the model as it is (not converted): the model reads ``""`` as unset
-  where that makes sense (``CITEMON_RESULTS_TOPIC=``, ``CITEMON_JUDGE_THRESHOLD=``);
+  where that makes sense (``CITEMON_RESULTS_TOPIC=``, ``CITEMON_JUDGE_THRESHOLD=``); a flag
+  only row's is converted as any other text (``--limit ""`` is a usage error);
 * a flag's value is therefore always the effective one (``args.<dest>``: flag, else variable,
   else the model's default);
 * :meth:`FlagSettings.from_args` builds the model (and its parts) from the flags' values and the
@@ -500,8 +501,10 @@ def _from_flag_or_variable(row: Flag, variable: str | None) -> Callable[[str], A
     source = "from the flag" if variable is None else f"from the flag or {variable}"
 
     def convert(value: str) -> Any:
-        if value == "":
-            return value  # set but empty: the model decides (most fields: "unset")
+        if value == "" and variable is not None:
+            # Set but empty: the model decides (most fields: "unset"). A flag-only row has no
+            # variable to leave unset: its empty text is converted (an error naming the flag).
+            return value
         try:
             return row.kind(value)
         except ValueError:
