@@ -602,6 +602,16 @@ def test_a_lone_surrogate_in_a_document_or_a_citation_is_invalid_utf8() -> None:
     assert err.value.reason == "invalid_utf8"
 
 
+def test_a_lone_surrogate_in_a_gemini_answer_is_invalid_utf8_as_in_every_other_reader() -> None:
+    # Gemini's offsets are UTF-8 bytes; counting them encoded the answer, and the
+    # UnicodeEncodeError came out as bad_attribute ("span is malformed"), not invalid_utf8.
+    answer = "Logs\ud800 are kept. Ask support."
+    segments = [{"segment": {"start_index": 0, "end_index": 7}, "grounding_chunk_indices": [0]}]
+    with pytest.raises(DecodeError) as err:
+        read_native(_span(_gemini(answer, segments)), LIMITS)
+    assert err.value.reason == "invalid_utf8"
+
+
 def test_cohere_citations_of_the_thinking_are_not_the_answers() -> None:
     # Command A Reasoning returns a thinking block before the text, and may cite documents in
     # it: a citation's `type` (THINKING_CONTENT, TEXT_CONTENT, PLAN) says which, and its

@@ -231,3 +231,26 @@ def test_citations_the_shim_could_not_record_are_counted_never_scored_uncited() 
     assert assembler.outcomes()["citations_not_recorded"] == 1
     (item,) = assembler.take_unanswered()
     assert "redact hook changed the answer's length" in (item.parts[0].citations_dropped or "")
+
+
+def test_a_lone_surrogate_in_a_gemini_answer_is_recorded_as_u_fffd_with_its_citations() -> None:
+    # Counting Gemini's byte offsets raised on it, and the response's citations were lost.
+    body = {
+        "candidates": [
+            {
+                "content": {"parts": [{"text": "Logs\ud800 are kept. Ask support."}]},
+                "grounding_metadata": {
+                    "grounding_chunks": [{"retrieved_context": {"title": "a.md", "text": "x"}}],
+                    "grounding_supports": [
+                        {"segment": {"end_index": 7}, "grounding_chunk_indices": [0]}
+                    ],
+                },
+            }
+        ]
+    }
+    stats = ShimStats()
+    done, exporter = _record(record_gemini_citations, body, stats)
+    assert done and stats.errors == 0
+    (record,) = _decoded(exporter)
+    assert record.answer == "Logs\ufffd are kept. Ask support."
+    assert [(c.start, c.end, c.ids) for c in record.citations or []] == [(0, 5, ["a.md"])]

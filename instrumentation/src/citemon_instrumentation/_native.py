@@ -634,7 +634,11 @@ def _gemini(out: Mapping[str, Any], request: Mapping[str, Any]) -> NativeAnswer 
     char_at = _char_at_byte(answer)
     bases = [0]
     for t in texts:
-        bases.append(bases[-1] + (len(t.encode("utf-8")) if t is not None else 0))
+        # surrogatepass: a lone surrogate (JSON's "\ud800") counts 3 bytes, as in char_at, and
+        # is left to the text checks (the monitor's invalid_utf8, the shim's U+FFFD) rather
+        # than raising here, where it read as a malformed response.
+        size = len(t.encode("utf-8", "surrogatepass")) if t is not None else 0
+        bases.append(bases[-1] + size)
     pool = _Pool()
     chunks = _dicts(_g(grounding, "grounding_chunks"))
     for i, chunk in enumerate(chunks):
