@@ -417,3 +417,17 @@ def test_an_empty_flag_only_number_is_a_usage_error_naming_the_flag(
         build_parser().parse_args(argv)
     assert exited.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_an_empty_review_page_host_is_this_machine_not_every_interface(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # CITEMON_REVIEW_SERVE_HOST= (set but empty) reached the server as "", which binds every
+    # interface: the answers and passages under review were open to the network.
+    from citemon._commands.review.serve import ServeSettings
+
+    monkeypatch.setenv("CITEMON_REVIEW_SERVE_HOST", "")
+    argv = ["review", "serve", "--set", "s", "--labels", "l", "--reviewer", "r"]
+    assert ServeSettings.from_args(build_parser().parse_args(argv)).host == "127.0.0.1"
+    monkeypatch.setenv("CITEMON_REVIEW_SERVE_HOST", "0.0.0.0")  # every interface: said so
+    assert ServeSettings.from_args(build_parser().parse_args(argv)).host == "0.0.0.0"

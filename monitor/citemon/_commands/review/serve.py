@@ -12,8 +12,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
+from pydantic import field_validator
 from pydantic_settings import SettingsConfigDict
 
 from citemon._core.settings import MAIN, Flag, FlagSettings
@@ -80,6 +81,13 @@ class ServeSettings(FlagSettings):
     reviewer: str
     host: str = "127.0.0.1"
     port: int = 0
+
+    @field_validator("host", mode="before")
+    @classmethod
+    def _empty_is_this_machine(cls, value: Any) -> Any:
+        # Empty means unset, as for every variable: the server would bind "" to every
+        # interface, opening the answers under review to the network (say --host 0.0.0.0).
+        return "127.0.0.1" if isinstance(value, str) and not value.strip() else value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
