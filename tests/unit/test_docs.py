@@ -15,6 +15,7 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import Final
 
 import pytest
 
@@ -165,3 +166,47 @@ def test_no_page_has_an_empty_section() -> None:
         for heading in empty_sections(page.read_text(encoding="utf-8"))
     ]
     assert not found, "sections with nothing in them (half a page lost?):\n" + "\n".join(found)
+
+
+# Flags of other programs the pages quote (Prometheus, the Collector, inference servers, Docker),
+# and prefixes written for a family of citemon's own (`--ssl-*`, `--review-*`).
+_NOT_CITEMONS: Final = frozenset(
+    {
+        "--enable-feature",
+        "--config",
+        "--api-key",
+        "--gpus",
+        "--max-client-batch-size",
+        "--max-concurrent-requests",
+        "--model-id",
+        "--payload-limit",
+        "--ssl-",
+        "--review-",
+    }
+)
+
+
+def test_every_flag_the_pages_name_is_a_flag_of_citemon() -> None:
+    """A page naming a flag no command has sends a reader to a usage error (running.md named
+    ``--max-uncommitted-records``, a variable without a flag)."""
+    import argparse
+
+    from citemon.cli import build_parser
+
+    flags: set[str] = set()
+    waiting = [build_parser()]
+    while waiting:
+        parser = waiting.pop()
+        for action in parser._actions:
+            flags.update(action.option_strings)
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    sub.format_help()  # a command's parser adds its flags when first used
+                    waiting.append(sub)
+    unknown = sorted(
+        f"{page.name}: {flag}"
+        for page in [*(ROOT / "docs").glob("**/*.md"), ROOT / "README.md"]
+        for flag in set(re.findall(r"`(--[a-z][a-z0-9-]*)", page.read_text(encoding="utf-8")))
+        if flag not in flags and flag not in _NOT_CITEMONS
+    )
+    assert unknown == []
