@@ -145,16 +145,20 @@ def test_a_repr_with_too_many_nodes_is_not_parsed(
     assert parsed == []  # refused before ast holds its tree: about 0.9 kB per node
 
 
-def test_a_large_repr_of_prose_documents_is_still_read() -> None:
+@pytest.mark.parametrize("count", [300, 470])
+def test_a_large_repr_of_prose_documents_is_still_read(count: int) -> None:
     prose = "Audit logs are kept for 90 days, then archived; see the policy (section 4.2). " * 12
     docs = [
         f"Document(id='p-{n}', metadata={{'source': 'kb'}}, page_content={prose!r})"
-        for n in range(300)
+        for n in range(count)
     ]
     result = "[" + ", ".join(docs) + "]"
-    assert len(result) > 300_000  # 17,400 marks and 3,600 keywords: most of the bound
+    # 300: 300 kB, 17,400 marks and 3,600 keywords; 470: 471 kB, 27,260 marks (most of their
+    # bound) and 5,640 keywords, which have a bound of their own: prose's words in its strings
+    # are no nodes, and the marks alone filled the budget.
+    assert len(result) > count * 1000
     found = read_tool_result(result)
-    assert found is not None and len(found) == 300 and found[299].text == prose
+    assert found is not None and len(found) == count and found[-1].text == prose
 
 
 def test_long_lines_read_in_linear_time() -> None:

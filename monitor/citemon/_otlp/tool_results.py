@@ -98,8 +98,10 @@ tree: an item, a call, an attribute, an operator; those inside strings count too
 errs safe), are not parsed: ``ast`` holds about 0.9 kB per node (1 MB of ``1,`` took 476 MB,
 and 320 kB of ``a()()…`` 105 MB before failing), and a tool's result is untrusted input."""
 _NODE_WORDS: Final = re.compile(r"\b(?:and|or|in|is|not|if|for)\b")
-"""The keywords that open a node with no mark (``a or a or …``: 500 kB of it held 90 MB),
-counted with the marks."""
+"""The keywords that open a node with no mark (``a or a or …``: 500 kB of it held 90 MB), up
+to :data:`_MAX_REPR_MARKS` of them too. A bound of their own, not added to the marks': prose's
+words in its strings are no nodes (500 kB of English holds about 5,000), and the marks alone of
+a large repr of prose come near their bound."""
 
 
 # -- JSON and Python reprs ----------------------------------------------------------------------
@@ -219,7 +221,9 @@ def read_python_repr(text: str) -> list[Passage] | None:
     s = text.strip()
     if not s.startswith(("[", "(")) or len(s) > _MAX_REPR_CHARS:
         return None
-    if sum(map(s.count, _NODE_MARKS)) + len(_NODE_WORDS.findall(s)) > _MAX_REPR_MARKS:
+    if sum(map(s.count, _NODE_MARKS)) > _MAX_REPR_MARKS:
+        return None
+    if len(_NODE_WORDS.findall(s)) > _MAX_REPR_MARKS:
         return None
     try:
         tree = ast.parse(s, mode="eval")
