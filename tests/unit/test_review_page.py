@@ -230,3 +230,22 @@ def test_a_labels_file_that_cannot_be_written_is_refused_at_start(tmp_path: Path
     review_set = load_review_set(write_review_set(tmp_path / "set.jsonl"))
     with pytest.raises(InputError, match="cannot write the labels file"):
         ReviewPage(review_set, tmp_path / "missing-dir" / "labels.jsonl", "ann")
+
+
+def test_a_port_taken_or_out_of_range_is_a_clear_error_not_a_traceback(
+    served: tuple[ReviewServer, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The port now also comes from CITEMON_REVIEW_SERVE_PORT, set once and forgotten: a port in
+    # use (or past 65535) was an OSError (OverflowError) traceback out of `review serve`.
+    taken = served[0].server_address[1]
+    review_set = str(write_review_set(tmp_path / "mine.jsonl"))
+    argv = ["review", "serve", "--set", review_set, "--labels", str(tmp_path / "l.jsonl"),
+            "--reviewer", "bob"]  # fmt: skip
+    assert main([*argv, "--port", str(taken)]) == 2
+    assert f"cannot listen on 127.0.0.1:{taken}" in capsys.readouterr().err
+    monkeypatch.setenv("CITEMON_REVIEW_SERVE_PORT", "70000")
+    assert main(argv) == 2
+    assert "port: Input should be less than or equal to 65535" in capsys.readouterr().err

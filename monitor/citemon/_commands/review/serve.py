@@ -14,9 +14,10 @@ import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import field_validator
+from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
+from citemon._core.errors import ConfigError
 from citemon._core.settings import MAIN, Flag, FlagSettings
 from citemon._review.page import ReviewPage, ReviewServer
 from citemon._review.tasks import load_review_set
@@ -80,7 +81,7 @@ class ServeSettings(FlagSettings):
     labels: Path
     reviewer: str
     host: str = "127.0.0.1"
-    port: int = 0
+    port: int = Field(0, ge=0, le=65535)
 
     @field_validator("host", mode="before")
     @classmethod
@@ -97,7 +98,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     own = ServeSettings.from_args(args)
     page = ReviewPage(load_review_set(own.review_set), own.labels, own.reviewer)
-    server = ReviewServer(page, host=own.host, port=own.port)
+    try:
+        server = ReviewServer(page, host=own.host, port=own.port)
+    except OSError as exc:  # a port in use, a host that is no address here
+        raise ConfigError(
+            f"cannot listen on {own.host}:{own.port}: {exc.strerror or exc} (--host, --port)"
+        ) from None
     total = len(page.review_set.tasks)
     print(
         f"review page: {server.url}  ({page.labelled} / {total} labelled by {own.reviewer};"
