@@ -431,3 +431,17 @@ def test_an_empty_review_page_host_is_this_machine_not_every_interface(
     assert ServeSettings.from_args(build_parser().parse_args(argv)).host == "127.0.0.1"
     monkeypatch.setenv("CITEMON_REVIEW_SERVE_HOST", "0.0.0.0")  # every interface: said so
     assert ServeSettings.from_args(build_parser().parse_args(argv)).host == "0.0.0.0"
+
+
+@pytest.mark.parametrize("port", ["70000", "-1"])
+def test_a_demo_metrics_port_out_of_range_is_refused_before_any_topic(
+    port: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # It reached Settings(...) only after the demo had created its topics: a pydantic
+    # ValidationError traceback, the topics left behind.
+    from citemon._commands.demo import DemoSettings
+    from citemon._core.errors import ConfigError
+
+    monkeypatch.setenv("CITEMON_DEMO_METRICS_PORT", port)
+    with pytest.raises(ConfigError, match="metrics_port"):
+        DemoSettings.from_args(build_parser().parse_args(["demo"]))

@@ -174,7 +174,7 @@ class DemoSettings(FlagSettings):
     deploy_at: float | None = None
     rate: float = 8.0
     interval: float = 3.0
-    metrics_port: int = 9464
+    metrics_port: int = Field(9464, ge=0, le=65535)  # as run's: checked before any topic exists
     keep_topics: bool = False
     via_collector: bool = False
     collector: str | None = None
