@@ -296,3 +296,35 @@ def test_a_window_that_is_no_prometheus_duration_is_refused_before_any_query(
     )  # fmt: skip
     assert code == 2
     assert f"--window {window!r} is not a Prometheus duration" in capsys.readouterr().err
+
+
+def test_a_prometheus_password_in_the_url_is_never_shown(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Basic auth in ``--prometheus`` (``https://user:password@host``): a failed query names
+    the server without the password, and httpx's own message (which quotes the whole request
+    URL) is starred too."""
+    import http.server
+    import threading
+
+    class Refusing(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(401)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://alice:pw-never-shown@127.0.0.1:{server.server_address[1]}/"
+    try:
+        code = main(["compare", "--baseline", "v1", "--candidate", "v2", "--prometheus", url])
+    finally:
+        server.shutdown()
+        server.server_close()
+    err = capsys.readouterr().err
+    assert code == 2 and "401 Unauthorized" in err
+    assert "pw-never-shown" not in err
+    assert f"at http://alice@127.0.0.1:{server.server_address[1]}/:" in err

@@ -19,6 +19,10 @@
 
 from __future__ import annotations
 
+import re
+from typing import Final
+from urllib.parse import urlsplit, urlunsplit
+
 __all__ = [
     "INVALID_REPLY_CAUSES",
     "CitemonError",
@@ -33,7 +37,11 @@ __all__ = [
     "KafkaUnavailable",
     "MonitorFailed",
     "TopicsUnusable",
+    "redacted",
+    "without_passwords",
 ]
+
+_URL_PASSWORD: Final = re.compile(r"(//[^/:@\s'\"]*):[^/@\s'\"]*@")
 
 
 class CitemonError(Exception):
@@ -143,3 +151,21 @@ class TopicsUnusable(CitemonError):
         self.problems = list(problems)
         lines = "\n".join(f"  - {p}" for p in self.problems)
         super().__init__(f"cannot use the topics at {servers}:\n{lines}")
+
+
+def redacted(url: str) -> str:
+    """``url`` without a password or a query string (what logs and errors show)."""
+    parts = urlsplit(url)
+    if not parts.scheme or not parts.netloc:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    user = f"{parts.username}@" if parts.username else ""
+    return urlunsplit((parts.scheme, user + host, parts.path, "", ""))
+
+
+def without_passwords(text: str) -> str:
+    """``text`` (a library's error message) with the password of any ``//user:password@`` URL
+    in it starred: httpx quotes a request's whole URL in its status errors."""
+    return _URL_PASSWORD.sub(r"\1:***@", text)

@@ -24,9 +24,9 @@ import logging
 import os
 import re
 from typing import Final
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
-from citemon._core.errors import ConfigError
+from citemon._core.errors import ConfigError, redacted
 from citemon._core.passages import PassageObserver, PassageStore
 from citemon._passages.managed import ManagedStore
 from citemon._passages.settings import PassageStoreSettings
@@ -59,18 +59,6 @@ def add_passage_store_arguments(parser: argparse.ArgumentParser, *, hold: bool =
 def store_settings(args: argparse.Namespace) -> PassageStoreSettings:
     """The flags (and the variables of those a command lacks), checked."""
     return PassageStoreSettings.from_args(args)
-
-
-def redacted(url: str) -> str:
-    """``url`` without a password or a query string (what logs and errors show)."""
-    parts = urlsplit(url)
-    if not parts.scheme or not parts.netloc:
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    user = f"{parts.username}@" if parts.username else ""
-    return urlunsplit((parts.scheme, user + host, parts.path, "", ""))
 
 
 def open_backend(

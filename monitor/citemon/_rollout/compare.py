@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 import httpx
 
-from citemon._core.errors import InputError
+from citemon._core.errors import InputError, redacted, without_passwords
 from citemon._core.records import PATTERNS, AnswerScore
 from citemon._core.stats import (
     msprt_p_value,
@@ -430,7 +430,10 @@ def _query(http: httpx.Client, url: str, query: str) -> list[dict[str, Any]]:
         reply.raise_for_status()
         body = reply.json()
     except (httpx.HTTPError, ValueError) as exc:
-        raise InputError(f"Prometheus query failed at {url}: {exc}") from exc
+        # Credentials in the URL (basic auth) are shown neither in it nor in httpx's message.
+        raise InputError(
+            f"Prometheus query failed at {redacted(url)}: {without_passwords(str(exc))}"
+        ) from None
     if body.get("status") != "success":
         raise InputError(f"Prometheus query failed: {body.get('error', body)}")
     result: list[dict[str, Any]] = body["data"]["result"]
