@@ -22,12 +22,13 @@ from prometheus_client import CollectorRegistry
 from citemon._otlp.decoding import decode_otlp
 from citemon._service import intake
 from citemon._service.held import HeldTrace, decode_held
-from citemon._service.intake import BadBatch, BatchRecovery, Scan
-from citemon._service.kafka import KafkaClients, RecordLimits
+from citemon._service.intake import BatchRecovery
+from citemon._service.kafka import BadBatch, KafkaClients, RecordLimits, Scan
 from citemon._service.ledger import Ledger
 from citemon._service.pipeline import Pipeline, PipelineStats
 from citemon._service.settings import Settings
 from tests.built import Build
+from tests.kafka_faults import RereadClients, Rereads
 
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
 
@@ -315,11 +316,7 @@ async def test_a_bad_batch_met_while_a_partition_opens_is_left_for_after_its_see
     ledger = Ledger()
     ledger.assign([TP0], opening=True)  # its producer is not open yet
     bad = BadBatch("t", 0, 1, 4, "zstd", "unsupported_codec", "no zstd", b"raw")
-    scanned: list[tuple[TopicPartition, int]] = []
-
-    async def scan(client: object, tp: TopicPartition, start: int, **_: object) -> Scan:
-        scanned.append((tp, start))
-        return Scan(bad=bad)
+    rereads = Rereads({TP0: Scan(bad=bad)})
 
     def take(tp: TopicPartition, rec: Rec) -> None:  # as intake's take: finished at once
         entry = ledger.take(tp, rec.offset)
@@ -330,21 +327,19 @@ async def test_a_bad_batch_met_while_a_partition_opens_is_left_for_after_its_see
         Settings(),
         ledger,
         take=take,
-        clients=KafkaClients(),
-        scan=scan,
-        client=object(),  # no broker: ``scan`` stands in for the re-read
+        clients=RereadClients(rereads),  # no broker: ``rereads`` answers the re-read
         unlocated_backoff_s=0.0,
     )
     consumer = Consumer(committed=0)
     await recovery.recover(consumer, ValueError("undecodable"))
-    assert scanned == [] and consumer.seeks == [] and len(ledger) == 0
+    assert rereads.read == [] and consumer.seeks == [] and len(ledger) == 0
     # The pipeline then seeks TP0 to its committed offset 0 and takes it from there...
     ledger.opened(TP0, 0)
     take(TP0, Rec(0, b""))
     # ...and meets the bad batch after it: now it is skipped, from where intake stands.
     consumer.positions[TP0] = 1
     await recovery.recover(consumer, ValueError("undecodable"))
-    assert scanned == [(TP0, 1)] and consumer.seeks == [(TP0, 4)]
+    assert rereads.read == [(TP0, 1)] and consumer.seeks == [(TP0, 4)]
     assert recovery.undecodable_batches == 1 and recovery.rewound_partitions == 0
     # One finished entry at the batch's last offset carries the dead letter: the commit
     # moves past the whole batch.

@@ -37,7 +37,7 @@ from typing import Any, Final
 from citemon._core.records import AnswerScore
 from citemon._engine.excerpts import recut
 from citemon._review.sample import review_record, review_selected
-from citemon._service.kafka import KafkaClients, RecordLimits, producer_is_fatal
+from citemon._service.kafka import BadBatch, KafkaClients, RecordLimits, producer_is_fatal
 from citemon._service.ledger import OutMessage, Ready
 from citemon._service.settings import Settings
 
@@ -48,6 +48,7 @@ __all__ = [
     "MAX_REVIEW_RECORD_BYTES",
     "SOURCE_HEADER",
     "KafkaDelivery",
+    "bad_batch_letter",
     "commit_messages",
     "dead_letter",
     "error_headers",
@@ -105,6 +106,22 @@ def dead_letter(
     if partial:
         headers.append(("citemon.partial", b"true"))
     return OutMessage(dlq_topic, key, value, tuple(headers))
+
+
+def bad_batch_letter(bad: BadBatch, dlq_topic: str) -> OutMessage:
+    """The dead letter of a record batch the consumer cannot decode: its raw bytes (a Kafka v2
+    record batch any client with the codec can read again), its reason and error, and where it
+    came from."""
+    value = bad.raw if len(bad.raw) <= MAX_RECORD_BYTES else b""
+    headers = error_headers(bad.reason, bad.error)
+    extra = [
+        (SOURCE_HEADER, f"{bad.topic}/{bad.partition}/{bad.base_offset}".encode()),
+        ("citemon.batch.offsets", f"{bad.base_offset}-{bad.last_offset}".encode()),
+        ("citemon.batch.codec", bad.codec.encode()),
+    ]
+    if not value:
+        extra.append(("citemon.batch.omitted_bytes", str(len(bad.raw)).encode()))
+    return OutMessage(dlq_topic, None, value, (*headers, *extra))
 
 
 def result_message(

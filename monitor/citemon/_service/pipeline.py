@@ -387,9 +387,11 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         deadline: float,
     ) -> None:
         """The final commit within ``_CLOSE_TIMEOUT_S``, then close the clients."""
-        clients = [("producer", delivery.stop), ("consumer", consumer.stop)]
-        if self._recovery.client is not None:
-            clients.append(("batch re-read client", self._recovery.close))
+        clients = [
+            ("producer", delivery.stop),
+            ("consumer", consumer.stop),
+            ("batch re-read client", self._recovery.close),  # a no-op unless one was made
+        ]
         await close_within(
             deadline,
             background,
