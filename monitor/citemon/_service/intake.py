@@ -41,12 +41,19 @@ from citemon._otlp.decoding import decode_otlp
 from citemon._otlp.spans import DecodedBatch, TraceSpan
 from citemon._service.answers import AnswerJobs
 from citemon._service.held import HeldParts, HeldTrace
-from citemon._service.kafka import UNDECODABLE, BadBatch, KafkaClients
+from citemon._service.kafka import UNDECODABLE, BadBatch, KafkaClients, Rereader, Scan
 from citemon._service.ledger import Entry, Ledger
 from citemon._service.outputs import bad_batch_letter, dead_letter
 from citemon._service.settings import Settings
 
-__all__ = ["DECODE_SLICE_S", "RESUME_FRACTION", "BatchRecovery", "Intake", "KeyCheck"]
+__all__ = [
+    "DECODE_SLICE_S",
+    "RESUME_FRACTION",
+    "UNLOCATED_BACKOFF_S",
+    "BatchRecovery",
+    "Intake",
+    "KeyCheck",
+]
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +63,14 @@ _POLL_MS: Final = 200
 DECODE_SLICE_S = 0.02
 """How long taking one fetch runs before it yields to the event loop (:meth:`Intake.take_all`):
 a full fetch of small spans is ~0.2 s of decoding, which would stall heartbeats and /healthz."""
+UNLOCATED_BACKOFF_S: Final = 1.0
+"""How long intake waits before fetching again when a fetch did not decode and re-reading found
+no bad batch (or failed): the same fetch would fail again at once."""
 
 
 class Intake:
-    """The consumer's side of the monitor: fetch, take, decode, admit; tick the assembler."""
+    """The consumer's side of the monitor: fetch, take, decode, admit; tick the assembler; get
+    past a batch the consumer cannot decode (:meth:`recover`, re-reading with ``clients``)."""
 
     def __init__(
         self,
@@ -70,6 +81,7 @@ class Intake:
         *,
         assembler: TraceAssembler,
         held: HeldParts,
+        clients: KafkaClients,
         clock: Callable[[], float],
     ) -> None:
         self._settings = settings
@@ -85,6 +97,9 @@ class Intake:
         # too large for the held-parts store only).
         self._held: OrderedDict[str, tuple[float, list[Entry]]] = OrderedDict()
         self._paused = False
+        self._recovery = BatchRecovery(
+            settings, ledger, clients.rereader(settings, client_id=f"{settings.client_id}-reread")
+        )
 
     @property
     def paused(self) -> bool:
@@ -96,10 +111,21 @@ class Intake:
         """Spans read and of no use (no dialect reads anything from them, bare roots)."""
         return self._skipped
 
+    @property
+    def undecodable_batches(self) -> int:
+        """Batches the consumer could not decode, located and skipped (each dead-lettered)."""
+        return self._recovery.undecodable_batches
+
+    @property
+    def rewound_partitions(self) -> int:
+        """Partitions sought back to where intake stood after a fetch that did not decode."""
+        return self._recovery.rewound_partitions
+
     # -- the loop ------------------------------------------------------------------------------
 
-    async def run(self, consumer: Any, recovery: BatchRecovery, go_on: Callable[[], bool]) -> None:
-        """Fetch and take while ``go_on()``; an undecodable fetch goes to ``recovery``."""
+    async def run(self, consumer: Any, go_on: Callable[[], bool]) -> None:
+        """Fetch and take while ``go_on()``; get past a fetch that does not decode
+        (:meth:`recover`), waiting :data:`UNLOCATED_BACKOFF_S` when nothing was located."""
         max_poll = self._settings.max_poll_records
         while go_on():
             self._ledger.touch()
@@ -110,11 +136,42 @@ class Intake:
                 )
             except UNDECODABLE as exc:
                 self._ledger.fetched()
+                # Positions may stand past records the failed fetch dropped until the re-read
+                # puts them back: taking a fetch, as far as catching up can tell.
                 with self._ledger.taking_fetch():
-                    await recovery.recover(consumer, exc)
+                    if not await self.recover(consumer, exc):
+                        await asyncio.sleep(UNLOCATED_BACKOFF_S)
                 continue
             self._ledger.fetched()
             await self.take_all(batches)
+
+    async def recover(self, consumer: Any, exc: BaseException) -> bool:
+        """After a ``getmany`` that raised ``exc`` on a batch it cannot decode: re-read every
+        readable partition from where intake stands, take the records before a bad batch,
+        skip the batch (dead-lettered) and seek past it. Returns whether a bad batch was
+        located; False when none was (or the re-read failed), and the caller waits before
+        fetching again."""
+        log.warning("a fetched batch does not decode (%s): locating it", exc)
+        located = False
+        try:
+            for tp in self._ledger.all_readable():
+                scan = await self._recovery.locate(consumer, tp)
+                if scan is None or scan.bad is None:
+                    continue
+                for rec in scan.good:  # no await from the re-read to the skip
+                    self.take(tp, rec)
+                self._recovery.skip(consumer, tp, scan.bad)
+                located = True
+        except (KafkaError, OSError, TimeoutError) as err:
+            log.warning("re-reading after an undecodable batch failed, will retry: %r", err)
+            return False
+        if not located:
+            log.warning("no undecodable batch found on re-reading; fetching again")
+        return located
+
+    async def aclose(self) -> None:
+        """Close what intake opened: the re-read client, if one was made."""
+        await self._recovery.close()
 
     def pause_new(self, consumer: Any, tps: list[Any]) -> None:
         """Partitions assigned while work is full pause at once."""
@@ -450,26 +507,13 @@ class KeyCheck:
 
 
 class BatchRecovery:
-    """Locates and skips undecodable batches, re-reading through ``clients``' rereader.
+    """Locates bad batches for :meth:`Intake.recover` (which takes the records before one) and
+    skips them; counts both. ``reread`` re-reads a partition from an offset."""
 
-    ``take(tp, record)`` takes a record as intake does; ``unlocated_backoff_s`` is the wait
-    before fetching again when a re-read found no bad batch (or failed).
-    """
-
-    def __init__(
-        self,
-        settings: Settings,
-        ledger: Ledger,
-        *,
-        take: Callable[[Any, Any], None],
-        clients: KafkaClients,
-        unlocated_backoff_s: float = 1.0,
-    ) -> None:
+    def __init__(self, settings: Settings, ledger: Ledger, reread: Rereader) -> None:
         self._settings = settings
         self._ledger = ledger
-        self._take = take
-        self._reread = clients.rereader(settings, client_id=f"{settings.client_id}-reread")
-        self._unlocated_backoff_s = unlocated_backoff_s
+        self._reread = reread
         self._rewound_partitions = 0
         self._undecodable_batches = 0
 
@@ -483,28 +527,11 @@ class BatchRecovery:
         """Partitions sought back to where intake stood after an undecodable fetch."""
         return self._rewound_partitions
 
-    async def recover(self, consumer: Any, exc: BaseException) -> None:
-        """Find the bad batch behind ``exc``, take what precedes it, skip it; when none is
-        found (or the re-read fails), wait ``unlocated_backoff_s`` and let intake fetch again."""
-        log.warning("a fetched batch does not decode (%s): locating it", exc)
-        found = 0
-        try:
-            for tp in self._ledger.all_readable():
-                found += await self._reread_partition(consumer, tp)
-        except (KafkaError, OSError, TimeoutError) as err:
-            log.warning("re-reading after an undecodable batch failed, will retry: %r", err)
-            found = -1
-        if found <= 0:
-            if found == 0:
-                log.warning("no undecodable batch found on re-reading; fetching again")
-            await asyncio.sleep(self._unlocated_backoff_s)
-
-    async def close(self) -> None:
-        """Close the re-read client, if one was made."""
-        await self._reread.close()
-
-    async def _reread_partition(self, consumer: Any, tp: Any) -> int:
-        """Rewind ``tp`` to where intake stands and skip a bad batch there; 1 if one was."""
+    async def locate(self, consumer: Any, tp: Any) -> Scan | None:
+        """Rewind ``tp`` to where intake stands and re-read it from there: the records before
+        the first bad batch and the batch, or None when it has none (or was revoked, and maybe
+        reassigned, meanwhile). Raises what the re-read raises (``KafkaError``, ``OSError``,
+        ``TimeoutError``)."""
         ledger = self._ledger
         start = ledger.taken_to(tp)
         if start is None:  # nothing taken since assignment: intake stands at the commit
@@ -518,16 +545,19 @@ class BatchRecovery:
             self._rewound_partitions += 1
         scan = await self._reread.scan(tp, start)
         if scan.bad is None or not ledger.readable(tp):
-            return 0  # nothing to skip, or revoked (and maybe reassigned) meanwhile
-        for rec in scan.good:
-            self._take(tp, rec)
-        self._skip(tp, scan.bad)
-        consumer.seek(tp, scan.bad.next_offset)
-        ledger.sought(tp)
-        return 1
+            return None
+        return scan
 
-    def _skip(self, tp: Any, bad: BadBatch) -> None:
+    def skip(self, consumer: Any, tp: Any, bad: BadBatch) -> None:
+        """Dead-letter ``bad`` with an entry at its last offset and seek ``tp`` past it (once
+        the records before it are taken)."""
         log.error("skipping undecodable batch %s: dead-lettered", bad)
         self._undecodable_batches += 1
         message = bad_batch_letter(bad, self._settings.dlq_topic)
         self._ledger.skip_batch(tp, bad.next_offset, message, bad.reason)
+        consumer.seek(tp, bad.next_offset)
+        self._ledger.sought(tp)
+
+    async def close(self) -> None:
+        """Close the re-read client, if one was made."""
+        await self._reread.close()

@@ -33,7 +33,7 @@ from citemon._metrics import Metrics
 from citemon._otlp.assembly import TraceAssembler
 from citemon._service.answers import AnswerJobs, JudgeGate, Sampler, ShuffleProbes
 from citemon._service.held import HeldParts
-from citemon._service.intake import BatchRecovery, Intake
+from citemon._service.intake import Intake
 from citemon._service.kafka import KafkaClients, RecordLimits, request_rejoin
 from citemon._service.ledger import Ledger, Ready
 from citemon._service.lifecycle import Supervisor, close_within, stop_between_commits
@@ -153,13 +153,8 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             metrics,
             assembler=self.assembler,
             held=self._held,
+            clients=clients,
             clock=clock,
-        )
-        self._recovery = BatchRecovery(
-            settings,
-            self._ledger,
-            take=self._intake.take,
-            clients=self.clients,
         )
         self._supervisor = Supervisor(on_fatal=self._ledger.touch)
         self._commit_lock = asyncio.Lock()
@@ -181,13 +176,13 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
     @property
     def stats(self) -> PipelineStats:
         """What each stage counted so far, read now."""
-        answers, ledger, recovery = self._answers.counts, self._ledger, self._recovery
+        answers, ledger, intake = self._answers.counts, self._ledger, self._intake
         return PipelineStats(
             records=ledger.records,
             answers_started=answers.started,
             answers_committed=self._answers_committed,
             sampled_out=answers.sampled_out,
-            skipped=self._intake.skipped,
+            skipped=intake.skipped,
             duplicates=ledger.duplicates + answers.duplicates,
             dead_letters=self._dead_letters,
             answer_retries=answers.retries,
@@ -197,8 +192,8 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             cancelled_at_drain=answers.cancelled_at_drain,
             cancelled_at_revoke=answers.cancelled_at_revoke,
             rebalances=ledger.rebalances,
-            undecodable_batches=recovery.undecodable_batches,
-            rewound_partitions=recovery.rewound_partitions,
+            undecodable_batches=intake.undecodable_batches,
+            rewound_partitions=intake.rewound_partitions,
             partitions_lost=self._partitions_lost,
         )
 
@@ -225,6 +220,12 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
     def offsets(self) -> Ledger:
         """The records fetched and not yet committed, per partition (read, do not change)."""
         return self._ledger
+
+    @property
+    def intake(self) -> Intake:
+        """The intake stage (``recover(consumer, exc)`` gets past a fetch that does not
+        decode, as the loop does)."""
+        return self._intake
 
     @property
     def answers(self) -> AnswerJobs:
@@ -333,9 +334,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             background.append(asyncio.create_task(self._stop_when_caught_up(stop, ends)))
         try:
             await self._intake.run(
-                consumer,
-                self._recovery,
-                lambda: not stop.is_set() and self._supervisor.fatal is None,
+                consumer, lambda: not stop.is_set() and self._supervisor.fatal is None
             )
         finally:
             self._started = False
@@ -390,7 +389,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         clients = [
             ("producer", delivery.stop),
             ("consumer", consumer.stop),
-            ("batch re-read client", self._recovery.close),  # a no-op unless one was made
+            ("batch re-read client", self._intake.aclose),  # a no-op unless one was made
         ]
         await close_within(
             deadline,
