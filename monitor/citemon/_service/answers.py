@@ -30,7 +30,7 @@ import dataclasses
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -41,6 +41,7 @@ from citemon._core.records import AnswerRecord, AnswerScore
 from citemon._engine.scoring import Scorer
 from citemon._metrics import Metrics
 from citemon._service.ledger import Entry, Finished, Ledger
+from citemon._service.lifecycle import Signal
 from citemon._service.outputs import dead_letter
 from citemon._service.settings import Settings
 
@@ -104,6 +105,7 @@ class AnswerJobs:
         self._slots = asyncio.Semaphore(settings.max_inflight_answers)
         self._jobs: dict[asyncio.Task[None], frozenset[Any]] = {}
         self._traces: dict[asyncio.Task[None], str] = {}  # a job's trace ID, if any
+        self._ended = Signal()
 
     def __len__(self) -> int:
         return len(self._jobs)
@@ -154,6 +156,10 @@ class AnswerJobs:
             self._traces[task] = record.trace_id
         task.add_done_callback(self._done)
 
+    def ended(self) -> Coroutine[Any, Any, bool]:
+        """Await this to return when a job ends (scored, failed or cancelled) after the call."""
+        return self._ended.wait()
+
     def in_partitions(self, tps: set[Any]) -> bool:
         """Whether a job holds a record of ``tps``."""
         return any(job_tps & tps for job_tps in self._jobs.values())
@@ -183,7 +189,7 @@ class AnswerJobs:
     def _done(self, task: asyncio.Task[None]) -> None:
         self._jobs.pop(task, None)
         self._traces.pop(task, None)
-        self._ledger.touch()
+        self._ended.notify()
         if not task.cancelled() and task.exception() is not None:
             log.error("answer job failed", exc_info=task.exception())
 
@@ -274,6 +280,7 @@ class ShuffleProbes:
         self._tasks: set[asyncio.Task[None]] = set()
         self._idle = asyncio.Event()
         self._idle.set()
+        self._ended = Signal()
 
     def __len__(self) -> int:
         """Probes in flight."""
@@ -282,6 +289,10 @@ class ShuffleProbes:
     async def idle(self) -> None:
         """Return once no probe is in flight."""
         await self._idle.wait()
+
+    def ended(self) -> Coroutine[Any, Any, bool]:
+        """Await this to return when a probe ends after the call."""
+        return self._ended.wait()
 
     def maybe_start(self, record: AnswerRecord, score: AnswerScore) -> None:
         """Start the probe of a scored answer when its trace ID picks it."""
@@ -302,6 +313,7 @@ class ShuffleProbes:
         self._tasks.discard(task)
         if not self._tasks:
             self._idle.set()
+        self._ended.notify()
 
     async def stop(self) -> None:
         """Cancel probes still running: they hold no offsets, so nothing is lost."""

@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Final
 
 from aiokafka.errors import KafkaError
@@ -43,6 +43,7 @@ from citemon._service.answers import AnswerJobs
 from citemon._service.held import HeldParts, HeldTrace
 from citemon._service.kafka import UNDECODABLE, BadBatch, KafkaClients, Rereader, Scan
 from citemon._service.ledger import Entry, Ledger
+from citemon._service.lifecycle import Signal
 from citemon._service.outputs import bad_batch_letter, dead_letter
 from citemon._service.settings import Settings
 
@@ -97,6 +98,7 @@ class Intake:
         # too large for the held-parts store only).
         self._held: OrderedDict[str, tuple[float, list[Entry]]] = OrderedDict()
         self._paused = False
+        self._held_changed = Signal()
         self._recovery = BatchRecovery(
             settings, ledger, clients.rereader(settings, client_id=f"{settings.client_id}-reread")
         )
@@ -121,6 +123,12 @@ class Intake:
         """Partitions sought back to where intake stood after a fetch that did not decode."""
         return self._recovery.rewound_partitions
 
+    def held_changed(self) -> Coroutine[Any, Any, bool]:
+        """Await this to return when the traces held for assembly change by a :meth:`tick` or
+        a :meth:`drop` after the call (the assembler's other changes come with a fetch taken,
+        which the ledger tells of)."""
+        return self._held_changed.wait()
+
     # -- the loop ------------------------------------------------------------------------------
 
     async def run(self, consumer: Any, go_on: Callable[[], bool]) -> None:
@@ -128,7 +136,6 @@ class Intake:
         (:meth:`recover`), waiting :data:`UNLOCATED_BACKOFF_S` when nothing was located."""
         max_poll = self._settings.max_poll_records
         while go_on():
-            self._ledger.touch()
             free = self._adjust(consumer)
             try:
                 batches = await consumer.getmany(
@@ -384,7 +391,7 @@ class Intake:
             self._let_go(carriers)
         finally:
             carriers.release()
-        self._ledger.touch()
+        self._held_changed.notify()
 
     def restore(self, tp: Any, traces: Mapping[str, HeldTrace], now: float) -> int:
         """Hold again the traces read back from ``tp``'s held partition (``now``: Unix time,
@@ -412,6 +419,7 @@ class Intake:
         for tid in doomed:
             _, held = self._held.pop(tid, (0.0, []))
             self._ledger.release_all(e for e in held if e.tp not in tps)
+        self._held_changed.notify()
 
 
 class _Carriers:

@@ -156,7 +156,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             clients=clients,
             clock=clock,
         )
-        self._supervisor = Supervisor(on_fatal=self._ledger.touch)
+        self._supervisor = Supervisor()
         self._commit_lock = asyncio.Lock()
         self._consumer: Any = None
         self._delivery: KafkaDelivery | None = None
@@ -361,16 +361,29 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         while True:
             if self._supervisor.fatal is not None:
                 raise self._supervisor.fatal
-            changed = asyncio.ensure_future(self._ledger.changed())
+            # Armed before the check, which awaits: a change meanwhile wakes the wait below.
+            # What the check reads, each told by its owner: the ledger (partitions, positions,
+            # commits), the jobs and probes in flight, the traces held, a fatal ending.
+            changes = [
+                asyncio.ensure_future(change)
+                for change in (
+                    self._ledger.changed(),
+                    self._answers.ended(),
+                    self._probes.ended(),
+                    self._intake.held_changed(),
+                    self._supervisor.failed(),
+                )
+            ]
             try:
                 if self._started and self.ready:
                     done = await catch_up.check(self._consumer, ends)
                     idle = not self._answers and not len(self._probes) and not len(self.assembler)
                     if done is not None and idle:
                         return done
-                await changed
+                await asyncio.wait(changes, return_when=asyncio.FIRST_COMPLETED)
             finally:
-                changed.cancel()
+                for change in changes:
+                    change.cancel()
 
     async def _stop_when_caught_up(
         self, stop: asyncio.Event, ends: Mapping[Any, int] | None
@@ -474,7 +487,6 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
                 self.lose(broken, "lost their transactional producer to a fatal client error")
                 ok = False
             self._publish_lag()
-            ledger.touch()
             return ok
 
     def _count(self, r: Ready) -> None:
@@ -507,7 +519,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         deadline = self._clock() + self.settings.revoke_timeout_s
         while self._answers.in_partitions(gone) and self._clock() < deadline:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._ledger.changed(), max(0.01, deadline - self._clock()))
+                await asyncio.wait_for(self._answers.ended(), max(0.01, deadline - self._clock()))
         await self.commit()
         self._forget(gone)
         if self._delivery is not None:
