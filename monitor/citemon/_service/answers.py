@@ -36,6 +36,7 @@ from typing import Any, Final
 
 from citemon._checks.shuffle_probe import probe_selected, shuffled_check
 from citemon._core.errors import JudgeError
+from citemon._core.judge import JudgeObserver
 from citemon._core.probe import cited_counts
 from citemon._core.records import AnswerRecord, AnswerScore
 from citemon._engine.scoring import Scorer
@@ -50,7 +51,6 @@ __all__ = [
     "TRACE_ID_LIMIT",
     "AnswerCounts",
     "AnswerJobs",
-    "GateObserver",
     "JudgeGate",
     "Sampler",
     "ShuffleProbes",
@@ -472,8 +472,8 @@ class Sampler:
 # an outage into the accuracy metric. The gate then holds every attempt (and, as work fills up,
 # intake: partitions pause) and lets one probe through at a time until one succeeds
 # (``docs/running.md``, "A judge outage delays, it does not degrade"). Any dependency an
-# attempt needs can report through :meth:`JudgeGate.report`; :class:`GateObserver` is the judge
-# observer that feeds the gate and the judge metrics with every request.
+# attempt needs can report through :meth:`JudgeGate.report`; the gate is also one of the judge's
+# observers (beside the judge metrics), so it hears of every request that succeeds.
 
 
 OUTAGE_CAUSES: Final[frozenset[str]] = frozenset({"judge_failure"})
@@ -487,14 +487,16 @@ def judge_failed(score: AnswerScore) -> bool:
     return any(c.unjudged_cause in OUTAGE_CAUSES for c in score.claims)
 
 
-class JudgeGate:
+class JudgeGate(JudgeObserver):
     """Decides whether a judge failure is an outage, and meters the judge while it is down.
 
-    ``request_ok`` is called for every successful judge request (:class:`GateObserver`) and
-    every cleanly scored answer. A failed attempt during which nothing succeeded means the
-    judge is down: :meth:`acquire` then holds every caller and releases one *probe* at a time,
-    first come first served, every ``backoff`` seconds (doubling up to ``backoff_max_s``). A
-    probe that succeeds reopens the gate for all.
+    A :class:`~citemon._core.judge.JudgeObserver` of the judge's transport (its other events
+    are no-ops here): every successful judge request (:meth:`request_done`) and every cleanly
+    scored answer (:meth:`report`) counts as the judge answering (:meth:`request_ok`). A
+    failed attempt during which nothing succeeded means the judge is down: :meth:`acquire`
+    then holds every caller and releases one *probe* at a time, first come first served, every
+    ``backoff`` seconds (doubling up to ``backoff_max_s``). A probe that succeeds reopens the
+    gate for all.
     """
 
     def __init__(
@@ -520,6 +522,12 @@ class JudgeGate:
     @property
     def down(self) -> bool:
         return self.down_since is not None
+
+    def request_done(self, outcome: str, seconds: float) -> None:
+        """A judge request ended (the transport tells its observers): a success reopens the
+        gate."""
+        if outcome == "ok":
+            self.request_ok()
 
     def request_ok(self) -> None:
         self._last_ok = self._clock()
@@ -601,33 +609,3 @@ class JudgeGate:
     def _on_timer(self) -> None:
         self._timer = None
         self._dispatch()
-
-
-class GateObserver:
-    """A judge observer that feeds the metrics and tells the gate about every success."""
-
-    def __init__(self, inner: Any, gate: JudgeGate) -> None:
-        self._inner = inner
-        self._gate = gate
-
-    def request_done(self, outcome: str, seconds: float) -> None:
-        if outcome == "ok":
-            self._gate.request_ok()
-        if self._inner is not None:
-            self._inner.request_done(outcome, seconds)
-
-    def inflight(self, delta: int) -> None:
-        if self._inner is not None:
-            self._inner.inflight(delta)
-
-    def cache(self, hit: bool) -> None:
-        if self._inner is not None:
-            self._inner.cache(hit)
-
-    def invalid_reply(self, cause: str) -> None:
-        if self._inner is not None and hasattr(self._inner, "invalid_reply"):
-            self._inner.invalid_reply(cause)
-
-    def set_limit(self, max_inflight: int) -> None:
-        if self._inner is not None and hasattr(self._inner, "set_limit"):
-            self._inner.set_limit(max_inflight)

@@ -91,10 +91,10 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
 
     Its parts are handed in, each required (:func:`~citemon._service.monitor.build_monitor`,
     the one builder, makes them from the settings): the ``scorer`` and ``metrics``, the Kafka
-    ``clients``, the ``sampler``, the trace ``assembler``, the judge ``gate`` (the judge inside
-    the scorer reports to it through a :class:`~citemon._service.answers.GateObserver`, so
-    outage detection sees every request), the ``clock`` the windows and deadlines read, and the
-    ``sinks`` each counted answer goes to after the metrics.
+    ``clients``, the ``sampler``, the trace ``assembler``, the judge ``gate`` (one of the judge's
+    observers, beside the judge metrics, so outage detection sees every request), the ``clock``
+    the windows and deadlines read, and the ``sinks`` each counted answer goes to after the
+    metrics.
     """
 
     def __init__(
