@@ -21,8 +21,9 @@ from prometheus_client import CollectorRegistry
 
 from citemon._otlp.decoding import decode_otlp
 from citemon._service import intake
-from citemon._service.held import HeldTrace, decode_held
+from citemon._service.held import decode_held
 from citemon._service.kafka import BadBatch, KafkaClients, RecordLimits, Scan
+from citemon._service.outputs import Commit
 from citemon._service.pipeline import Pipeline, PipelineStats
 from citemon._service.settings import Settings
 from tests.built import Build
@@ -438,9 +439,15 @@ class Clients(KafkaClients):
     def consumer(self, **_: Any) -> Fetching:
         return self.fake
 
-    async def read_held(
-        self, settings: Settings, tps: list[Any], committed: dict[Any, int | None]
-    ) -> dict[Any, dict[str, HeldTrace]]:
+    async def read_compacted(
+        self,
+        settings: Settings,
+        topic: str,
+        partitions: list[int],
+        *,
+        client_id: str,
+        timeout_s: float,
+    ) -> dict[int, dict[str, bytes]]:
         return {}  # no broker: nothing was held before
 
     async def check_topics(self, settings: Settings) -> RecordLimits:
@@ -509,9 +516,9 @@ class Recording:
     def broken(self, tp: TopicPartition) -> bool:
         return False
 
-    async def deliver(self, batches: list[tuple[Any, list[Any]]]) -> dict[TopicPartition, None]:
-        self.committed += [(r.tp, r.offset) for r, _ in batches]
-        return {r.tp: None for r, _ in batches}
+    async def deliver(self, commits: list[Commit]) -> dict[TopicPartition, None]:
+        self.committed += [(c.tp, c.offset) for c in commits]
+        return {c.tp: None for c in commits}
 
     async def close(self, tps: object) -> None:
         return None

@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry
 from citemon._metrics import Metrics
 from citemon._service import rekey
 from citemon._service.kafka import BadBatch, RecordLimits, Scan
-from citemon._service.ledger import OutMessage, Ready
+from citemon._service.outputs import Commit
 from citemon._service.rekey import RekeyStage
 from citemon._service.settings import Settings
 from tests.kafka_faults import RereadClients, Rereads
@@ -41,13 +41,13 @@ class Consumer:
 @dataclass
 class Delivery:
     fail: bool = False
-    delivered: list[tuple[Ready, list[OutMessage]]] = field(default_factory=list)
+    delivered: list[Commit] = field(default_factory=list)
 
-    async def deliver(self, batches: list[tuple[Ready, list[OutMessage]]]) -> dict[Any, Any]:
+    async def deliver(self, commits: list[Commit]) -> dict[Any, Any]:
         if self.fail:
-            return {r.tp: RuntimeError("commit failed") for r, _ in batches}
-        self.delivered += batches
-        return {r.tp: None for r, _ in batches}
+            return {c.tp: RuntimeError("commit failed") for c in commits}
+        self.delivered += commits
+        return {c.tp: None for c in commits}
 
     def broken(self, tp: TopicPartition) -> bool:
         return False
@@ -89,8 +89,9 @@ async def test_the_records_before_a_bad_batch_go_with_its_letter_in_one_commit_p
     s, consumer, delivery, registry, rereads = stage({TP0: Scan([Rec(5), Rec(6)], bad(TP0, 7, 3))})
     await s._recover(RuntimeError("undecodable"))
     assert rereads.read == [(TP0, 5), (TP1, 7)]  # each from its commit
-    ((ready, messages),) = delivery.delivered
-    assert (ready.tp, ready.offset) == (TP0, 10)
+    (commit,) = delivery.delivered
+    assert (commit.tp, commit.offset) == (TP0, 10)
+    messages = commit.messages
     assert [m.topic for m in messages] == ["keyed", "keyed", "in.dlq"]
     assert messages[-1].value == b"raw batch"
     assert dict(messages[-1].headers)["citemon.batch.offsets"] == b"7-9"
@@ -138,6 +139,6 @@ async def test_a_letter_too_large_for_the_dlq_goes_without_its_value_and_is_coun
         {TP0: Scan([], bad(TP0, 5, 1, raw=b"x" * 9000))}, limits=limits
     )
     await s._recover(RuntimeError("undecodable"))
-    ((_, (letter,)),) = delivery.delivered
+    ((letter,),) = [c.messages for c in delivery.delivered]
     assert letter.value == b"" and dict(letter.headers)["citemon.cut.omitted_bytes"] == b"9000"
     assert value(registry, "citemon_records_cut_total", record="dead_letter", reason="value") == 1

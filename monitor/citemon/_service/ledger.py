@@ -25,28 +25,12 @@ from typing import Any
 
 from citemon._core.records import AnswerScore
 from citemon._service.lifecycle import Signal
+from citemon._service.outputs import OutMessage
 
-__all__ = ["Entry", "Finished", "Key", "Ledger", "OutMessage", "Ready"]
+__all__ = ["Entry", "Finished", "Key", "Ledger", "Ready"]
 
 Key = tuple[str | None, str | None]
 """An answer's identity: (trace ID, span ID)."""
-
-
-@dataclass(frozen=True, slots=True)
-class OutMessage:
-    """A record to produce together with the commit (a result, a review record, a dead letter)."""
-
-    topic: str
-    key: bytes | None
-    value: bytes | None
-    """None: a tombstone (the held-parts store's, :mod:`citemon._service.held`)."""
-    headers: tuple[tuple[str, bytes], ...] = ()
-    cut: tuple[tuple[str, str], ...] = ()
-    """What was cut to make the record fit its topic, as (record, reason) pairs
-    (:mod:`citemon._service.outputs`); counted once its commit succeeded."""
-    partition: int | None = None
-    """The partition to write (the held-parts store's: the input partition's own); None: by
-    key."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,17 +31,25 @@ from citemon._core.records import AnswerScore
 from citemon._engine.scoring import Scorer
 from citemon._metrics import Metrics
 from citemon._otlp.assembly import TraceAssembler
+from citemon._review.sample import review_selected
 from citemon._service.answers import AnswerJobs, JudgeGate, Sampler, ShuffleProbes
-from citemon._service.held import HeldParts
+from citemon._service.held import HeldParts, read_held
 from citemon._service.intake import Intake
 from citemon._service.kafka import KafkaClients, RecordLimits, request_rejoin
 from citemon._service.ledger import Ledger, Ready
 from citemon._service.lifecycle import Supervisor, close_within, stop_between_commits
-from citemon._service.outputs import KafkaDelivery, commit_messages
+from citemon._service.outputs import (
+    Commit,
+    KafkaDelivery,
+    OutMessage,
+    fit_dead_letter,
+    result_message,
+    review_message,
+)
 from citemon._service.rekey import RekeyStage
 from citemon._service.settings import Settings
 
-__all__ = ["AnswerSink", "Pipeline", "PipelineStats"]
+__all__ = ["AnswerSink", "Pipeline", "PipelineStats", "commit_messages"]
 
 log = logging.getLogger(__name__)
 
@@ -455,7 +463,10 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             if not ready:
                 return True
             outcomes = await delivery.deliver(
-                [(r, commit_messages(r, self.settings, self._limits)) for r in ready]
+                [
+                    Commit(r.tp, r.offset, commit_messages(r, self.settings, self._limits))
+                    for r in ready
+                ]
             )
             ok = True
             fenced: set[Any] = set()
@@ -620,7 +631,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             # Read back before the seeks, all partitions at once: a fetch during this await
             # would move a position past records not taken (the partitions are not readable).
             try:
-                held = await self.clients.read_held(s, list(committed), committed)
+                held = await read_held(self.clients, s, list(committed), committed)
             except (KafkaError, OSError, TimeoutError) as exc:
                 log.warning(
                     "reading the held trace parts of partitions %s failed, will retry: %s",
@@ -684,6 +695,30 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
                 lags[tp] = max(0, end - committed)
                 self.metrics.consumer_lag(tp.topic, tp.partition, lags[tp])
         return lags
+
+
+def commit_messages(
+    r: Ready, settings: Settings, limits: RecordLimits | None = None
+) -> list[OutMessage]:
+    """What to produce with ``r``'s commit: its dead letters, then the result and review
+    records of the answers it counts, each fitting its topic's limit
+    (:mod:`citemon._service.outputs`); what was cut to fit is noted in ``r.cuts``, to be
+    counted once the commit succeeded."""
+    limits = limits or RecordLimits()
+    r.cuts = []
+    messages = [fit_dead_letter(m, limits) for e in r.entries for m in e.messages]
+    messages += [m for e in r.entries for m in e.held]  # sized when made (service.held)
+    for answer in r.counted:
+        result = result_message(settings, answer.score, answer.span_id, limits)
+        if result is not None:
+            messages.append(result)
+        review = review_message(answer.score, answer.span_id, settings, limits)
+        if review is not None:
+            messages.append(review)
+        elif review_selected(answer.score.trace_id, settings.review_rate):
+            r.cuts.append(("review", "dropped"))
+    r.cuts.extend(cut for m in messages for cut in m.cut)
+    return messages
 
 
 class CatchUp:

@@ -40,8 +40,13 @@ from citemon._core.errors import DecodeError
 from citemon._metrics import Metrics
 from citemon._otlp.split import split_by_trace
 from citemon._service.kafka import UNDECODABLE, BadBatch, KafkaClients, RecordLimits, request_rejoin
-from citemon._service.ledger import OutMessage, Ready
-from citemon._service.outputs import KafkaDelivery, bad_batch_letter, fit_dead_letter
+from citemon._service.outputs import (
+    Commit,
+    KafkaDelivery,
+    OutMessage,
+    bad_batch_letter,
+    fit_dead_letter,
+)
 from citemon._service.settings import Settings
 
 __all__ = ["RekeyStage", "rekey_messages"]
@@ -151,26 +156,24 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
 
     async def _forward(self, tp: Any, records: list[Any], epoch: int | None) -> None:
         messages = [m for r in records for m in rekey_messages(r, self.target)]
-        ready = Ready(tp, records[-1].offset + 1, [])
-        if await self._commit(ready, messages, epoch, retry_from=records[0].offset):
+        commit = Commit(tp, records[-1].offset + 1, messages)
+        if await self._commit(commit, epoch, retry_from=records[0].offset):
             self.records += len(records)
             self.produced += len(messages)
 
-    async def _commit(
-        self, ready: Ready, messages: list[OutMessage], epoch: int | None, *, retry_from: int
-    ) -> bool:
-        """Produce ``messages`` and commit ``ready``'s offset in one transaction. ``False`` when
+    async def _commit(self, commit: Commit, epoch: int | None, *, retry_from: int) -> bool:
+        """Produce ``commit``'s messages and commit its offset in one transaction. ``False`` when
         the partition was revoked or assigned afresh since the fetch (it is then read again from
         its commit), its producer was fenced, or the commit failed (sought back to
         ``retry_from`` and retried after a pause)."""
-        delivery, tp = self._delivery, ready.tp
+        delivery, tp = self._delivery, commit.tp
         assert delivery is not None
         async with self._lock:
             if tp not in self._open or self._epochs.get(tp) != epoch:
                 return False
-            outcome = (await delivery.deliver([(ready, messages)])).get(tp)
+            outcome = (await delivery.deliver([commit])).get(tp)
             if outcome is None:
-                self._committed[tp] = ready.offset
+                self._committed[tp] = commit.offset
                 return True
             if isinstance(outcome, ProducerFenced) or delivery.broken(tp):
                 log.error(
@@ -221,8 +224,8 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
         # would abort every retry of this transaction, and the stage would stall on the batch.
         letter = fit_dead_letter(bad_batch_letter(bad, self._settings.dlq_topic), self._limits)
         messages = [m for r in good for m in rekey_messages(r, self.target)]
-        ready = Ready(tp, bad.next_offset, [])
-        if await self._commit(ready, [*messages, letter], epoch, retry_from=start):
+        commit = Commit(tp, bad.next_offset, [*messages, letter])
+        if await self._commit(commit, epoch, retry_from=start):
             self.records += len(good)
             self.produced += len(messages)
             self.undecodable_batches += 1
