@@ -15,7 +15,7 @@ import gzip
 import logging
 import struct
 import zlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -47,7 +47,6 @@ __all__ = [
     "new_client",
     "partition_records",
     "producer_is_fatal",
-    "read_compacted",
     "request_rejoin",
     "scan_partition",
     "split_batches",
@@ -118,12 +117,49 @@ class KafkaClients:
         client_id: str,
         timeout_s: float,
     ) -> dict[int, dict[str, bytes]]:
-        """``partitions`` of the compacted ``topic`` read from the start to their ends
-        (:func:`read_compacted`): per partition, each key's last value (the held-parts store's
-        state, :mod:`citemon._service.held`)."""
-        return await read_compacted(
-            self.consumer, settings, topic, partitions, client_id=client_id, timeout_s=timeout_s
+        """Read ``partitions`` of the compacted ``topic`` from the start to their ends
+        (``read_committed``, with a consumer of no group, within ``timeout_s``): per partition,
+        key → its last value; a tombstone removes its key. The held-parts store is read back so
+        (:mod:`citemon._service.held`)."""
+        from aiokafka.structs import TopicPartition
+
+        if not partitions:
+            return {}
+        consumer = self.consumer(
+            **settings.kafka_options(),
+            client_id=client_id,
+            group_id=None,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+            auto_offset_reset="earliest",
+            fetch_max_bytes=settings.fetch_max_bytes,
+            max_partition_fetch_bytes=settings.max_partition_fetch_bytes,
         )
+        values: dict[int, dict[str, bytes]] = {p: {} for p in partitions}
+        await consumer.start()
+        try:
+            async with asyncio.timeout(timeout_s):
+                tps = [TopicPartition(topic, p) for p in partitions]
+                consumer.assign(tps)
+                await consumer.seek_to_beginning(*tps)
+                ends = await consumer.end_offsets(tps)
+                left = {tp for tp in tps if ends[tp] > 0}
+                while left:
+                    batches = await consumer.getmany(*left, timeout_ms=200, max_records=10_000)
+                    for tp, records in batches.items():
+                        state = values[tp.partition]
+                        for rec in records:
+                            key = (rec.key or b"").decode("ascii", "replace")
+                            if rec.value is None:
+                                state.pop(key, None)
+                            else:
+                                state[key] = rec.value
+                    for tp in list(left):
+                        if await consumer.position(tp) >= ends[tp]:
+                            left.discard(tp)
+        finally:
+            await consumer.stop()
+        return values
 
     async def check_topics(self, settings: Settings) -> RecordLimits:
         """Every topic ``run`` uses exists and may be used (or is created), before consuming;
@@ -134,59 +170,6 @@ class KafkaClients:
         """Until cancelled, or until a topic ``run`` uses is gone
         (:class:`citemon._service.kafka.TopicWatch`)."""
         await TopicWatch(settings, interval_s=interval_s).run()
-
-
-async def read_compacted(
-    consumer_of: Callable[..., Any],
-    settings: Settings,
-    topic: str,
-    partitions: list[int],
-    *,
-    client_id: str,
-    timeout_s: float,
-) -> dict[int, dict[str, bytes]]:
-    """Read ``partitions`` of ``topic`` from the start to their ends (``read_committed``, with
-    a consumer of no group made by ``consumer_of(**options)``, within ``timeout_s``): per
-    partition, key → its last value; a tombstone removes its key."""
-    from aiokafka.structs import TopicPartition
-
-    if not partitions:
-        return {}
-    consumer = consumer_of(
-        **settings.kafka_options(),
-        client_id=client_id,
-        group_id=None,
-        enable_auto_commit=False,
-        isolation_level="read_committed",
-        auto_offset_reset="earliest",
-        fetch_max_bytes=settings.fetch_max_bytes,
-        max_partition_fetch_bytes=settings.max_partition_fetch_bytes,
-    )
-    values: dict[int, dict[str, bytes]] = {p: {} for p in partitions}
-    await consumer.start()
-    try:
-        async with asyncio.timeout(timeout_s):
-            tps = [TopicPartition(topic, p) for p in partitions]
-            consumer.assign(tps)
-            await consumer.seek_to_beginning(*tps)
-            ends = await consumer.end_offsets(tps)
-            left = {tp for tp in tps if ends[tp] > 0}
-            while left:
-                batches = await consumer.getmany(*left, timeout_ms=200, max_records=10_000)
-                for tp, records in batches.items():
-                    state = values[tp.partition]
-                    for rec in records:
-                        key = (rec.key or b"").decode("ascii", "replace")
-                        if rec.value is None:
-                            state.pop(key, None)
-                        else:
-                            state[key] = rec.value
-                for tp in list(left):
-                    if await consumer.position(tp) >= ends[tp]:
-                        left.discard(tp)
-    finally:
-        await consumer.stop()
-    return values
 
 
 # -- topics -----------------------------------------------------------------------------------
