@@ -5,7 +5,9 @@ The monitor takes its Kafka clients from a :class:`~citemon._service.kafka.Kafka
 sees what a bug in that path does (a supervised loop dies) without a hook in the runtime code.
 :func:`disable_codecs` makes aiokafka believe a codec's library is missing, which is how a test
 gets a real, broker-accepted batch the monitor cannot decode (the broker validates batches on
-produce, so a corrupt one never reaches a log).
+produce, so a corrupt one never reaches a log). Without a broker, :class:`RereadClients` hands
+intake and the re-key stage a :class:`Rereads`: the re-read past such a batch answered with the
+scans a test gives it.
 
 Run as a module, it is ``citemon`` with those faults, for the tests that need a process of its
 own (to kill it, or to watch it exit): ``python -m tests.kafka_faults [--disable-codecs lz4]
@@ -17,17 +19,25 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from aiokafka import AIOKafkaConsumer
 
 from citemon._commands import run
 from citemon._core.errors import CitemonError
-from citemon._service.kafka import KafkaClients
+from citemon._service.kafka import KafkaClients, Rereader, Scan
+from citemon._service.settings import Settings
 from citemon.cli import build_parser
 
-__all__ = ["CODEC_NAMES", "FaultyClients", "InjectedFault", "disable_codecs"]
+__all__ = [
+    "CODEC_NAMES",
+    "FaultyClients",
+    "InjectedFault",
+    "RereadClients",
+    "Rereads",
+    "disable_codecs",
+]
 
 CODEC_NAMES: Final = ("gzip", "snappy", "lz4", "zstd")
 """The codecs :func:`disable_codecs` knows (``aiokafka.codec.has_<name>``)."""
@@ -81,6 +91,33 @@ class FaultyClients(KafkaClients):
 
     def consumer(self, **options: Any) -> Any:
         return _Consumer(fail_commit=self.fail_commit, fail_lag=self.fail_lag, **options)
+
+
+class Rereads(Rereader):
+    """The re-read past an undecodable batch answered with ``scans`` (no broker; a partition
+    not in it has no bad batch), each re-read recorded in ``read`` as (partition, offset);
+    ``meanwhile`` runs while a fetch is out (a rebalance there, say)."""
+
+    def __init__(self, scans: dict[Any, Scan]) -> None:
+        super().__init__({}, "rereads", max_bytes=1)
+        self.scans = scans
+        self.read: list[tuple[Any, int]] = []
+        self.meanwhile: Callable[[], None] = lambda: None
+
+    async def scan(self, tp: Any, offset: int) -> Scan:
+        self.read.append((tp, offset))
+        self.meanwhile()
+        return self.scans.get(tp, Scan())
+
+
+class RereadClients(KafkaClients):
+    """aiokafka's clients, but the re-read past an undecodable batch is ``rereads``."""
+
+    def __init__(self, rereads: Rereads) -> None:
+        self.rereads = rereads
+
+    def rereader(self, settings: Settings, *, client_id: str) -> Rereader:
+        return self.rereads
 
 
 def main(argv: Sequence[str] | None = None) -> int:

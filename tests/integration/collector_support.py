@@ -24,7 +24,7 @@ from citemon._commands._collector import (
     run_collector,
 )
 from citemon._commands._collector import collector_binary as find_collector
-from citemon._service.intake import CODECS, split_batches
+from citemon._service.kafka import CODECS, split_batches
 from tests.conftest import REPO, need_server
 
 __all__ = [

@@ -22,8 +22,9 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from citemon._service.ledger import Entry, OutMessage, Ready
-from citemon._service.outputs import KafkaDelivery, commit_messages
+from citemon._service.ledger import Entry, Ready
+from citemon._service.outputs import Commit, KafkaDelivery, OutMessage
+from citemon._service.pipeline import commit_messages
 from tests.integration.busy_topic import interleave, other_traces, produce, rag_traces
 from tests.integration.conftest import TopicFactory
 from tests.integration.monitor_support import (
@@ -308,7 +309,7 @@ async def test_at_least_once_a_tombstone_is_written_only_once_its_commit_is_conf
         if dead:
             entries[0].messages.append(OutMessage(settings.dlq_topic, key, b"bad"))
         r = Ready(tp, offset, entries)
-        return await delivery.deliver([(r, commit_messages(r, settings))])
+        return await delivery.deliver([Commit(tp, offset, commit_messages(r, settings))])
 
     tombstone = OutMessage(held, key, None, partition=0)
     try:

@@ -190,7 +190,7 @@ async def test_503_and_429_are_retried_then_scored() -> None:
     async with TEIServer() as server:
         server.script(Fault.status(503, body=UNHEALTHY), Fault.status(429, body=OVERLOADED))
         async with ClassifierJudge(
-            HTTPTransport(server.base_url, "classifier", observer=observer, retries=3, **FAST)
+            HTTPTransport(server.base_url, "classifier", observers=(observer,), retries=3, **FAST)
         ) as judge:
             verdict = await judge.entails(CLAIM, {"p1": SENTENCE})
         assert server.attempts() == 3
@@ -254,7 +254,7 @@ async def test_scores_are_cached_and_threshold_applies_after_the_cache() -> None
     observer = RecordingObserver()
     async with TEIServer() as server:
         async with ClassifierJudge(
-            HTTPTransport(server.base_url, "classifier", observer=observer, **FAST)
+            HTTPTransport(server.base_url, "classifier", observers=(observer,), **FAST)
         ) as judge:
             a = await judge.entails(CLAIM, {"p1": SENTENCE})
             b = await judge.entails(CLAIM, {"p1": SENTENCE})
@@ -386,7 +386,12 @@ async def test_a_slow_or_dropped_reply_is_retried_within_the_timeout() -> None:
         server.script(Fault.slow(5.0), Fault.drop(), Fault.truncate())
         async with ClassifierJudge(
             HTTPTransport(
-                server.base_url, "classifier", timeout_s=0.3, retries=3, observer=observer, **FAST
+                server.base_url,
+                "classifier",
+                timeout_s=0.3,
+                retries=3,
+                observers=(observer,),
+                **FAST,
             )
         ) as judge:
             verdict = await judge.entails(CLAIM, {"p1": SENTENCE})

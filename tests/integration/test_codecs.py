@@ -31,7 +31,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from citemon._core.records import AnswerRecord
 from citemon._demo.data import QUESTIONS, answer
 from citemon._demo.service import V1_FAULTS, otlp_template, with_trace_id
-from citemon._service.intake import CODECS
+from citemon._service.kafka import CODECS
 from tests.integration.collector_support import batch_codecs
 from tests.integration.conftest import TopicFactory
 from tests.integration.monitor_support import (

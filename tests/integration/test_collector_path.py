@@ -35,7 +35,7 @@ from citemon._core.records import AnswerRecord
 from citemon._demo.data import QUESTIONS, answer
 from citemon._otlp.assembly import TraceAssembler
 from citemon._otlp.decoding import decode_otlp_proto
-from citemon._service.intake import CODECS
+from citemon._service.kafka import CODECS
 from citemon_instrumentation import answer_span, record_answer
 from tests.integration.collector_support import (
     SHIPPED_CONFIG,

@@ -61,8 +61,8 @@ OUTCOME: dict[object, str] = {
 }
 
 
-class RecordingObserver:
-    """A JudgeObserver that keeps everything it is told."""
+class RecordingObserver(JudgeObserver):
+    """A JudgeObserver that keeps every request and cache lookup it is told of."""
 
     def __init__(self) -> None:
         self.outcomes: list[str] = []
@@ -104,7 +104,7 @@ def claim_case(i: int) -> tuple[str, dict[str, str], bool]:
 async def test_wire_contract_v1_request_and_known_verdicts(server: JudgeServer) -> None:
     observer = RecordingObserver()
     async with HTTPJudge(
-        HTTPTransport(server.base_url, "judge-7b", observer=observer, **FAST)
+        HTTPTransport(server.base_url, "judge-7b", observers=(observer,), **FAST)
     ) as judge:
         assert isinstance(judge, Judge)
         assert isinstance(observer, JudgeObserver)
@@ -150,7 +150,7 @@ async def test_inflight_cap_is_reached_and_never_exceeded(cap: int) -> None:
     async with (
         JudgeServer(latency_s=0.03) as server,
         HTTPJudge(
-            HTTPTransport(server.base_url, "m", max_inflight=cap, observer=observer, **FAST)
+            HTTPTransport(server.base_url, "m", max_inflight=cap, observers=(observer,), **FAST)
         ) as judge,
     ):
         cases = [claim_case(i) for i in range(12 * cap)]
@@ -196,7 +196,7 @@ async def test_nothing_lost_under_every_kind_of_fault() -> None:
                 max_inflight=6,
                 timeout_s=0.4,
                 retries=retries,
-                observer=observer,
+                observers=(observer,),
                 **FAST,
             )
         ) as judge:
@@ -248,7 +248,7 @@ async def test_error_only_after_the_retry_budget(
     server.script(fault, forever=True)
     observer = RecordingObserver()
     async with HTTPJudge(
-        HTTPTransport(server.base_url, "m", retries=2, timeout_s=0.2, observer=observer, **FAST)
+        HTTPTransport(server.base_url, "m", retries=2, timeout_s=0.2, observers=(observer,), **FAST)
     ) as judge:
         with pytest.raises(error) as caught:
             await judge.entails("Logs are kept 90 days.", {"p-1": "Logs are kept 90 days."})
@@ -311,7 +311,7 @@ async def test_retry_after_holds_back_every_caller(server: JudgeServer) -> None:
     server.script(Fault.status(429, retry_after="0.5"), match="first")
     observer = RecordingObserver()
     async with HTTPJudge(
-        HTTPTransport(server.base_url, "m", retries=1, backoff_max_s=5.0, observer=observer)
+        HTTPTransport(server.base_url, "m", retries=1, backoff_max_s=5.0, observers=(observer,))
     ) as judge:
         first = asyncio.ensure_future(judge.entails("first claim", {"p": "first claim"}))
         # Until the judge has read the 429 (its observer says so), not a guessed sleep.
@@ -329,7 +329,7 @@ async def test_retry_after_holds_back_every_caller(server: JudgeServer) -> None:
 async def test_cache_hits_on_repeats_and_never_keeps_errors(server: JudgeServer) -> None:
     observer = RecordingObserver()
     async with HTTPJudge(
-        HTTPTransport(server.base_url, "m", retries=0, observer=observer, **FAST)
+        HTTPTransport(server.base_url, "m", retries=0, observers=(observer,), **FAST)
     ) as judge:
         passages = {"p-1": "Logs are kept 90 days.", "p-2": "Plans differ."}
         first = await judge.entails("Logs are kept 90 days.", passages)
@@ -361,7 +361,9 @@ async def test_cache_is_lru_bounded(server: JudgeServer) -> None:
 async def test_identical_concurrent_requests_share_one_call(server: JudgeServer) -> None:
     server.latency_s = 0.1
     observer = RecordingObserver()
-    async with HTTPJudge(HTTPTransport(server.base_url, "m", observer=observer, **FAST)) as judge:
+    async with HTTPJudge(
+        HTTPTransport(server.base_url, "m", observers=(observer,), **FAST)
+    ) as judge:
         verdicts = await asyncio.gather(
             *(judge.entails("Logs are kept.", {"p": "Logs are kept."}) for _ in range(10))
         )
@@ -493,7 +495,7 @@ async def test_a_reply_over_max_reply_bytes_is_read_no_further(server: JudgeServ
     observer = RecordingObserver()
     async with HTTPJudge(
         HTTPTransport(
-            server.base_url, "m", retries=1, max_reply_bytes=10_000, observer=observer, **FAST
+            server.base_url, "m", retries=1, max_reply_bytes=10_000, observers=(observer,), **FAST
         )
     ) as judge:
         with pytest.raises(JudgeInvalidReply) as caught:
@@ -569,7 +571,7 @@ async def test_a_refused_schema_falls_back_to_json_object_with_the_schema_once(
         JudgeServer(refuse={"json_schema": (status, body)}) as server,
         # retries=0: the fallback must not spend the retry budget.
         HTTPJudge(
-            HTTPTransport(server.base_url, "m", retries=0, observer=observer, **FAST)
+            HTTPTransport(server.base_url, "m", retries=0, observers=(observer,), **FAST)
         ) as judge,
     ):
         assert judge.response_format == "json_schema"
@@ -718,7 +720,7 @@ async def test_invalid_replies_are_reported_by_cause(
     observer = CauseObserver()
     async with HTTPJudge(
         HTTPTransport(
-            server.base_url, "m", retries=1, max_reply_bytes=10_000, observer=observer, **FAST
+            server.base_url, "m", retries=1, max_reply_bytes=10_000, observers=(observer,), **FAST
         )
     ) as judge:
         with pytest.raises(JudgeInvalidReply) as caught:
@@ -735,7 +737,7 @@ async def test_a_v2_reply_missing_a_claim_is_reported_as_missing_claims() -> Non
     async with (
         JudgeServer(batch_edit=drop_second) as server,
         HTTPBatchJudge(
-            HTTPTransport(server.base_url, "m", retries=0, observer=observer, **FAST)
+            HTTPTransport(server.base_url, "m", retries=0, observers=(observer,), **FAST)
         ) as judge,
     ):
         got = await judge.check_citations(
@@ -752,7 +754,7 @@ async def test_a_v2_reply_missing_a_claim_is_reported_as_missing_claims() -> Non
 async def test_minicheck_request_reply_and_confidence(server: JudgeServer) -> None:
     observer = CauseObserver()
     async with HTTPJudge(
-        HTTPTransport(server.base_url, "bespoke-minicheck", observer=observer, **FAST),
+        HTTPTransport(server.base_url, "bespoke-minicheck", observers=(observer,), **FAST),
         reply_format="minicheck",
     ) as judge:
         verdicts = [await judge.entails(c, p) for c, p, _ in map(claim_case, range(4))]
@@ -819,7 +821,7 @@ async def test_minicheck_invalid_answers_are_retried_then_unjudged(server: Judge
     server.script(Fault.content("Possibly."), match="never", forever=True)
     observer = CauseObserver()
     async with HTTPJudge(
-        HTTPTransport(server.base_url, "m", retries=2, observer=observer, **FAST),
+        HTTPTransport(server.base_url, "m", retries=2, observers=(observer,), **FAST),
         reply_format="minicheck",
     ) as judge:
         verdict = await judge.entails("Logs are kept.", {"p": "Logs are gone."})

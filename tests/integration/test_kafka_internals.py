@@ -14,7 +14,6 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError, UnsupportedCodecError
 
-from citemon._service.intake import split_batches
 from citemon._service.kafka import (
     cluster_metadata,
     fetch_record_set,
@@ -23,6 +22,7 @@ from citemon._service.kafka import (
     partition_records,
     producer_is_fatal,
     request_rejoin,
+    split_batches,
 )
 from tests.integration.conftest import TopicFactory
 from tests.kafka_faults import disable_codecs

@@ -116,7 +116,7 @@ async def test_v1_schema_refused_then_json_object_with_the_schema(
             max_inflight=2,
             timeout_s=60,
             retries=2,
-            observer=observer,
+            observers=(observer,),
             **FAST,
         )
     ) as judge:
@@ -144,7 +144,12 @@ async def test_v2_batches_through_llama_cpp(json_server: LlamaServer) -> None:
     passages = {pid: text for _, p in CASES[:3] for pid, text in p.items()}
     async with HTTPBatchJudge(
         HTTPTransport(
-            json_server.base_url, fresh_model(), timeout_s=60, retries=2, observer=observer, **FAST
+            json_server.base_url,
+            fresh_model(),
+            timeout_s=60,
+            retries=2,
+            observers=(observer,),
+            **FAST,
         )
     ) as judge:
         cited = await judge.check_citations(claims, passages, precision=True)
@@ -178,7 +183,7 @@ async def test_minicheck_confidence_from_llama_cpp_logprobs(yes_no_server: Llama
             max_inflight=2,
             timeout_s=60,
             retries=0,
-            observer=observer,
+            observers=(observer,),
             **FAST,
         ),
         reply_format="minicheck",

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from bench.judge_cost import TARGET, measure
 from citemon._core.errors import JudgeHTTPError, JudgeInvalidReply
-from citemon._core.judge import BatchJudge, CitedVerdict, SupportVerdict
+from citemon._core.judge import BatchJudge, CitedVerdict, JudgeObserver, SupportVerdict
 from citemon._core.records import AnswerRecord, AnswerScore, Passage
 from citemon._demo.data import sample_records, specimen
 from citemon._engine.scoring import Scorer
@@ -71,16 +71,13 @@ def _nonce(text: str) -> str:
     return found.group(1)
 
 
-class Observer:
+class Observer(JudgeObserver):
     def __init__(self) -> None:
         self.outcomes: list[str] = []
         self.hits = self.misses = 0
 
     def request_done(self, outcome: str, seconds: float) -> None:
         self.outcomes.append(outcome)
-
-    def inflight(self, delta: int) -> None:
-        pass
 
     def cache(self, hit: bool) -> None:
         self.hits += hit
@@ -424,7 +421,7 @@ async def test_a_claim_missing_from_the_reply_is_asked_again_alone() -> None:
     observer = Observer()
     async with (
         JudgeServer(batch_edit=drop_beta_once) as server,
-        HTTPBatchJudge(HTTPTransport(server.base_url, "m", observer=observer, **FAST)) as judge,  # type: ignore[arg-type]
+        HTTPBatchJudge(HTTPTransport(server.base_url, "m", observers=(observer,), **FAST)) as judge,  # type: ignore[arg-type]
     ):
         p = {"a": "alpha beta gamma"}
         out = await judge.check_citations(

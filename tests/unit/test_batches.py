@@ -1,4 +1,4 @@
-"""The bad-batch scan of citemon._service.intake, on batches built by aiokafka's own builder."""
+"""The bad-batch scan of citemon._service.kafka, on batches built by aiokafka's own builder."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from aiokafka.record.util import calc_crc32c
 from aiokafka.structs import TopicPartition
 
-from citemon._service.intake import CODECS, split_batches, unpack_batches
+from citemon._service.kafka import CODECS, split_batches, unpack_batches
+from citemon._service.outputs import bad_batch_letter
 from tests.kafka_faults import disable_codecs
 
 TP = TopicPartition("t", 0)
@@ -66,7 +67,7 @@ def test_unpack_stops_at_the_first_undecodable_batch_with_its_exact_offsets(
     assert (b.codec, b.reason, b.timestamp_ms, b.raw) == ("lz4", "unsupported_codec", 1_234, bad)
     assert b.error == "UnsupportedCodecError: Libraries for lz4 compression codec not found"
     assert str(b) == f"t/0 offsets 3-7 (lz4, {b.error})"
-    message = b.dead_letter("t.dlq")
+    message = bad_batch_letter(b, "t.dlq")
     assert message.topic == "t.dlq" and message.key is None and message.value == bad
     assert dict(message.headers) == {
         "citemon.error": b"unsupported_codec",

@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 
 from citemon._service.kafka import RECORD_OVERHEAD_BYTES, RecordLimits
-from citemon._service.ledger import OutMessage
-from citemon._service.outputs import fit_dead_letter, fit_result
+from citemon._service.outputs import OutMessage, fit_dead_letter, fit_result
 
 
 def _body(claims: int, excerpt_chars: int = 200) -> dict[str, object]:

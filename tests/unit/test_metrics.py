@@ -13,7 +13,6 @@ from citemon._core.errors import INVALID_REPLY_CAUSES
 from citemon._core.judge import JudgeObserver
 from citemon._core.records import AnswerScore, ClaimResult, VerdictName
 from citemon._metrics import JUDGE_OUTCOMES, SPAN_OUTCOMES, Metrics, MetricsServer
-from citemon._service.answers import GateObserver, JudgeGate
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 SVE = {"service": "support-bot", "version": "v1", "environment": "prod"}
@@ -288,13 +287,3 @@ async def test_server_serves_metrics_probes_and_openmetrics() -> None:
     writer.close()
     with pytest.raises(OSError):
         await asyncio.open_connection("127.0.0.1", port)  # stopped: nothing listens any more
-
-
-def test_the_monitors_gate_observer_passes_invalid_replies_on() -> None:
-    # `citemon run` wraps the metrics in the judge gate's observer: causes must reach them.
-    reg = CollectorRegistry()
-    m = Metrics(reg)
-    observer = GateObserver(m.judge, JudgeGate())
-    observer.invalid_reply("truncated")
-    assert value(reg, "citemon_judge_invalid_replies_total", cause="truncated") == 1
-    GateObserver(None, JudgeGate()).invalid_reply("truncated")  # no metrics: nothing to do

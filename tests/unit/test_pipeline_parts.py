@@ -8,6 +8,7 @@ import asyncio
 import pytest
 from aiokafka import TopicPartition
 
+from citemon._core.judge import JudgeObserver
 from citemon._core.records import AnswerScore, ClaimResult, UnjudgedCause
 from citemon._service.answers import JudgeGate, judge_failed
 from citemon._service.ledger import Finished, Ledger
@@ -127,6 +128,26 @@ async def test_gate_holds_during_an_outage_and_probes_one_at_a_time() -> None:
     await asyncio.sleep(0)
     assert [w.result() for w in waiters[1:]] == [False, False]
     assert not gate.down and gate.outages == 1 and gate.probes == 1
+
+
+def test_the_gate_is_a_judge_observer_that_a_successful_request_reopens() -> None:
+    # `citemon run` hands the gate to the judge's transport beside the judge metrics.
+    now = [0.0]
+    gate = JudgeGate(clock=lambda: now[0])
+    observer: JudgeObserver = gate
+    assert isinstance(observer, JudgeObserver)
+    assert gate.report(ok=False, started=0.0, probe=False) is True and gate.down
+    for outcome in ("error", "timeout", "rate_limited", "invalid"):
+        observer.request_done(outcome, 0.1)
+    observer.inflight(1)
+    observer.cache(hit=True)
+    observer.invalid_reply("truncated")
+    assert gate.down  # only a success says the judge answers
+    now[0] = 1.0
+    observer.request_done("ok", 0.1)
+    assert not gate.down and gate.outages == 1
+    # A failure begun before that success is the answer's own, not an outage.
+    assert gate.report(ok=False, started=0.5, probe=False) is False
 
 
 def test_a_failure_while_others_succeed_is_the_answers_own() -> None:

@@ -21,13 +21,13 @@ from prometheus_client import CollectorRegistry
 
 from citemon._otlp.decoding import decode_otlp
 from citemon._service import intake
-from citemon._service.held import HeldTrace, decode_held
-from citemon._service.intake import BadBatch, BatchRecovery, Scan
-from citemon._service.kafka import KafkaClients, RecordLimits
-from citemon._service.ledger import Ledger
+from citemon._service.held import decode_held
+from citemon._service.kafka import BadBatch, KafkaClients, RecordLimits, Scan
+from citemon._service.outputs import Commit
 from citemon._service.pipeline import Pipeline, PipelineStats
 from citemon._service.settings import Settings
 from tests.built import Build
+from tests.kafka_faults import RereadClients, Rereads
 
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
 
@@ -311,46 +311,37 @@ class Consumer:
         self.positions[tp] = offset
 
 
-async def test_a_bad_batch_met_while_a_partition_opens_is_left_for_after_its_seek() -> None:
-    ledger = Ledger()
-    ledger.assign([TP0], opening=True)  # its producer is not open yet
+async def test_a_bad_batch_met_while_a_partition_opens_is_left_for_after_its_seek(
+    build: Build,
+) -> None:
     bad = BadBatch("t", 0, 1, 4, "zstd", "unsupported_codec", "no zstd", b"raw")
-    scanned: list[tuple[TopicPartition, int]] = []
-
-    async def scan(client: object, tp: TopicPartition, start: int, **_: object) -> Scan:
-        scanned.append((tp, start))
-        return Scan(bad=bad)
-
-    def take(tp: TopicPartition, rec: Rec) -> None:  # as intake's take: finished at once
-        entry = ledger.take(tp, rec.offset)
-        if entry is not None:
-            ledger.release(entry)
-
-    recovery = BatchRecovery(
-        Settings(),
-        ledger,
-        take=take,
-        clients=KafkaClients(),
-        scan=scan,
-        client=object(),  # no broker: ``scan`` stands in for the re-read
-        unlocated_backoff_s=0.0,
-    )
+    rereads = Rereads({TP0: Scan(bad=bad)})
+    # No broker: ``rereads`` answers intake's re-read.
+    p = build(Settings(topic="t"), clients=RereadClients(rereads))
+    ledger = p.offsets
+    ledger.assign([TP0], opening=True)  # its producer is not open yet
     consumer = Consumer(committed=0)
-    await recovery.recover(consumer, ValueError("undecodable"))
-    assert scanned == [] and consumer.seeks == [] and len(ledger) == 0
+    assert await p.intake.recover(consumer, ValueError("undecodable")) is False
+    assert rereads.read == [] and consumer.seeks == [] and len(ledger) == 0
     # The pipeline then seeks TP0 to its committed offset 0 and takes it from there...
     ledger.opened(TP0, 0)
-    take(TP0, Rec(0, b""))
+    p.take(TP0, Rec(0, b""))  # no spans: skipped, finished at once
     # ...and meets the bad batch after it: now it is skipped, from where intake stands.
     consumer.positions[TP0] = 1
-    await recovery.recover(consumer, ValueError("undecodable"))
-    assert scanned == [(TP0, 1)] and consumer.seeks == [(TP0, 4)]
-    assert recovery.undecodable_batches == 1 and recovery.rewound_partitions == 0
+    assert await p.intake.recover(consumer, ValueError("undecodable")) is True
+    assert rereads.read == [(TP0, 1)] and consumer.seeks == [(TP0, 4)]
+    assert p.stats.undecodable_batches == 1 and p.stats.rewound_partitions == 0
     # One finished entry at the batch's last offset carries the dead letter: the commit
     # moves past the whole batch.
     (ready,) = ledger.ready()
     assert (ready.offset, [e.offset for e in ready.entries]) == (4, [0, 3])
     assert ready.entries[1].dead_letters == ["unsupported_codec"]
+    # A fetch that fails again with nothing left to find there: not located, so the loop waits
+    # before fetching again (UNLOCATED_BACKOFF_S), and nothing is sought.
+    del rereads.scans[TP0]
+    assert await p.intake.recover(consumer, ValueError("undecodable")) is False
+    assert rereads.read[-1] == (TP0, 4) and consumer.seeks == [(TP0, 4)]
+    assert p.stats.undecodable_batches == 1
 
 
 class Producer:
@@ -448,9 +439,15 @@ class Clients(KafkaClients):
     def consumer(self, **_: Any) -> Fetching:
         return self.fake
 
-    async def read_held(
-        self, settings: Settings, tps: list[Any], committed: dict[Any, int | None]
-    ) -> dict[Any, dict[str, HeldTrace]]:
+    async def read_compacted(
+        self,
+        settings: Settings,
+        topic: str,
+        partitions: list[int],
+        *,
+        client_id: str,
+        timeout_s: float,
+    ) -> dict[int, dict[str, bytes]]:
         return {}  # no broker: nothing was held before
 
     async def check_topics(self, settings: Settings) -> RecordLimits:
@@ -519,9 +516,9 @@ class Recording:
     def broken(self, tp: TopicPartition) -> bool:
         return False
 
-    async def deliver(self, batches: list[tuple[Any, list[Any]]]) -> dict[TopicPartition, None]:
-        self.committed += [(r.tp, r.offset) for r, _ in batches]
-        return {r.tp: None for r, _ in batches}
+    async def deliver(self, commits: list[Commit]) -> dict[TopicPartition, None]:
+        self.committed += [(c.tp, c.offset) for c in commits]
+        return {c.tp: None for c in commits}
 
     async def close(self, tps: object) -> None:
         return None

@@ -106,7 +106,7 @@ async def test_judge_key_is_sent_but_absent_from_errors_logs_repr_metrics_and_re
                 "m",
                 retries=1,
                 backoff_base_s=0.0,
-                observer=JudgeMetrics(registry),
+                observers=(JudgeMetrics(registry),),
                 api_key=API_KEY + "\n",  # as read from a secret file
             )
         )
@@ -432,7 +432,11 @@ async def test_bad_replies_over_the_wire_end_unjudged_and_counted() -> None:
         server.script(Fault.content('{"entailed": true, "entailed": false}'), forever=True)
         async with HTTPJudge(
             HTTPTransport(
-                server.base_url, "m", retries=2, backoff_base_s=0.0, observer=JudgeMetrics(registry)
+                server.base_url,
+                "m",
+                retries=2,
+                backoff_base_s=0.0,
+                observers=(JudgeMetrics(registry),),
             )
         ) as judge:
             v1 = await Scorer(judge).score(record)

@@ -55,19 +55,32 @@ class CPUJudge(Protocol):
 
 @runtime_checkable
 class JudgeObserver(Protocol):
-    """Where a judge reports each request it makes (the metrics module implements this).
+    """What a judge's transport tells of each request it makes, and its cache of each lookup,
+    to every observer it was handed (the judge metrics; in ``citemon run`` also the judge gate,
+    which needs only the successes).
 
-    ``outcome`` is one of ``ok``, ``error``, ``timeout``, ``rate_limited``, ``invalid``;
-    ``inflight`` is called with +1 when a request starts and -1 when it ends. An observer may
-    also have ``invalid_reply(cause)`` (:data:`citemon._core.errors.INVALID_REPLY_CAUSES`), called
-    once per invalid reply; the HTTP judge calls it where it exists.
+    Each event does nothing here: an observer that needs only some of them subclasses this
+    class and overrides those (the others stay no-ops), so every observer has every method and
+    the transport calls each one directly.
     """
 
-    def request_done(self, outcome: str, seconds: float) -> None: ...
+    def request_done(self, outcome: str, seconds: float) -> None:
+        """One request finished (after it left the in-flight count), with its latency;
+        ``outcome`` is one of ``ok``, ``error``, ``timeout``, ``rate_limited``, ``invalid``."""
+        return None
 
-    def inflight(self, delta: int) -> None: ...
+    def inflight(self, delta: int) -> None:
+        """+1 when a request starts, -1 when it ends."""
+        return None
 
-    def cache(self, hit: bool) -> None: ...
+    def cache(self, hit: bool) -> None:
+        """One cache lookup (joining an identical request in flight is a hit)."""
+        return None
+
+    def invalid_reply(self, cause: str) -> None:
+        """One reply was invalid (:data:`citemon._core.errors.INVALID_REPLY_CAUSES`); its
+        request also ends with outcome ``invalid``."""
+        return None
 
 
 # ---------------------------------------------------------------------------------------------

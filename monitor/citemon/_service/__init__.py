@@ -5,5 +5,7 @@ One answer's path, Kafka record to Prometheus counter (``docs/architecture.md`` 
 decodes it; :mod:`~citemon._service.answers` scores the answer (held by
 :mod:`~citemon._service.answers` while the judge is down) and finishes it in the ledger;
 :mod:`~citemon._service.pipeline` commits it with its :mod:`~citemon._service.outputs` and counts
-it once confirmed.
+it once confirmed. Each stage wakes the tasks waiting on it through a
+:class:`~citemon._service.lifecycle.Signal` of its own (the architecture page says who wakes
+whom).
 """

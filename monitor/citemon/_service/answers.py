@@ -30,17 +30,19 @@ import dataclasses
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Final
 
 from citemon._checks.shuffle_probe import probe_selected, shuffled_check
 from citemon._core.errors import JudgeError
+from citemon._core.judge import JudgeObserver
 from citemon._core.probe import cited_counts
 from citemon._core.records import AnswerRecord, AnswerScore
 from citemon._engine.scoring import Scorer
 from citemon._metrics import Metrics
 from citemon._service.ledger import Entry, Finished, Ledger
+from citemon._service.lifecycle import Signal
 from citemon._service.outputs import dead_letter
 from citemon._service.settings import Settings
 
@@ -49,7 +51,6 @@ __all__ = [
     "TRACE_ID_LIMIT",
     "AnswerCounts",
     "AnswerJobs",
-    "GateObserver",
     "JudgeGate",
     "Sampler",
     "ShuffleProbes",
@@ -104,6 +105,7 @@ class AnswerJobs:
         self._slots = asyncio.Semaphore(settings.max_inflight_answers)
         self._jobs: dict[asyncio.Task[None], frozenset[Any]] = {}
         self._traces: dict[asyncio.Task[None], str] = {}  # a job's trace ID, if any
+        self._ended = Signal()
 
     def __len__(self) -> int:
         return len(self._jobs)
@@ -154,6 +156,10 @@ class AnswerJobs:
             self._traces[task] = record.trace_id
         task.add_done_callback(self._done)
 
+    def ended(self) -> Coroutine[Any, Any, bool]:
+        """Await this to return when a job ends (scored, failed or cancelled) after the call."""
+        return self._ended.wait()
+
     def in_partitions(self, tps: set[Any]) -> bool:
         """Whether a job holds a record of ``tps``."""
         return any(job_tps & tps for job_tps in self._jobs.values())
@@ -183,7 +189,7 @@ class AnswerJobs:
     def _done(self, task: asyncio.Task[None]) -> None:
         self._jobs.pop(task, None)
         self._traces.pop(task, None)
-        self._ledger.touch()
+        self._ended.notify()
         if not task.cancelled() and task.exception() is not None:
             log.error("answer job failed", exc_info=task.exception())
 
@@ -274,6 +280,7 @@ class ShuffleProbes:
         self._tasks: set[asyncio.Task[None]] = set()
         self._idle = asyncio.Event()
         self._idle.set()
+        self._ended = Signal()
 
     def __len__(self) -> int:
         """Probes in flight."""
@@ -282,6 +289,10 @@ class ShuffleProbes:
     async def idle(self) -> None:
         """Return once no probe is in flight."""
         await self._idle.wait()
+
+    def ended(self) -> Coroutine[Any, Any, bool]:
+        """Await this to return when a probe ends after the call."""
+        return self._ended.wait()
 
     def maybe_start(self, record: AnswerRecord, score: AnswerScore) -> None:
         """Start the probe of a scored answer when its trace ID picks it."""
@@ -302,6 +313,7 @@ class ShuffleProbes:
         self._tasks.discard(task)
         if not self._tasks:
             self._idle.set()
+        self._ended.notify()
 
     async def stop(self) -> None:
         """Cancel probes still running: they hold no offsets, so nothing is lost."""
@@ -460,8 +472,8 @@ class Sampler:
 # an outage into the accuracy metric. The gate then holds every attempt (and, as work fills up,
 # intake: partitions pause) and lets one probe through at a time until one succeeds
 # (``docs/running.md``, "A judge outage delays, it does not degrade"). Any dependency an
-# attempt needs can report through :meth:`JudgeGate.report`; :class:`GateObserver` is the judge
-# observer that feeds the gate and the judge metrics with every request.
+# attempt needs can report through :meth:`JudgeGate.report`; the gate is also one of the judge's
+# observers (beside the judge metrics), so it hears of every request that succeeds.
 
 
 OUTAGE_CAUSES: Final[frozenset[str]] = frozenset({"judge_failure"})
@@ -475,14 +487,16 @@ def judge_failed(score: AnswerScore) -> bool:
     return any(c.unjudged_cause in OUTAGE_CAUSES for c in score.claims)
 
 
-class JudgeGate:
+class JudgeGate(JudgeObserver):
     """Decides whether a judge failure is an outage, and meters the judge while it is down.
 
-    ``request_ok`` is called for every successful judge request (:class:`GateObserver`) and
-    every cleanly scored answer. A failed attempt during which nothing succeeded means the
-    judge is down: :meth:`acquire` then holds every caller and releases one *probe* at a time,
-    first come first served, every ``backoff`` seconds (doubling up to ``backoff_max_s``). A
-    probe that succeeds reopens the gate for all.
+    A :class:`~citemon._core.judge.JudgeObserver` of the judge's transport (its other events
+    are no-ops here): every successful judge request (:meth:`request_done`) and every cleanly
+    scored answer (:meth:`report`) counts as the judge answering (:meth:`request_ok`). A
+    failed attempt during which nothing succeeded means the judge is down: :meth:`acquire`
+    then holds every caller and releases one *probe* at a time, first come first served, every
+    ``backoff`` seconds (doubling up to ``backoff_max_s``). A probe that succeeds reopens the
+    gate for all.
     """
 
     def __init__(
@@ -508,6 +522,12 @@ class JudgeGate:
     @property
     def down(self) -> bool:
         return self.down_since is not None
+
+    def request_done(self, outcome: str, seconds: float) -> None:
+        """A judge request ended (the transport tells its observers): a success reopens the
+        gate."""
+        if outcome == "ok":
+            self.request_ok()
 
     def request_ok(self) -> None:
         self._last_ok = self._clock()
@@ -589,33 +609,3 @@ class JudgeGate:
     def _on_timer(self) -> None:
         self._timer = None
         self._dispatch()
-
-
-class GateObserver:
-    """A judge observer that feeds the metrics and tells the gate about every success."""
-
-    def __init__(self, inner: Any, gate: JudgeGate) -> None:
-        self._inner = inner
-        self._gate = gate
-
-    def request_done(self, outcome: str, seconds: float) -> None:
-        if outcome == "ok":
-            self._gate.request_ok()
-        if self._inner is not None:
-            self._inner.request_done(outcome, seconds)
-
-    def inflight(self, delta: int) -> None:
-        if self._inner is not None:
-            self._inner.inflight(delta)
-
-    def cache(self, hit: bool) -> None:
-        if self._inner is not None:
-            self._inner.cache(hit)
-
-    def invalid_reply(self, cause: str) -> None:
-        if self._inner is not None and hasattr(self._inner, "invalid_reply"):
-            self._inner.invalid_reply(cause)
-
-    def set_limit(self, max_inflight: int) -> None:
-        if self._inner is not None and hasattr(self._inner, "set_limit"):
-            self._inner.set_limit(max_inflight)

@@ -41,19 +41,19 @@ after compression) are held the old way: their record stays uncommitted until th
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 import logging
 import time
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from citemon._core.records import Passage
 from citemon._otlp.spans import ResourceInfo, TraceSpan
-from citemon._service.ledger import OutMessage
+from citemon._service.kafka import KafkaClients
+from citemon._service.outputs import OutMessage
 
 if TYPE_CHECKING:
     from citemon._service.settings import Settings
@@ -201,60 +201,29 @@ class HeldParts:
 
 
 async def read_held(
-    consumer_of: Callable[..., Any],
+    clients: KafkaClients,
     settings: Settings,
     tps: list[Any],
     committed: dict[Any, int | None],
 ) -> dict[Any, dict[str, HeldTrace]]:
     """Read the held partitions of input partitions ``tps`` back, each to its end
-    (``read_committed``, with a consumer made by ``consumer_of(**options)``): per input
-    partition, trace ID → its parts there, leaving out parts at or past the partition's
-    committed offset (their records are read again)."""
-    from aiokafka.structs import TopicPartition
-
+    (:meth:`KafkaClients.read_compacted <citemon._service.kafka.KafkaClients.read_compacted>`):
+    per input partition, trace ID → its parts there, leaving out parts at or past the
+    partition's committed offset (their records are read again)."""
     if not tps:
         return {}
-    topic = settings.held_topic_name
-    by_store = {TopicPartition(topic, tp.partition): tp for tp in tps}
-    consumer = consumer_of(
-        **settings.kafka_options(),
+    values = await clients.read_compacted(
+        settings,
+        settings.held_topic_name,
+        [tp.partition for tp in tps],
         client_id=f"{settings.client_id}-held",
-        group_id=None,
-        enable_auto_commit=False,
-        isolation_level="read_committed",
-        auto_offset_reset="earliest",
-        fetch_max_bytes=settings.fetch_max_bytes,
-        max_partition_fetch_bytes=settings.max_partition_fetch_bytes,
+        timeout_s=_READ_TIMEOUT_S,
     )
-    values: dict[Any, dict[str, bytes]] = {tp: {} for tp in tps}
-    await consumer.start()
-    try:
-        async with asyncio.timeout(_READ_TIMEOUT_S):
-            store_tps = list(by_store)
-            consumer.assign(store_tps)
-            await consumer.seek_to_beginning(*store_tps)
-            ends = await consumer.end_offsets(store_tps)
-            left = {stp for stp in store_tps if ends[stp] > 0}
-            while left:
-                batches = await consumer.getmany(*left, timeout_ms=200, max_records=10_000)
-                for stp, records in batches.items():
-                    state = values[by_store[stp]]
-                    for rec in records:
-                        key = (rec.key or b"").decode("ascii", "replace")
-                        if rec.value is None:
-                            state.pop(key, None)
-                        else:
-                            state[key] = rec.value
-                for stp in list(left):
-                    if await consumer.position(stp) >= ends[stp]:
-                        left.discard(stp)
-    finally:
-        await consumer.stop()
     out: dict[Any, dict[str, HeldTrace]] = {}
-    for tp, state in values.items():
+    for tp in tps:
         floor = committed.get(tp)
         traces: dict[str, HeldTrace] = {}
-        for tid, value in state.items():
+        for tid, value in values.get(tp.partition, {}).items():
             try:
                 trace = decode_held(value)
             except ValueError as exc:

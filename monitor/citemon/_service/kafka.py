@@ -1,5 +1,6 @@
-"""The monitor's Kafka: the clients it makes, the topics it checks before consuming, and every
-use of aiokafka's private parts, each in a section of its own below (clients, topics, internals).
+"""The monitor's Kafka: the clients it makes, the topics it checks before consuming, every use
+of aiokafka's private parts, and the re-read past a batch the consumer cannot decode, each in a
+section of its own below (clients, topics, internals, re-reading).
 
 Production uses :class:`KafkaClients` as it is; a test hands in a subclass (the way arq takes its
 Redis pool). :func:`check_topics` asks the broker about every topic ``run`` uses before it
@@ -10,35 +11,47 @@ reason and a test of its assumption (``tests/integration/test_kafka_internals.py
 from __future__ import annotations
 
 import asyncio
+import gzip
 import logging
+import struct
+import zlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import cramjam
+from aiokafka.errors import CorruptRecordException, UnsupportedCodecError
 
 from citemon._core.errors import KafkaUnavailable, TopicsUnusable
 from citemon._service.settings import Settings
 
-if TYPE_CHECKING:
-    from citemon._service.held import HeldTrace
-
 __all__ = [
+    "CODECS",
     "DEFAULT_MAX_MESSAGE_BYTES",
     "MIN_RECORD_BYTES",
     "RECORD_OVERHEAD_BYTES",
+    "UNDECODABLE",
+    "BadBatch",
     "KafkaClients",
     "RecordLimits",
+    "Rereader",
+    "Scan",
     "TopicUse",
     "TopicWatch",
     "add_partitions_probe",
     "check_topics",
     "cluster_metadata",
+    "describe",
     "fetch_record_set",
     "first_batch",
     "new_client",
     "partition_records",
     "producer_is_fatal",
     "request_rejoin",
+    "scan_partition",
+    "split_batches",
     "topic_uses",
+    "unpack_batches",
 ]
 
 log = logging.getLogger(__name__)
@@ -49,8 +62,9 @@ log = logging.getLogger(__name__)
 #
 # Production uses :class:`KafkaClients` as it is; a test hands in a subclass whose clients wrap
 # aiokafka's (a consumer that fails on cue, say), the way arq takes its Redis pool: the runtime
-# code has no test hooks of its own. The start-up check of the topics and the watch on them
-# (:mod:`citemon._service.kafka`) go through it too, so a test without a broker replaces them.
+# code has no test hooks of its own. The start-up check of the topics, the watch on them and the
+# re-read past a batch that does not decode (:class:`Rereader`) go through it too, so a test
+# without a broker replaces them.
 
 
 class KafkaClients:
@@ -87,18 +101,65 @@ class KafkaClients:
 
         return AIOKafkaProducer(**options)
 
-    async def client(self, options: dict[str, Any], client_id: str) -> Any:
-        """A bootstrapped ``AIOKafkaClient`` (the bad-batch re-read's)."""
-        return await new_client(options, client_id)
+    def rereader(self, settings: Settings, *, client_id: str) -> Rereader:
+        """What re-reads a partition past a batch the consumer cannot decode (intake's and the
+        re-key stage's), with a client of its own made on first use."""
+        return Rereader(
+            settings.kafka_options(), client_id, max_bytes=settings.max_partition_fetch_bytes
+        )
 
-    async def read_held(
-        self, settings: Settings, tps: list[Any], committed: dict[Any, int | None]
-    ) -> dict[Any, dict[str, HeldTrace]]:
-        """The trace parts held for input partitions ``tps``, read back from the held-parts
-        store (:func:`citemon._service.held.read_held`)."""
-        from citemon._service.held import read_held
+    async def read_compacted(
+        self,
+        settings: Settings,
+        topic: str,
+        partitions: list[int],
+        *,
+        client_id: str,
+        timeout_s: float,
+    ) -> dict[int, dict[str, bytes]]:
+        """Read ``partitions`` of the compacted ``topic`` from the start to their ends
+        (``read_committed``, with a consumer of no group, within ``timeout_s``): per partition,
+        key → its last value; a tombstone removes its key. The held-parts store is read back so
+        (:mod:`citemon._service.held`)."""
+        from aiokafka.structs import TopicPartition
 
-        return await read_held(self.consumer, settings, tps, committed)
+        if not partitions:
+            return {}
+        consumer = self.consumer(
+            **settings.kafka_options(),
+            client_id=client_id,
+            group_id=None,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+            auto_offset_reset="earliest",
+            fetch_max_bytes=settings.fetch_max_bytes,
+            max_partition_fetch_bytes=settings.max_partition_fetch_bytes,
+        )
+        values: dict[int, dict[str, bytes]] = {p: {} for p in partitions}
+        await consumer.start()
+        try:
+            async with asyncio.timeout(timeout_s):
+                tps = [TopicPartition(topic, p) for p in partitions]
+                consumer.assign(tps)
+                await consumer.seek_to_beginning(*tps)
+                ends = await consumer.end_offsets(tps)
+                left = {tp for tp in tps if ends[tp] > 0}
+                while left:
+                    batches = await consumer.getmany(*left, timeout_ms=200, max_records=10_000)
+                    for tp, records in batches.items():
+                        state = values[tp.partition]
+                        for rec in records:
+                            key = (rec.key or b"").decode("ascii", "replace")
+                            if rec.value is None:
+                                state.pop(key, None)
+                            else:
+                                state[key] = rec.value
+                    for tp in list(left):
+                        if await consumer.position(tp) >= ends[tp]:
+                            left.discard(tp)
+        finally:
+            await consumer.stop()
+        return values
 
     async def check_topics(self, settings: Settings) -> RecordLimits:
         """Every topic ``run`` uses exists and may be used (or is created), before consuming;
@@ -665,7 +726,7 @@ class RecordLimits:
 #   ``aiokafka.record.memory_records.MemoryRecords``. A record batch the consumer cannot decode
 #   makes ``getmany`` raise without saying which partition or offsets; re-reading the partition
 #   with a raw ``Fetch`` and the consumer's own unpacking, batch by batch, is the only way to
-#   find exactly the bad batch (:mod:`citemon._service.intake`).
+#   find exactly the bad batch (:class:`Rereader`, below).
 
 
 def request_rejoin(consumer: Any) -> bool:
@@ -796,3 +857,182 @@ async def add_partitions_probe(
     elif other:
         raise for_code(other[0])(f"adding partitions of {topics} to a probe transaction")
     return sorted(set(refused))
+
+
+# -- re-reading past a batch the consumer cannot decode ---------------------------------------
+# aiokafka decompresses a fetched batch while ``getmany`` hands its records out; a batch it cannot
+# decode raises out of ``getmany`` (:data:`UNDECODABLE`) without saying which partition failed.
+# Intake and the re-key stage find it by re-reading each partition they own with a
+# :class:`Rereader` (a low-level client of its own, made by :meth:`KafkaClients.rereader`): a raw
+# ``Fetch`` unpacked batch by batch by the consumer's own ``PartitionRecords`` (same CRC check,
+# same ``read_committed`` filtering of aborted transactions), stopping at the first batch that
+# does not decode (:class:`Scan`, :class:`BadBatch`).
+
+
+CODECS: Final = ("none", "gzip", "snappy", "lz4", "zstd")
+"""Kafka's codec IDs 0–4 (the low three bits of a v2 batch's attributes)."""
+
+UNDECODABLE: Final[tuple[type[BaseException], ...]] = (
+    UnsupportedCodecError,
+    CorruptRecordException,
+    cramjam.DecompressionError,
+    gzip.BadGzipFile,
+    EOFError,
+    zlib.error,
+)
+"""What aiokafka's ``getmany`` raises for a batch it cannot decode."""
+
+_BATCH_HEADER: Final = struct.Struct(">qiibIhi")  # base offset … last offset delta (27 bytes)
+_LOG_OVERHEAD: Final = 12  # base offset (8) + length (4): not counted in the length
+_READ_COMMITTED: Final = 1
+
+
+@dataclass(frozen=True, slots=True)
+class BadBatch:
+    """One record batch that does not decode: offsets ``[base_offset, next_offset)``."""
+
+    topic: str
+    partition: int
+    base_offset: int
+    next_offset: int
+    codec: str
+    reason: str
+    """``unsupported_codec`` (no library for it, or an unknown codec ID) or ``corrupt_batch``."""
+    error: str
+    raw: bytes
+    timestamp_ms: int = -1
+
+    @property
+    def last_offset(self) -> int:
+        return self.next_offset - 1
+
+    def __str__(self) -> str:
+        return (
+            f"{self.topic}/{self.partition} offsets {self.base_offset}-{self.last_offset} "
+            f"({self.codec}, {self.error})"
+        )
+
+
+@dataclass(slots=True)
+class Scan:
+    """What re-reading a partition found: records that decode, then the first batch that does
+    not (``bad`` is None when every batch of the response decoded)."""
+
+    good: list[Any] = field(default_factory=list)
+    bad: BadBatch | None = None
+
+
+class _Batches:
+    """``MemoryRecords``' two methods ``PartitionRecords`` uses, one batch at a time, remembering
+    which batch is being unpacked."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = chunks
+        self.index = -1
+
+    def has_next(self) -> bool:
+        return self.index + 1 < len(self.chunks)
+
+    def next_batch(self) -> Any:
+        self.index += 1
+        return first_batch(self.chunks[self.index])
+
+
+def split_batches(raw: bytes) -> list[bytes]:
+    """The complete batches of a fetch response's record set (a partial last one is dropped,
+    as the broker may cut the response inside a batch)."""
+    chunks: list[bytes] = []
+    pos = 0
+    while pos + _LOG_OVERHEAD <= len(raw):
+        _, length = struct.unpack_from(">qi", raw, pos)
+        end = pos + _LOG_OVERHEAD + length
+        if length <= 0 or end > len(raw):
+            break
+        chunks.append(raw[pos:end])
+        pos = end
+    return chunks
+
+
+def describe(topic: str, partition: int, chunk: bytes, exc: BaseException) -> BadBatch:
+    """A :class:`BadBatch` from a batch's header (never compressed, so always readable)."""
+    reason = "unsupported_codec" if isinstance(exc, UnsupportedCodecError) else "corrupt_batch"
+    error = str(exc)
+    if not error.startswith(type(exc).__name__):  # aiokafka's errors name themselves
+        error = f"{type(exc).__name__}: {error}"
+    if len(chunk) < _BATCH_HEADER.size:
+        base = struct.unpack_from(">q", chunk)[0]
+        return BadBatch(topic, partition, base, base + 1, "unknown", reason, error, chunk)
+    base, _, _, magic, _, attributes, last_delta = _BATCH_HEADER.unpack_from(chunk)
+    if magic != 2:  # v0/v1 message sets (gone from Kafka 4): one offset per wrapper
+        return BadBatch(topic, partition, base, base + 1, "unknown", reason, error, chunk)
+    codec_id = attributes & 0x07
+    codec = CODECS[codec_id] if codec_id < len(CODECS) else f"unknown({codec_id})"
+    (first_ts,) = struct.unpack_from(">q", chunk, _BATCH_HEADER.size)
+    return BadBatch(
+        topic, partition, base, base + last_delta + 1, codec, reason, error, chunk, first_ts
+    )
+
+
+async def scan_partition(
+    client: Any,
+    tp: Any,
+    offset: int,
+    *,
+    max_bytes: int,
+    isolation_level: int = _READ_COMMITTED,
+) -> Scan:
+    """Fetch ``tp`` from ``offset`` with ``client`` (an ``AIOKafkaClient``) and unpack it batch by
+    batch as the consumer does. Raises ``KafkaError`` when the broker refuses the fetch."""
+    fetched = await fetch_record_set(
+        client, tp, offset, max_bytes=max_bytes, isolation_level=isolation_level
+    )
+    if fetched is None:
+        return Scan()
+    raw, aborted = fetched
+    return unpack_batches(tp, raw, aborted, offset, isolation_level)
+
+
+def unpack_batches(
+    tp: Any, raw: bytes, aborted: Any, offset: int, isolation_level: int = _READ_COMMITTED
+) -> Scan:
+    """Unpack a fetch response's record set from ``offset`` exactly as the consumer does, batch
+    by batch, stopping at the first batch that does not decode."""
+    batches = _Batches(split_batches(bytes(raw)))
+    records = partition_records(tp, batches, aborted, offset, isolation_level)
+    scan = Scan()
+    try:
+        for record in records:
+            scan.good.append(record)
+    except UNDECODABLE as exc:
+        scan.bad = describe(tp.topic, tp.partition, batches.chunks[batches.index], exc)
+    return scan
+
+
+class Rereader:
+    """Re-reads one partition from an offset (:func:`scan_partition`) with a low-level client of
+    its own, made on the first re-read (a monitor that never meets a bad batch opens none) and
+    closed by :meth:`close`. Made by :meth:`KafkaClients.rereader`; a test hands in clients whose
+    rereader answers with scans of its own, as an httpx ``Client`` takes a transport."""
+
+    def __init__(self, options: dict[str, Any], client_id: str, *, max_bytes: int) -> None:
+        self._options = options
+        self._client_id = client_id
+        self._max_bytes = max_bytes
+        self._client: Any = None
+
+    def __repr__(self) -> str:
+        return f"Rereader(client_id={self._client_id!r}, max_bytes={self._max_bytes})"
+
+    async def scan(self, tp: Any, offset: int) -> Scan:
+        """``tp`` read from ``offset``: the records that decode, then the first batch that does
+        not. Raises ``KafkaError`` (or ``OSError``, ``TimeoutError``) when the broker cannot be
+        asked or refuses the fetch."""
+        if self._client is None:
+            self._client = await new_client(self._options, self._client_id)
+        return await scan_partition(self._client, tp, offset, max_bytes=self._max_bytes)
+
+    async def close(self) -> None:
+        """Close the client, if one was made."""
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.close()

@@ -17,7 +17,6 @@ between the commit and the counting).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections import OrderedDict, deque
 from collections.abc import Coroutine, Iterable, Iterator
@@ -25,28 +24,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from citemon._core.records import AnswerScore
+from citemon._service.lifecycle import Signal
+from citemon._service.outputs import OutMessage
 
-__all__ = ["Entry", "Finished", "Key", "Ledger", "OutMessage", "Ready"]
+__all__ = ["Entry", "Finished", "Key", "Ledger", "Ready"]
 
 Key = tuple[str | None, str | None]
 """An answer's identity: (trace ID, span ID)."""
-
-
-@dataclass(frozen=True, slots=True)
-class OutMessage:
-    """A record to produce together with the commit (a result, a review record, a dead letter)."""
-
-    topic: str
-    key: bytes | None
-    value: bytes | None
-    """None: a tombstone (the held-parts store's, :mod:`citemon._service.held`)."""
-    headers: tuple[tuple[str, bytes], ...] = ()
-    cut: tuple[tuple[str, str], ...] = ()
-    """What was cut to make the record fit its topic, as (record, reason) pairs
-    (:mod:`citemon._service.outputs`); counted once its commit succeeded."""
-    partition: int | None = None
-    """The partition to write (the held-parts store's: the input partition's own); None: by
-    key."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,8 +109,8 @@ class _Partition:
 class Ledger:
     """Per partition, the records fetched and not committed; per answer, whether it was counted.
 
-    Every change wakes :meth:`changed`'s waiters (the revoke wait, :meth:`caught_up
-    <citemon._service.pipeline.Pipeline.caught_up>`).
+    Every change it makes wakes :meth:`changed`'s waiters (:meth:`caught_up
+    <citemon._service.pipeline.Pipeline.caught_up>`); nothing outside notifies for it.
     """
 
     def __init__(self, *, dedupe_window: int = 100_000) -> None:
@@ -136,7 +120,7 @@ class Ledger:
         self._parts: dict[Any, _Partition] = {}
         self._counted: OrderedDict[Key, None] = OrderedDict()
         self._dedupe_window = dedupe_window
-        self._changed = asyncio.Event()
+        self._changed = Signal()
         # Positions move only when getmany returns or raises, or on a seek: counted, so a check
         # spanning an await can tell they stood still. ``taking``: a fetch is being taken.
         self._moved = 0
@@ -166,14 +150,10 @@ class Ledger:
 
     # -- change notification -------------------------------------------------------------------
 
-    def touch(self) -> None:
-        """Something changed (a record, a partition, a job ended): wake the waiters."""
-        self._changed.set()
-        self._changed = asyncio.Event()
-
     def changed(self) -> Coroutine[Any, Any, bool]:
-        """Await this to return at the next change after the call (not after the first await:
-        a change while the caller awaits something else between counts)."""
+        """Await this to return at the next change of the ledger after the call (a record, a
+        partition, a position, a commit), not after the first await: a change while the caller
+        awaits something else between counts."""
         return self._changed.wait()
 
     # -- partitions ----------------------------------------------------------------------------
@@ -209,7 +189,7 @@ class Ledger:
             p.taken_to = None
             p.revoking = False
             p.opening = p.opening or opening
-        self.touch()
+        self._changed.notify()
 
     def opened(self, tp: Any, committed: int | None) -> None:
         """``tp``'s producer is open and the partition sought to ``committed`` (None: the log
@@ -222,14 +202,14 @@ class Ledger:
             if p.committed is None:
                 p.committed = committed
         p.opening = False
-        self.touch()
+        self._changed.notify()
 
     def start_revoking(self, tps: Iterable[Any]) -> None:
         """Take no more records of ``tps`` (they are being revoked, or lost)."""
         for tp in tps:
             if tp in self._parts:
                 self._parts[tp].revoking = True
-        self.touch()
+        self._changed.notify()
 
     def revoking(self, tps: set[Any]) -> bool:
         """Whether any of ``tps`` is being revoked."""
@@ -248,14 +228,14 @@ class Ledger:
                 lost.append(entry)
             p.queue.clear()
             p.committed = None
-        self.touch()
+        self._changed.notify()
         return lost
 
     def remove(self, tps: Iterable[Any]) -> None:
         """``tps`` are revoked: forget them (:meth:`drop` their records first)."""
         for tp in tps:
             self._parts.pop(tp, None)
-        self.touch()
+        self._changed.notify()
 
     # -- positions -----------------------------------------------------------------------------
 
@@ -272,7 +252,7 @@ class Ledger:
     def fetched(self) -> None:
         """``getmany`` returned or raised: the consumer's positions may have moved."""
         self._moved += 1
-        self.touch()
+        self._changed.notify()
 
     @contextlib.contextmanager
     def taking_fetch(self) -> Iterator[None]:
@@ -282,6 +262,7 @@ class Ledger:
             yield
         finally:
             self._taking = False
+            self._changed.notify()
 
     def sought(self, tp: Any) -> None:
         """``tp`` was sought: records of it fetched before are stale."""
@@ -289,6 +270,7 @@ class Ledger:
         if p is not None:
             p.seeks += 1
         self._moved += 1
+        self._changed.notify()
 
     def seeks(self, tp: Any) -> int:
         """How often ``tp`` was sought since it was assigned (a fetch made before a seek is
@@ -360,7 +342,7 @@ class Ledger:
     def release(self, entry: Entry) -> None:
         """One holder of ``entry`` is done with it."""
         entry.pending -= 1
-        self.touch()
+        self._changed.notify()
 
     def dead_letter(self, entry: Entry, message: OutMessage, reason: str) -> None:
         """Put ``message`` on the dead-letter topic with ``entry``'s commit."""
@@ -393,7 +375,7 @@ class Ledger:
     def release_all(self, entries: Iterable[Entry]) -> None:
         for e in entries:
             e.pending -= 1
-        self.touch()
+        self._changed.notify()
 
     # -- commits -------------------------------------------------------------------------------
 
@@ -446,7 +428,7 @@ class Ledger:
             p.committed = max(r.offset, p.committed or 0)
         for answer in r.counted:
             self._remember(answer.key)
-        self.touch()
+        self._changed.notify()
 
     def _remember(self, key: Key) -> None:
         if self._dedupe_window <= 0 or key == (None, None):

@@ -13,6 +13,9 @@
   behind an uncommitted backlog. :class:`Supervisor` turns such an ending (an exception, a
   cancellation, a plain return) into a :class:`~citemon._core.errors.MonitorFailed` that ``run``
   raises, after ``/healthz`` turned 503 and intake drained.
+* **Who wakes whom.** A task that waits for the monitor's state (catching up, the revoke wait)
+  waits on the :class:`Signal` of each stage whose state it reads; each stage notifies its own,
+  where its state changes.
 * **A deadline on shutdown.** After the drain come the last commit and closing the clients.
   aiokafka retries both for as long as the broker is away, so without a deadline a SIGTERM
   during a broker restart waited for the broker; past it the process exits uncommitted, as after
@@ -27,7 +30,7 @@ import asyncio
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Final
 
@@ -43,6 +46,7 @@ __all__ = [
     "CLOSE_GRACE_S",
     "COORDINATOR_LOGGER",
     "RepeatedClientErrors",
+    "Signal",
     "StartupNoise",
     "Supervisor",
     "close_within",
@@ -131,13 +135,44 @@ def quiet_startup(
 # -- supervision ----------------------------------------------------------------------------
 
 
-class Supervisor:
-    """Watches tasks; ``fatal`` holds the first early ending, ``on_fatal`` is told of it."""
+class Signal:
+    """A stage's word to the tasks waiting on it that its state changed; each stage owns its
+    own and notifies it where that state changes (the ledger in its mutators, the answer jobs
+    when one ends, the supervisor on a fatal ending), and a waiter waits on the ones whose state
+    it reads.
 
-    def __init__(self, on_fatal: Callable[[], None]) -> None:
-        self._on_fatal = on_fatal
+    :meth:`wait` returns at the next :meth:`notify` after the *call*, not after the coroutine
+    first runs: a waiter arms its waits, then checks the state (which may await), then awaits
+    them, and loses no change made while it checked.
+    """
+
+    __slots__ = ("_event",)
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def notify(self) -> None:
+        """The state changed: wake every wait armed before now."""
+        self._event.set()
+        self._event = asyncio.Event()
+
+    def wait(self) -> Coroutine[Any, Any, bool]:
+        """Await this to return at the next :meth:`notify` after this call."""
+        return self._event.wait()
+
+
+class Supervisor:
+    """Watches tasks; ``fatal`` holds the first early ending, and :meth:`failed` returns
+    when there is one."""
+
+    def __init__(self) -> None:
         self.fatal: BaseException | None = None
         self.closing = False
+        self._failed = Signal()
+
+    def failed(self) -> Coroutine[Any, Any, bool]:
+        """Await this to return at the next fatal ending after the call."""
+        return self._failed.wait()
 
     def supervise(self, task: asyncio.Task[Any]) -> asyncio.Task[Any]:
         """Watch a task that must run until shutdown; its ending before then is fatal."""
@@ -162,7 +197,7 @@ class Supervisor:
             log.error("%s: /healthz is now unhealthy and the monitor stops", cause)
             if self.fatal is None:
                 self.fatal = cause
-            self._on_fatal()
+            self._failed.notify()
             return
         error = MonitorFailed(f"background task {name} {what}; the monitor stops")
         error.__cause__ = cause
@@ -175,7 +210,7 @@ class Supervisor:
         )
         if self.fatal is None:
             self.fatal = error
-        self._on_fatal()
+        self._failed.notify()
 
 
 # -- shutdown -------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 Everything ``citemon run`` (and ``citemon demo``) runs is made here from one
 :class:`~citemon._service.settings.Settings`: the metrics and their server, the judge gate (once),
-the judge behind a :class:`~citemon._service.answers.GateObserver` of that gate, the scorer, the
+the judge, whose transport tells the judge metrics and that gate of every request, the scorer, the
 sampler, the trace assembler, the evaluation events and the pipeline, which requires each of
 them. The Kafka clients and the clock are handed in (:class:`~citemon._service.kafka.KafkaClients`),
 as arq takes its Redis pool: a test passes clients that fail on cue, or a clock it moves, and
@@ -28,7 +28,7 @@ from citemon._engine.scoring import Scorer
 from citemon._metrics import Metrics, MetricsServer
 from citemon._otlp.assembly import TraceAssembler
 from citemon._passages.open import open_store_from
-from citemon._service.answers import GateObserver, JudgeGate, Sampler
+from citemon._service.answers import JudgeGate, Sampler
 from citemon._service.kafka import KafkaClients
 from citemon._service.lifecycle import quiet_repeats, quiet_startup
 from citemon._service.pipeline import Pipeline, PipelineStats
@@ -167,7 +167,7 @@ def build_monitor(
     judge_settings = settings.judge.calibrated(
         calibration.threshold_for(spec) if calibration else None
     )
-    judge = load_judge(spec, judge_settings, observer=GateObserver(metrics.judge, gate))
+    judge = load_judge(spec, judge_settings, observers=(metrics.judge, gate))
     if spec in ("http", "classifier"):
         metrics.judge.set_limit(judge_settings.max_inflight)
     # CPU-bound scoring (pysbd, the offline judges) runs here, off the event loop, so that

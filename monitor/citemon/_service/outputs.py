@@ -4,8 +4,11 @@ The messages: a dead letter keeps the original key and value and says why in hea
 (:data:`ERROR_HEADER`, :data:`ERROR_MESSAGE_HEADER`, :data:`SOURCE_HEADER`); a result is the
 :class:`~citemon._core.records.AnswerScore` as compact JSON keyed by trace ID, with the span ID
 and, when asked, the recut passage excerpts; a review record goes to the review topic for the
-answers the review sample picks. Each waits on its record's ledger entry and goes out *with* its
-commit (:class:`KafkaDelivery`), so it is published exactly when the answer is counted.
+answers the review sample picks. Each is an :class:`OutMessage`; it waits on its record's ledger
+entry and goes out *with* its commit (a :class:`Commit`, delivered by :class:`KafkaDelivery`),
+so it is published exactly when the answer is counted. This module knows nothing of the ledger:
+what a commit carries is gathered by the pipeline, which owns the commit
+(:func:`~citemon._service.pipeline.commit_messages`).
 
 Delivery, two modes:
 
@@ -30,15 +33,14 @@ import json
 import logging
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Final
 
 from citemon._core.records import AnswerScore
 from citemon._engine.excerpts import recut
 from citemon._review.sample import review_record, review_selected
-from citemon._service.kafka import KafkaClients, RecordLimits, producer_is_fatal
-from citemon._service.ledger import OutMessage, Ready
+from citemon._service.kafka import BadBatch, KafkaClients, RecordLimits, producer_is_fatal
 from citemon._service.settings import Settings
 
 __all__ = [
@@ -47,8 +49,10 @@ __all__ = [
     "MAX_RECORD_BYTES",
     "MAX_REVIEW_RECORD_BYTES",
     "SOURCE_HEADER",
+    "Commit",
     "KafkaDelivery",
-    "commit_messages",
+    "OutMessage",
+    "bad_batch_letter",
     "dead_letter",
     "error_headers",
     "fit_dead_letter",
@@ -80,6 +84,33 @@ _CLOSE_TIMEOUT_S: Final = 5.0
 # -- messages --------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class OutMessage:
+    """A record to produce together with the commit (a result, a review record, a dead letter)."""
+
+    topic: str
+    key: bytes | None
+    value: bytes | None
+    """None: a tombstone (the held-parts store's, :mod:`citemon._service.held`)."""
+    headers: tuple[tuple[str, bytes], ...] = ()
+    cut: tuple[tuple[str, str], ...] = ()
+    """What was cut to make the record fit its topic, as (record, reason) pairs (the ``fit_*``
+    functions below); counted once its commit succeeded."""
+    partition: int | None = None
+    """The partition to write (the held-parts store's: the input partition's own); None: by
+    key."""
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """One input partition's commit as :meth:`KafkaDelivery.deliver` makes it: the offset to
+    commit and the records to produce with it."""
+
+    tp: Any
+    offset: int
+    messages: list[OutMessage]
+
+
 def error_headers(reason: str, message: str) -> list[tuple[str, bytes]]:
     """A dead letter's reason and (cut) error message."""
     return [
@@ -105,6 +136,22 @@ def dead_letter(
     if partial:
         headers.append(("citemon.partial", b"true"))
     return OutMessage(dlq_topic, key, value, tuple(headers))
+
+
+def bad_batch_letter(bad: BadBatch, dlq_topic: str) -> OutMessage:
+    """The dead letter of a record batch the consumer cannot decode: its raw bytes (a Kafka v2
+    record batch any client with the codec can read again), its reason and error, and where it
+    came from."""
+    value = bad.raw if len(bad.raw) <= MAX_RECORD_BYTES else b""
+    headers = error_headers(bad.reason, bad.error)
+    extra = [
+        (SOURCE_HEADER, f"{bad.topic}/{bad.partition}/{bad.base_offset}".encode()),
+        ("citemon.batch.offsets", f"{bad.base_offset}-{bad.last_offset}".encode()),
+        ("citemon.batch.codec", bad.codec.encode()),
+    ]
+    if not value:
+        extra.append(("citemon.batch.omitted_bytes", str(len(bad.raw)).encode()))
+    return OutMessage(dlq_topic, None, value, (*headers, *extra))
 
 
 def result_message(
@@ -161,30 +208,6 @@ def review_message(
         )
         return None
     return OutMessage(settings.review_topic, key, value)
-
-
-def commit_messages(
-    r: Ready, settings: Settings, limits: RecordLimits | None = None
-) -> list[OutMessage]:
-    """What to produce with ``r``'s commit: its dead letters, then the result and review
-    records of the answers it counts, each fitting its topic's limit
-    (:mod:`citemon._service.outputs`); what was cut to fit is noted in ``r.cuts``, to be
-    counted once the commit succeeded."""
-    limits = limits or RecordLimits()
-    r.cuts = []
-    messages = [fit_dead_letter(m, limits) for e in r.entries for m in e.messages]
-    messages += [m for e in r.entries for m in e.held]  # sized when made (service.held)
-    for answer in r.counted:
-        result = result_message(settings, answer.score, answer.span_id, limits)
-        if result is not None:
-            messages.append(result)
-        review = review_message(answer.score, answer.span_id, settings, limits)
-        if review is not None:
-            messages.append(review)
-        elif review_selected(answer.score.trace_id, settings.review_rate):
-            r.cuts.append(("review", "dropped"))
-    r.cuts.extend(cut for m in messages for cut in m.cut)
-    return messages
 
 
 # -- delivery --------------------------------------------------------------------------------
@@ -290,52 +313,49 @@ class KafkaDelivery:
             producer, self._producer = self._producer, None
             await _stop_quietly(producer)
 
-    async def deliver(
-        self, batches: list[tuple[Ready, list[OutMessage]]]
-    ) -> dict[Any, BaseException | None]:
+    async def deliver(self, commits: list[Commit]) -> dict[Any, BaseException | None]:
         """Produce each partition's messages and commit its offset; per partition, ``None``
         when it committed or the error (nothing of it is then committed, and with
         transactions nothing of it is visible)."""
         from aiokafka.structs import OffsetAndMetadata
 
-        if not batches:
+        if not commits:
             return {}
         if self.transactional:
             outcomes = await asyncio.gather(
-                *(self._transaction(r, messages) for r, messages in batches),
-                return_exceptions=True,
+                *(self._transaction(c) for c in commits), return_exceptions=True
             )
             return {
-                r.tp: (out if isinstance(out, BaseException) else None)
-                for (r, _), out in zip(batches, outcomes, strict=True)
+                c.tp: (out if isinstance(out, BaseException) else None)
+                for c, out in zip(commits, outcomes, strict=True)
             }
         # Tombstones wait for the commit (the module says why); an upsert of a key replaces its
         # whole value, so a tombstone followed by an upsert of the same key is dropped.
         messages: list[OutMessage] = []
         tombstones: dict[tuple[Any, bytes | None], OutMessage] = {}
         upserted: set[tuple[Any, bytes | None]] = set()
-        for r, ms in batches:
-            for m in ms:
+        for c in commits:
+            for m in c.messages:
                 if m.value is None:
-                    tombstones[(r.tp, m.key)] = m
+                    tombstones[(c.tp, m.key)] = m
                     continue
                 if m.partition is not None:  # a held-parts upsert
-                    tombstones.pop((r.tp, m.key), None)
-                    upserted.add((r.tp, m.key))
+                    tombstones.pop((c.tp, m.key), None)
+                    upserted.add((c.tp, m.key))
                 messages.append(m)
-        offsets = {r.tp: OffsetAndMetadata(r.offset, "") for r, _ in batches}
+        offsets = {c.tp: OffsetAndMetadata(c.offset, "") for c in commits}
         try:
             await self._send(messages)
             for key in upserted:  # an older tombstone still due would delete these parts
                 self._tombstones.pop(key, None)
             await self._consumer.commit(offsets)
         except Exception as exc:  # reported per partition like the transactional path
-            return {r.tp: exc for r, _ in batches}
+            return {c.tp: exc for c in commits}
         self.commits += 1
         self._tombstones.update(tombstones)
         if self._tombstones:
             await self._write_tombstones()
-        return {r.tp: None for r, _ in batches}
+        return {c.tp: None for c in commits}
 
     async def _send(self, messages: list[OutMessage]) -> None:
         """Produce ``messages`` with the at-least-once producer and wait for every ack."""
@@ -365,17 +385,17 @@ class KafkaDelivery:
             if self._tombstones.get(key) is message:
                 del self._tombstones[key]
 
-    async def _transaction(self, r: Ready, messages: list[OutMessage]) -> None:
+    async def _transaction(self, commit: Commit) -> None:
         from aiokafka.errors import KafkaError
         from aiokafka.structs import OffsetAndMetadata
 
-        producer = self._producers.get(r.tp)
+        producer = self._producers.get(commit.tp)
         if producer is None:
-            raise KafkaError(f"{r.tp}: no transactional producer (not opened yet)")
+            raise KafkaError(f"{commit.tp}: no transactional producer (not opened yet)")
         futures: list[asyncio.Future[Any]] = []
         try:
             async with producer.transaction():
-                for m in messages:
+                for m in commit.messages:
                     futures.append(
                         await producer.send(
                             m.topic,
@@ -386,7 +406,7 @@ class KafkaDelivery:
                         )
                     )
                 await producer.send_offsets_to_transaction(
-                    {r.tp: OffsetAndMetadata(r.offset, "")}, self._settings.group
+                    {commit.tp: OffsetAndMetadata(commit.offset, "")}, self._settings.group
                 )
         finally:
             for fut in futures:  # a fenced transaction fails them all: the error is raised above

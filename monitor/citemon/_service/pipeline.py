@@ -31,17 +31,25 @@ from citemon._core.records import AnswerScore
 from citemon._engine.scoring import Scorer
 from citemon._metrics import Metrics
 from citemon._otlp.assembly import TraceAssembler
+from citemon._review.sample import review_selected
 from citemon._service.answers import AnswerJobs, JudgeGate, Sampler, ShuffleProbes
-from citemon._service.held import HeldParts
-from citemon._service.intake import BatchRecovery, Intake
+from citemon._service.held import HeldParts, read_held
+from citemon._service.intake import Intake
 from citemon._service.kafka import KafkaClients, RecordLimits, request_rejoin
 from citemon._service.ledger import Ledger, Ready
 from citemon._service.lifecycle import Supervisor, close_within, stop_between_commits
-from citemon._service.outputs import KafkaDelivery, commit_messages
+from citemon._service.outputs import (
+    Commit,
+    KafkaDelivery,
+    OutMessage,
+    fit_dead_letter,
+    result_message,
+    review_message,
+)
 from citemon._service.rekey import RekeyStage
 from citemon._service.settings import Settings
 
-__all__ = ["AnswerSink", "Pipeline", "PipelineStats"]
+__all__ = ["AnswerSink", "Pipeline", "PipelineStats", "commit_messages"]
 
 log = logging.getLogger(__name__)
 
@@ -91,10 +99,10 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
 
     Its parts are handed in, each required (:func:`~citemon._service.monitor.build_monitor`,
     the one builder, makes them from the settings): the ``scorer`` and ``metrics``, the Kafka
-    ``clients``, the ``sampler``, the trace ``assembler``, the judge ``gate`` (the judge inside
-    the scorer reports to it through a :class:`~citemon._service.answers.GateObserver`, so
-    outage detection sees every request), the ``clock`` the windows and deadlines read, and the
-    ``sinks`` each counted answer goes to after the metrics.
+    ``clients``, the ``sampler``, the trace ``assembler``, the judge ``gate`` (one of the judge's
+    observers, beside the judge metrics, so outage detection sees every request), the ``clock``
+    the windows and deadlines read, and the ``sinks`` each counted answer goes to after the
+    metrics.
     """
 
     def __init__(
@@ -153,15 +161,10 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             metrics,
             assembler=self.assembler,
             held=self._held,
+            clients=clients,
             clock=clock,
         )
-        self._recovery = BatchRecovery(
-            settings,
-            self._ledger,
-            take=self._intake.take,
-            clients=self.clients,
-        )
-        self._supervisor = Supervisor(on_fatal=self._ledger.touch)
+        self._supervisor = Supervisor()
         self._commit_lock = asyncio.Lock()
         self._consumer: Any = None
         self._delivery: KafkaDelivery | None = None
@@ -181,13 +184,13 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
     @property
     def stats(self) -> PipelineStats:
         """What each stage counted so far, read now."""
-        answers, ledger, recovery = self._answers.counts, self._ledger, self._recovery
+        answers, ledger, intake = self._answers.counts, self._ledger, self._intake
         return PipelineStats(
             records=ledger.records,
             answers_started=answers.started,
             answers_committed=self._answers_committed,
             sampled_out=answers.sampled_out,
-            skipped=self._intake.skipped,
+            skipped=intake.skipped,
             duplicates=ledger.duplicates + answers.duplicates,
             dead_letters=self._dead_letters,
             answer_retries=answers.retries,
@@ -197,8 +200,8 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             cancelled_at_drain=answers.cancelled_at_drain,
             cancelled_at_revoke=answers.cancelled_at_revoke,
             rebalances=ledger.rebalances,
-            undecodable_batches=recovery.undecodable_batches,
-            rewound_partitions=recovery.rewound_partitions,
+            undecodable_batches=intake.undecodable_batches,
+            rewound_partitions=intake.rewound_partitions,
             partitions_lost=self._partitions_lost,
         )
 
@@ -225,6 +228,12 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
     def offsets(self) -> Ledger:
         """The records fetched and not yet committed, per partition (read, do not change)."""
         return self._ledger
+
+    @property
+    def intake(self) -> Intake:
+        """The intake stage (``recover(consumer, exc)`` gets past a fetch that does not
+        decode, as the loop does)."""
+        return self._intake
 
     @property
     def answers(self) -> AnswerJobs:
@@ -333,9 +342,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             background.append(asyncio.create_task(self._stop_when_caught_up(stop, ends)))
         try:
             await self._intake.run(
-                consumer,
-                self._recovery,
-                lambda: not stop.is_set() and self._supervisor.fatal is None,
+                consumer, lambda: not stop.is_set() and self._supervisor.fatal is None
             )
         finally:
             self._started = False
@@ -362,16 +369,29 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         while True:
             if self._supervisor.fatal is not None:
                 raise self._supervisor.fatal
-            changed = asyncio.ensure_future(self._ledger.changed())
+            # Armed before the check, which awaits: a change meanwhile wakes the wait below.
+            # What the check reads, each told by its owner: the ledger (partitions, positions,
+            # commits), the jobs and probes in flight, the traces held, a fatal ending.
+            changes = [
+                asyncio.ensure_future(change)
+                for change in (
+                    self._ledger.changed(),
+                    self._answers.ended(),
+                    self._probes.ended(),
+                    self._intake.held_changed(),
+                    self._supervisor.failed(),
+                )
+            ]
             try:
                 if self._started and self.ready:
                     done = await catch_up.check(self._consumer, ends)
                     idle = not self._answers and not len(self._probes) and not len(self.assembler)
                     if done is not None and idle:
                         return done
-                await changed
+                await asyncio.wait(changes, return_when=asyncio.FIRST_COMPLETED)
             finally:
-                changed.cancel()
+                for change in changes:
+                    change.cancel()
 
     async def _stop_when_caught_up(
         self, stop: asyncio.Event, ends: Mapping[Any, int] | None
@@ -387,9 +407,11 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         deadline: float,
     ) -> None:
         """The final commit within ``_CLOSE_TIMEOUT_S``, then close the clients."""
-        clients = [("producer", delivery.stop), ("consumer", consumer.stop)]
-        if self._recovery.client is not None:
-            clients.append(("batch re-read client", self._recovery.close))
+        clients = [
+            ("producer", delivery.stop),
+            ("consumer", consumer.stop),
+            ("batch re-read client", self._intake.aclose),  # a no-op unless one was made
+        ]
         await close_within(
             deadline,
             background,
@@ -441,7 +463,10 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             if not ready:
                 return True
             outcomes = await delivery.deliver(
-                [(r, commit_messages(r, self.settings, self._limits)) for r in ready]
+                [
+                    Commit(r.tp, r.offset, commit_messages(r, self.settings, self._limits))
+                    for r in ready
+                ]
             )
             ok = True
             fenced: set[Any] = set()
@@ -473,7 +498,6 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
                 self.lose(broken, "lost their transactional producer to a fatal client error")
                 ok = False
             self._publish_lag()
-            ledger.touch()
             return ok
 
     def _count(self, r: Ready) -> None:
@@ -506,7 +530,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         deadline = self._clock() + self.settings.revoke_timeout_s
         while self._answers.in_partitions(gone) and self._clock() < deadline:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._ledger.changed(), max(0.01, deadline - self._clock()))
+                await asyncio.wait_for(self._answers.ended(), max(0.01, deadline - self._clock()))
         await self.commit()
         self._forget(gone)
         if self._delivery is not None:
@@ -607,7 +631,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
             # Read back before the seeks, all partitions at once: a fetch during this await
             # would move a position past records not taken (the partitions are not readable).
             try:
-                held = await self.clients.read_held(s, list(committed), committed)
+                held = await read_held(self.clients, s, list(committed), committed)
             except (KafkaError, OSError, TimeoutError) as exc:
                 log.warning(
                     "reading the held trace parts of partitions %s failed, will retry: %s",
@@ -671,6 +695,30 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
                 lags[tp] = max(0, end - committed)
                 self.metrics.consumer_lag(tp.topic, tp.partition, lags[tp])
         return lags
+
+
+def commit_messages(
+    r: Ready, settings: Settings, limits: RecordLimits | None = None
+) -> list[OutMessage]:
+    """What to produce with ``r``'s commit: its dead letters, then the result and review
+    records of the answers it counts, each fitting its topic's limit
+    (:mod:`citemon._service.outputs`); what was cut to fit is noted in ``r.cuts``, to be
+    counted once the commit succeeded."""
+    limits = limits or RecordLimits()
+    r.cuts = []
+    messages = [fit_dead_letter(m, limits) for e in r.entries for m in e.messages]
+    messages += [m for e in r.entries for m in e.held]  # sized when made (service.held)
+    for answer in r.counted:
+        result = result_message(settings, answer.score, answer.span_id, limits)
+        if result is not None:
+            messages.append(result)
+        review = review_message(answer.score, answer.span_id, settings, limits)
+        if review is not None:
+            messages.append(review)
+        elif review_selected(answer.score.trace_id, settings.review_rate):
+            r.cuts.append(("review", "dropped"))
+    r.cuts.extend(cut for m in messages for cut in m.cut)
+    return messages
 
 
 class CatchUp:

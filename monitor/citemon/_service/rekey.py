@@ -17,12 +17,13 @@ transactional producer per input partition, ``citemon-<group>.rekey-<topic>-<par
 opened at assignment before the committed offset is read, so a replaced owner is fenced. A
 record that is no trace request is forwarded as it is (scoring dead-letters it, as before).
 
-A record batch the consumer cannot decode (:mod:`citemon._service.intake`) cannot be re-keyed
-either: each open partition is re-read from its committed offset, the records before the bad
-batch are forwarded and the batch itself goes to the dead-letter topic, raw, in the same
-transaction as the offset past it, counted as the pipeline counts its own. The stage's lag on
-the input (``citemon_consumer_lag{topic=<input>}``) is published beside the scoring lag on TOPIC,
-so a stage that falls behind shows (and pages) as the pipeline would.
+A record batch the consumer cannot decode cannot be re-keyed either: each open partition is
+re-read from its committed offset (:class:`~citemon._service.kafka.Rereader`, made by the
+injected clients), the records before the bad batch are forwarded and the batch itself goes to
+the dead-letter topic, raw, in the same transaction as the offset past it, counted as the
+pipeline counts its own. The stage's lag on the input (``citemon_consumer_lag{topic=<input>}``)
+is published beside the scoring lag on TOPIC, so a stage that falls behind shows (and pages) as
+the pipeline would.
 """
 
 from __future__ import annotations
@@ -38,10 +39,14 @@ from aiokafka.errors import KafkaError, ProducerFenced
 from citemon._core.errors import DecodeError
 from citemon._metrics import Metrics
 from citemon._otlp.split import split_by_trace
-from citemon._service.intake import UNDECODABLE, BadBatch, Scanner, scan_partition
-from citemon._service.kafka import KafkaClients, RecordLimits, request_rejoin
-from citemon._service.ledger import OutMessage, Ready
-from citemon._service.outputs import KafkaDelivery, fit_dead_letter
+from citemon._service.kafka import UNDECODABLE, BadBatch, KafkaClients, RecordLimits, request_rejoin
+from citemon._service.outputs import (
+    Commit,
+    KafkaDelivery,
+    OutMessage,
+    bad_batch_letter,
+    fit_dead_letter,
+)
 from citemon._service.settings import Settings
 
 __all__ = ["RekeyStage", "rekey_messages"]
@@ -77,11 +82,10 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
     def __init__(
         self,
         settings: Settings,
-        clients: KafkaClients | None = None,
+        clients: KafkaClients,
         *,
-        metrics: Metrics | None = None,
-        limits: RecordLimits | None = None,
-        scan: Scanner = scan_partition,
+        metrics: Metrics,
+        limits: RecordLimits,
     ) -> None:
         if settings.rekey_topic is None:
             raise ValueError("RekeyStage needs settings.rekey_topic")
@@ -89,7 +93,7 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
         self.group = f"{settings.group}.rekey"
         # The stage's own group: its transactional IDs and committed offsets are its own.
         self._settings = settings.model_copy(update={"group": self.group})
-        self._clients = clients or KafkaClients()
+        self._clients = clients
         self._consumer: Any = None
         self._delivery: KafkaDelivery | None = None
         self._lock = asyncio.Lock()
@@ -97,10 +101,11 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
         self._opening: set[Any] = set()
         self._epochs: dict[Any, int] = {}
         self._metrics = metrics
-        self._limits = limits or RecordLimits()
+        self._limits = limits
         self._committed: dict[Any, int] = {}  # per open partition, the offset committed past
-        self._scan = scan
-        self._reread_client: Any = None
+        self._reread = self._clients.rereader(
+            self._settings, client_id=f"{settings.client_id}-rekey-reread"
+        )
         self.records = 0
         self.produced = 0
         self.rebalances = 0
@@ -118,8 +123,8 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
         try:
             consumer.subscribe([s.topic], listener=self)
             await consumer.start()
-            if self._metrics is not None:  # beside the forwarding, as the pipeline's own
-                lag = asyncio.create_task(self._lag_loop(), name="citemon-rekey-lag")
+            # Beside the forwarding, as the pipeline's own.
+            lag = asyncio.create_task(self._lag_loop(), name="citemon-rekey-lag")
             log.info("re-keying %s by trace ID to %s as group %s", s.topic, self.target, self.group)
             while True:
                 if self._opening:
@@ -139,8 +144,7 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
                 await asyncio.gather(lag, return_exceptions=True)
             await delivery.stop()
             await consumer.stop()
-            if self._reread_client is not None:
-                await self._reread_client.close()
+            await self._reread.close()
             log.info(
                 "re-key stage stopped: %d records in, %d out, %d rebalances, "
                 "%d undecodable batches",
@@ -152,26 +156,24 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
 
     async def _forward(self, tp: Any, records: list[Any], epoch: int | None) -> None:
         messages = [m for r in records for m in rekey_messages(r, self.target)]
-        ready = Ready(tp, records[-1].offset + 1, [])
-        if await self._commit(ready, messages, epoch, retry_from=records[0].offset):
+        commit = Commit(tp, records[-1].offset + 1, messages)
+        if await self._commit(commit, epoch, retry_from=records[0].offset):
             self.records += len(records)
             self.produced += len(messages)
 
-    async def _commit(
-        self, ready: Ready, messages: list[OutMessage], epoch: int | None, *, retry_from: int
-    ) -> bool:
-        """Produce ``messages`` and commit ``ready``'s offset in one transaction. ``False`` when
+    async def _commit(self, commit: Commit, epoch: int | None, *, retry_from: int) -> bool:
+        """Produce ``commit``'s messages and commit its offset in one transaction. ``False`` when
         the partition was revoked or assigned afresh since the fetch (it is then read again from
         its commit), its producer was fenced, or the commit failed (sought back to
         ``retry_from`` and retried after a pause)."""
-        delivery, tp = self._delivery, ready.tp
+        delivery, tp = self._delivery, commit.tp
         assert delivery is not None
         async with self._lock:
             if tp not in self._open or self._epochs.get(tp) != epoch:
                 return False
-            outcome = (await delivery.deliver([(ready, messages)])).get(tp)
+            outcome = (await delivery.deliver([commit])).get(tp)
             if outcome is None:
-                self._committed[tp] = ready.offset
+                self._committed[tp] = commit.offset
                 return True
             if isinstance(outcome, ProducerFenced) or delivery.broken(tp):
                 log.error(
@@ -197,22 +199,16 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
         partition, and drops what other partitions handed out): re-read every open partition
         from its committed offset; where a bad batch is found, forward the records before it
         and dead-letter it with the offset past it."""
-        s, consumer = self._settings, self._consumer
+        consumer = self._consumer
         log.warning("re-key: a fetched batch does not decode (%s): locating it", exc)
         found = False
         try:
-            if self._reread_client is None:
-                self._reread_client = await self._clients.client(
-                    s.kafka_options(), f"{s.client_id}-rekey-reread"
-                )
             for tp, epoch in sorted(self._epochs.items(), key=lambda e: e[0].partition):
                 if tp not in self._open:
                     continue
                 start = self._committed[tp]
                 consumer.seek(tp, start)  # what the failed getmany drained and dropped
-                scan = await self._scan(
-                    self._reread_client, tp, start, max_bytes=s.max_partition_fetch_bytes
-                )
+                scan = await self._reread.scan(tp, start)
                 if scan.bad is not None:
                     found = True
                     await self._skip(tp, start, scan.good, scan.bad, epoch)
@@ -226,17 +222,16 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
         log.error("re-key: skipping undecodable batch %s: dead-lettered", bad)
         # Cut to the dead-letter topic's limit, as the pipeline's: a letter the broker refuses
         # would abort every retry of this transaction, and the stage would stall on the batch.
-        letter = fit_dead_letter(bad.dead_letter(self._settings.dlq_topic), self._limits)
+        letter = fit_dead_letter(bad_batch_letter(bad, self._settings.dlq_topic), self._limits)
         messages = [m for r in good for m in rekey_messages(r, self.target)]
-        ready = Ready(tp, bad.next_offset, [])
-        if await self._commit(ready, [*messages, letter], epoch, retry_from=start):
+        commit = Commit(tp, bad.next_offset, [*messages, letter])
+        if await self._commit(commit, epoch, retry_from=start):
             self.records += len(good)
             self.produced += len(messages)
             self.undecodable_batches += 1
-            if self._metrics is not None:
-                self._metrics.dead_letter(bad.reason)
-                for record, why in letter.cut:
-                    self._metrics.record_cut(record, why)
+            self._metrics.dead_letter(bad.reason)
+            for record, why in letter.cut:
+                self._metrics.record_cut(record, why)
             self._consumer.seek(tp, bad.next_offset)
 
     async def _lag_loop(self) -> None:
@@ -250,7 +245,7 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
 
     async def _publish_lag(self) -> None:
         metrics, tps = self._metrics, sorted(self._open, key=lambda t: t.partition)
-        if metrics is None or not tps:
+        if not tps:
             return
         ends = await self._consumer.end_offsets(tps)
         for tp in tps:
@@ -260,8 +255,7 @@ class RekeyStage(ConsumerRebalanceListener):  # type: ignore[misc]
     def _forget(self, tp: Any) -> None:
         """``tp`` is no longer ours: drop its committed offset and its lag series."""
         self._committed.pop(tp, None)
-        if self._metrics is not None:
-            self._metrics.forget_partition(tp.topic, tp.partition)
+        self._metrics.forget_partition(tp.topic, tp.partition)
 
     async def on_partitions_revoked(self, revoked: Iterable[Any]) -> None:
         gone = set(revoked)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from citemon._core.errors import (
@@ -174,18 +174,22 @@ class ThresholdJudge:
 
 
 def load_judge(
-    spec: str, options: JudgeSettings | None = None, *, observer: JudgeObserver | None = None
+    spec: str,
+    options: JudgeSettings | None = None,
+    *,
+    observers: Sequence[JudgeObserver] = (),
 ) -> Judge:
-    """Build the judge named by ``spec`` with ``options`` (checked by the model); raises
-    :class:`ConfigError` with the reason."""
+    """Build the judge named by ``spec`` with ``options`` (checked by the model), its transport
+    telling each of ``observers`` of every request; raises :class:`ConfigError` with the
+    reason."""
     options = options or JudgeSettings()
-    judge = _load(spec, options, observer)
+    judge = _load(spec, options, observers)
     if options.threshold is None or spec == "classifier":
         return judge
     return ThresholdJudge(judge, options.threshold)
 
 
-def _transport(options: JudgeSettings, observer: JudgeObserver | None) -> HTTPTransport:
+def _transport(options: JudgeSettings, observers: Sequence[JudgeObserver]) -> HTTPTransport:
     """The HTTP judges' transport, from the settings: the endpoint, its limits and the API key
     (the settings' secret, read once by the settings model; the transport reads no
     environment)."""
@@ -198,11 +202,11 @@ def _transport(options: JudgeSettings, observer: JudgeObserver | None) -> HTTPTr
         timeout_s=options.timeout_s,
         retries=options.retries,
         api_key=options.secret_api_key(),
-        observer=observer,
+        observers=observers,
     )
 
 
-def _load(spec: str, options: JudgeSettings, observer: JudgeObserver | None) -> Judge:
+def _load(spec: str, options: JudgeSettings, observers: Sequence[JudgeObserver]) -> Judge:
     if spec == "lexical":
         from citemon.judges.lexical import LexicalJudge
 
@@ -219,16 +223,16 @@ def _load(spec: str, options: JudgeSettings, observer: JudgeObserver | None) -> 
                 raise ConfigError(
                     "--judge-format minicheck asks one claim per request: use --judge-protocol v1"
                 )
-            return HTTPBatchJudge(_transport(options, observer))
+            return HTTPBatchJudge(_transport(options, observers))
         minicheck = options.format == "minicheck"
-        transport = _transport(options, observer)
+        transport = _transport(options, observers)
         return HTTPJudge(transport, reply_format="minicheck" if minicheck else "json")
     if spec == "classifier":
         from citemon.judges.classifier import DEFAULT_THRESHOLD, ClassifierJudge
 
         threshold = DEFAULT_THRESHOLD if options.threshold is None else options.threshold
         return ClassifierJudge(
-            _transport(options, observer),
+            _transport(options, observers),
             label=options.label,
             threshold=threshold,
             batch_pairs=options.batch_pairs,

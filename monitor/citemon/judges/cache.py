@@ -7,7 +7,7 @@ judges and the classifier each hold one), not to the transport, which only sends
 judge's key says what the answer depends on (its kind, the model, the prompt's version, the
 claim and the passages), which only the judge knows.
 
-Hits and misses are told to the judge's :class:`~citemon._core.judge.JudgeObserver` (the
+Hits and misses are told to the judge's :class:`~citemon._core.judge.JudgeObserver` instances (the
 ``citemon_judge_cache_total`` counter); joining a question in flight counts as a hit, since it
 saves a request.
 """
@@ -18,7 +18,7 @@ import asyncio
 import hashlib
 import json
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Any, Final, TypeVar, cast
 
@@ -45,14 +45,16 @@ def question_key(
 class ReplyCache:
     """An LRU of ``size`` results (0: remember nothing, still single-flight) with single-flight.
 
-    ``observer`` is told each hit and miss. :meth:`aclose` cancels the questions in flight.
+    Each of ``observers`` is told each hit and miss. :meth:`aclose` cancels the questions in flight.
     """
 
-    def __init__(self, size: int = DEFAULT_CACHE_SIZE, *, observer: JudgeObserver | None = None):
+    def __init__(
+        self, size: int = DEFAULT_CACHE_SIZE, *, observers: Sequence[JudgeObserver] = ()
+    ) -> None:
         if size < 0:
             raise ConfigError(f"cache_size must be 0 or more, not {size}")
         self._size = size
-        self._observer = observer
+        self._observers = tuple(observers)
         self._results: OrderedDict[str, object] = OrderedDict()
         self._pending: dict[str, asyncio.Future[Any]] = {}
 
@@ -123,5 +125,5 @@ class ReplyCache:
         self.store(key, fut.result())
 
     def _observe(self, *, hit: bool) -> None:
-        if self._observer is not None:
-            self._observer.cache(hit)
+        for observer in self._observers:
+            observer.cache(hit)

@@ -110,7 +110,7 @@ class ClassifierJudge:
     ``/predict`` there); ``label`` the entailment label, ``threshold`` the score at or above
     which a claim is entailed, ``batch_pairs`` the most pairs per request, ``window_words`` and
     ``overlap_words`` the chunking, in words; ``cache`` remembers scores (default: a
-    :class:`~citemon.judges.cache.ReplyCache` reporting to the transport's observer).
+    :class:`~citemon.judges.cache.ReplyCache` reporting to the transport's observers).
     """
 
     confidence_means: Literal["entailed"] = "entailed"
@@ -147,7 +147,7 @@ class ClassifierJudge:
         self._overlap = overlap_words
         self._http = transport
         self._wire = PredictWire()
-        self._cache = cache if cache is not None else ReplyCache(observer=transport.observer)
+        self._cache = cache if cache is not None else ReplyCache(observers=transport.observers)
         self._kind = f"predict:{self._label.casefold()}:{window_words}:{overlap_words}"
         self._probe: asyncio.Task[None] | None = None
 

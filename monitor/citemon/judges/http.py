@@ -282,7 +282,7 @@ class HTTPJudge:
     ``json`` (citemon's prompts, structured outputs) or ``minicheck`` (MiniCheck's prompt;
     ``entails`` only, and ``decompose`` still sends the JSON decomposition prompt). ``cache``
     remembers answers (default: a :class:`~citemon.judges.cache.ReplyCache` of the default size
-    reporting to the transport's observer).
+    reporting to the transport's observers).
 
     Use ``async with HTTPJudge(...) as judge`` or call :meth:`aclose` (which closes the
     transport too).
@@ -301,7 +301,7 @@ class HTTPJudge:
         self._wire = ChatWire(reply_format)
         self._format: ReplyFormat = reply_format
         self.transport = transport
-        self.cache = cache if cache is not None else ReplyCache(observer=transport.observer)
+        self.cache = cache if cache is not None else ReplyCache(observers=transport.observers)
 
     def __repr__(self) -> str:
         fields = f"protocol={self.protocol!r}, format={self._format!r}, "

@@ -36,7 +36,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final, Generic, Protocol, Self, TypeVar
@@ -160,8 +160,8 @@ class HTTPTransport:
 
     ``retries`` is the number of retries after the first attempt; limits are in the names:
     ``max_inflight`` requests, ``timeout_s`` per attempt, backoff in seconds. ``api_key`` is
-    sent as a bearer token (``None``: no ``Authorization``). ``observer`` is told of every
-    request. Pass ``client`` to share an ``httpx.AsyncClient`` (it is then not closed here) or
+    sent as a bearer token (``None``: no ``Authorization``). each of ``observers`` is told of
+    every request. Pass ``client`` to share an ``httpx.AsyncClient`` (it is then not closed here) or
     ``transport`` for the one built here; ``rng`` makes the jitter reproducible. Use ``async
     with`` or call :meth:`aclose`.
     """
@@ -178,7 +178,7 @@ class HTTPTransport:
         backoff_max_s: float = 30.0,
         max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
         api_key: str | None = None,
-        observer: JudgeObserver | None = None,
+        observers: Sequence[JudgeObserver] = (),
         client: httpx.AsyncClient | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         rng: random.Random | None = None,
@@ -206,7 +206,7 @@ class HTTPTransport:
         self._retries = retries
         self._backoff_base_s = backoff_base_s
         self._backoff_max_s = backoff_max_s
-        self._observer = observer
+        self._observers = tuple(observers)
         self._rng = rng or random.Random()
         self._owns_client = client is None
         self._client = client or httpx.AsyncClient(
@@ -240,9 +240,9 @@ class HTTPTransport:
         return self._max_inflight
 
     @property
-    def observer(self) -> JudgeObserver | None:
-        """What is told of every request (a judge tells it of its cache too)."""
-        return self._observer
+    def observers(self) -> tuple[JudgeObserver, ...]:
+        """What is told of every request (a judge tells them of its cache too)."""
+        return self._observers
 
     def site(self, wire: Wire) -> Site:
         """Where ``wire``'s requests go, as they may be shown."""
@@ -389,8 +389,9 @@ class HTTPTransport:
                 raise
             finally:
                 self._observe_inflight(-1)
-                if self._observer is not None:
-                    self._observer.request_done(outcome, time.perf_counter() - started)
+                seconds = time.perf_counter() - started
+                for observer in self._observers:
+                    observer.request_done(outcome, seconds)
 
     async def _post(
         self, url: str, site: Site, body: dict[str, Any], auth: dict[str, Any]
@@ -440,10 +441,9 @@ class HTTPTransport:
     # -- the observer ----------------------------------------------------------------------
 
     def _observe_inflight(self, delta: int) -> None:
-        if self._observer is not None:
-            self._observer.inflight(delta)
+        for observer in self._observers:
+            observer.inflight(delta)
 
     def _observe_invalid(self, cause: str) -> None:
-        report = getattr(self._observer, "invalid_reply", None)  # optional in the protocol
-        if report is not None:
-            report(cause)
+        for observer in self._observers:
+            observer.invalid_reply(cause)
