@@ -412,3 +412,39 @@ async def test_inspect_connects_over_sasl_ssl_as_run_does(
     assert wrong.returncode == 2 and wrong.stdout == ""
     assert f"cannot connect to Kafka at {kafka_sasl.ssl_bootstrap}" in wrong.stderr
     assert password not in wrong.stderr
+
+
+async def test_the_results_reader_connects_through_the_injected_clients(
+    kafka_bootstrap: str, kafka_topic: TopicFactory
+) -> None:
+    """``ResultsReader`` makes its consumer with the same ``KafkaClients`` the monitor takes
+    (one place that knows how citemon reads: ``read_committed``, no group), so a test or an
+    embedding application hands in its own."""
+    from citemon._commands._results import ResultsReader, Start
+    from citemon._service.kafka import KafkaClients
+    from citemon._service.settings import Settings
+
+    class Recording(KafkaClients):
+        def __init__(self) -> None:
+            self.made: list[dict[str, Any]] = []
+
+        def consumer(self, **options: Any) -> Any:
+            self.made.append(options)
+            return super().consumer(**options)
+
+    results = await kafka_topic(partitions=1)
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+    await producer.start()
+    try:
+        await producer.send_and_wait(results, b"{}")
+    finally:
+        await producer.stop()
+    clients = Recording()
+    settings = Settings(bootstrap_servers=kafka_bootstrap)
+    async with ResultsReader(settings, results, clients=clients) as reader:
+        await reader.seek(Start("offset", 0))
+        values = [r.value async for batch in reader.batches(asyncio.Event()) for r in batch]
+    assert values == [b"{}"]
+    (made,) = clients.made
+    assert (made["group_id"], made["isolation_level"]) == (None, "read_committed")
+    assert made["client_id"] == f"{settings.client_id}-inspect"

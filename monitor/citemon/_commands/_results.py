@@ -8,7 +8,8 @@ skipped, and the end of a partition is its *last stable offset*, not the high wa
 :class:`ResultsReader` assigns every partition of the topic (no consumer group: reading never
 moves the monitor's offsets or anyone else's), seeks each partition to a :class:`Start` and
 yields record batches until the ends it saw when it started, or, following, until ``stop``.
-It connects with :meth:`Settings.kafka_options`, exactly as ``citemon run`` does.
+It connects with :meth:`Settings.kafka_options`, exactly as ``citemon run`` does, through the
+same :class:`~citemon._service.kafka.KafkaClients` (a test hands in its own).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from citemon._core.errors import ConfigError, KafkaUnavailable
-from citemon._service.kafka import cluster_metadata
+from citemon._service.kafka import KafkaClients, cluster_metadata
 from citemon._service.settings import Settings
 
 __all__ = ["DEFAULT_RESULTS_TOPIC", "ResultsReader", "Start"]
@@ -60,8 +61,10 @@ class ResultsReader:
         client_id: str | None = None,
         what: str = "results topic",
         set_by: str = "--results-topic / CITEMON_RESULTS_TOPIC",
+        clients: KafkaClients | None = None,
     ) -> None:
         self._settings = settings
+        self._clients = clients or KafkaClients()
         self.topic = topic
         self._what, self._set_by = what, set_by  # for the error when the topic is missing
         self._only = partitions
@@ -71,20 +74,11 @@ class ResultsReader:
         self.ends: dict[Any, int] = {}
 
     async def __aenter__(self) -> ResultsReader:
-        from aiokafka import AIOKafkaConsumer, TopicPartition
+        from aiokafka import TopicPartition
         from aiokafka.errors import KafkaConnectionError
 
         s = self._settings
-        consumer = AIOKafkaConsumer(
-            **s.kafka_options(),
-            client_id=self._client_id,
-            group_id=None,
-            enable_auto_commit=False,
-            isolation_level="read_committed",
-            auto_offset_reset="earliest",
-            fetch_max_bytes=s.fetch_max_bytes,
-            max_partition_fetch_bytes=s.max_partition_fetch_bytes,
-        )
+        consumer = self._clients.reader(s, client_id=self._client_id)
         try:
             await consumer.start()
             cluster = await cluster_metadata(consumer)

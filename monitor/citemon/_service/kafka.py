@@ -108,6 +108,22 @@ class KafkaClients:
             settings.kafka_options(), client_id, max_bytes=settings.max_partition_fetch_bytes
         )
 
+    def reader(self, settings: Settings, *, client_id: str) -> Any:
+        """A consumer of no group that reads what it is assigned as the monitor reads
+        (``read_committed``, with the fetch bounds of ``settings``), never moving anyone's
+        offsets: the held parts read back, ``citemon inspect`` on the results topic. Not
+        started."""
+        return self.consumer(
+            **settings.kafka_options(),
+            client_id=client_id,
+            group_id=None,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+            auto_offset_reset="earliest",
+            fetch_max_bytes=settings.fetch_max_bytes,
+            max_partition_fetch_bytes=settings.max_partition_fetch_bytes,
+        )
+
     async def read_compacted(
         self,
         settings: Settings,
@@ -125,16 +141,7 @@ class KafkaClients:
 
         if not partitions:
             return {}
-        consumer = self.consumer(
-            **settings.kafka_options(),
-            client_id=client_id,
-            group_id=None,
-            enable_auto_commit=False,
-            isolation_level="read_committed",
-            auto_offset_reset="earliest",
-            fetch_max_bytes=settings.fetch_max_bytes,
-            max_partition_fetch_bytes=settings.max_partition_fetch_bytes,
-        )
+        consumer = self.reader(settings, client_id=client_id)
         values: dict[int, dict[str, bytes]] = {p: {} for p in partitions}
         await consumer.start()
         try:
