@@ -107,8 +107,8 @@ async def test_a_revoked_partitions_held_trace_is_discarded_never_scored_or_coun
     clock = Clock()
     p, registry = await pipeline(build, clock)
     retriever, llm = rootless_parts()
-    p.take(TP0, Rec(0, encode_spans(retriever).SerializeToString()))
-    p.take(TP0, Rec(1, encode_spans(llm).SerializeToString()))
+    p.intake.take(TP0, Rec(0, encode_spans(retriever).SerializeToString()))
+    p.intake.take(TP0, Rec(1, encode_spans(llm).SerializeToString()))
     # Held, but not by its records: each writes the trace's parts so far to the held-parts
     # store with its own commit, and is finished.
     assert len(p.assembler) == 1 and p.offsets.unfinished([TP0]) == 0
@@ -123,7 +123,7 @@ async def test_a_revoked_partitions_held_trace_is_discarded_never_scored_or_coun
     await p.on_partitions_revoked([TP0])
     assert len(p.assembler) == 0 and p.assembler.discarded == 1
     clock.now = 60.0  # far past the window: nothing is left to settle
-    p.tick()
+    p.intake.tick()
     assert p.stats.answers_started == 0 and p.inflight == 0
     assert answers(registry) == 0
     assert p.offsets.partitions == [TP1]  # TP0's records dropped, uncommitted: re-read there
@@ -133,12 +133,12 @@ async def test_a_kept_partitions_held_trace_is_settled_with_its_records(build: B
     clock = Clock()
     p, _ = await pipeline(build, clock)
     retriever, llm = rootless_parts()
-    p.take(TP1, Rec(7, encode_spans(retriever).SerializeToString()))
-    p.take(TP1, Rec(8, encode_spans(llm).SerializeToString()))
+    p.intake.take(TP1, Rec(7, encode_spans(retriever).SerializeToString()))
+    p.intake.take(TP1, Rec(8, encode_spans(llm).SerializeToString()))
     await p.on_partitions_revoked([TP0])  # another partition: the trace stays held
     assert len(p.assembler) == 1
     clock.now = 5.0
-    p.tick()
+    p.intake.tick()
     assert p.stats.answers_started == 1
     (job,) = list(p.jobs)
     assert p.jobs[job] == frozenset({TP1})
@@ -157,14 +157,14 @@ async def test_a_held_part_never_holds_its_offset_back_and_its_tombstone_follows
     clock = Clock()
     p, _ = await pipeline(build, clock)
     retriever, _ = rootless_parts()  # documents but never an answer
-    p.take(TP1, Rec(3, encode_spans(retriever).SerializeToString()))
+    p.intake.take(TP1, Rec(3, encode_spans(retriever).SerializeToString()))
     clock.now = 4.9
-    p.tick()
+    p.intake.tick()
     (ready,) = p.offsets.ready()  # held in the store, not by its record: it commits at once
     assert ready.offset == 4 and [m.value is None for m in ready.entries[0].held] == [False]
     p.offsets.confirm(ready)
     clock.now = 5.0
-    p.tick()  # dropped incomplete by the window: a tombstone commits at the same offset
+    p.intake.tick()  # dropped incomplete by the window: a tombstone commits at the same offset
     (ready,) = p.offsets.ready()
     assert (ready.offset, p.assembler.dropped_incomplete) == (4, 1)
     assert [(m.key, m.value, m.partition) for m in ready.entries[0].held] == [
@@ -178,7 +178,7 @@ async def test_an_assembled_trace_with_no_record_behind_it_is_not_counted(build:
     retriever, llm = rootless_parts()
     p.assembler.add(decode_otlp(encode_spans(retriever + llm).SerializeToString()).spans)
     clock.now = 5.0
-    p.tick()  # no Kafka record holds it (the pre-fix "count at once" path)
+    p.intake.tick()  # no Kafka record holds it (the pre-fix "count at once" path)
     assert p.stats.answers_started == 0 and answers(registry) == 0
 
 
@@ -201,15 +201,15 @@ async def test_a_lost_partition_is_dropped_uncounted_and_read_no_more(build: Bui
     p, registry = await pipeline(build, clock)
     retriever, llm = rootless_parts()
     other, _ = rootless_parts()
-    p.take(TP0, Rec(0, encode_spans(retriever).SerializeToString()))
-    p.take(TP1, Rec(0, encode_spans(other).SerializeToString()))  # another trace, on TP1
+    p.intake.take(TP0, Rec(0, encode_spans(retriever).SerializeToString()))
+    p.intake.take(TP1, Rec(0, encode_spans(other).SerializeToString()))  # another trace, on TP1
     p.lose({TP0}, "have a new owner")
     assert len(p.assembler) == 1 and p.assembler.discarded == 1  # TP1's part is still held
     assert p.offsets.partitions == [TP1] and p.stats.partitions_lost == 1
-    p.take(TP0, Rec(1, encode_spans(llm).SerializeToString()))
+    p.intake.take(TP0, Rec(1, encode_spans(llm).SerializeToString()))
     assert p.stats.records == 2  # TP0's records are no longer taken
     clock.now = 60.0
-    p.tick()
+    p.intake.tick()
     assert p.stats.answers_started == 0 and answers(registry) == 0
 
 
@@ -219,8 +219,8 @@ async def test_a_trace_split_over_partitions_is_discarded_whole_and_the_kept_par
     clock = Clock()
     p, _ = await pipeline(build, clock)
     retriever, llm = rootless_parts()  # one trace, spread over two partitions (not keyed by ID)
-    p.take(TP0, Rec(0, encode_spans(retriever).SerializeToString()))
-    p.take(TP1, Rec(5, encode_spans(llm).SerializeToString()))
+    p.intake.take(TP0, Rec(0, encode_spans(retriever).SerializeToString()))
+    p.intake.take(TP1, Rec(5, encode_spans(llm).SerializeToString()))
     await p.on_partitions_revoked([TP0])
     assert len(p.assembler) == 0
     (ready,) = p.offsets.ready()  # TP1's part no longer holds its offset back
@@ -238,8 +238,8 @@ def rooted_parts() -> tuple[bytes, bytes]:
 
 
 def take_trace(p: Pipeline, first: bytes, second: bytes) -> None:
-    p.take(TP0, Rec(0, first))
-    p.take(TP0, Rec(1, second))
+    p.intake.take(TP0, Rec(0, first))
+    p.intake.take(TP0, Rec(1, second))
 
 
 async def test_a_trace_cancelled_at_revoke_is_scored_when_its_partition_comes_back(
@@ -256,7 +256,7 @@ async def test_a_trace_cancelled_at_revoke_is_scored_when_its_partition_comes_ba
     assert cancelled.cancelled() and p.stats.cancelled_at_revoke == 1 and p.inflight == 0
     await p.on_partitions_assigned([TP0])  # the eager rebalance hands TP0 back to this replica
     take_trace(p, first, second)  # re-read from the committed offset
-    p.tick()
+    p.intake.tick()
     assert p.assembler.completed == 2 and p.stats.answers_started == 2
     (job,) = list(p.jobs)
     await job
@@ -280,7 +280,7 @@ async def test_a_scored_uncommitted_trace_is_scored_again_when_its_partition_com
     await p.on_partitions_revoked([TP0])
     await p.on_partitions_assigned([TP0])
     take_trace(p, first, second)
-    p.tick()
+    p.intake.tick()
     assert p.stats.answers_started == 2
     (job,) = list(p.jobs)
     await job
@@ -325,7 +325,7 @@ async def test_a_bad_batch_met_while_a_partition_opens_is_left_for_after_its_see
     assert rereads.read == [] and consumer.seeks == [] and len(ledger) == 0
     # The pipeline then seeks TP0 to its committed offset 0 and takes it from there...
     ledger.opened(TP0, 0)
-    p.take(TP0, Rec(0, b""))  # no spans: skipped, finished at once
+    p.intake.take(TP0, Rec(0, b""))  # no spans: skipped, finished at once
     # ...and meets the bad batch after it: now it is skipped, from where intake stands.
     consumer.positions[TP0] = 1
     assert await p.intake.recover(consumer, ValueError("undecodable")) is True

@@ -227,7 +227,7 @@ async def test_a_large_fetch_is_decoded_in_slices_and_a_rebalance_drops_the_rest
 
     loop = asyncio.get_running_loop()
     t0 = loop.time()
-    await asyncio.gather(pipeline.take_all({tp: records}), rebalance_at_the_first_yield())
+    await asyncio.gather(pipeline.intake.take_all({tp: records}), rebalance_at_the_first_yield())
     assert yields == 1
     # The other task ran at the first slice's end: the fetch stopped there, and what it took
     # is tracked in order (the rest is fetched again from the committed offset).
@@ -238,5 +238,5 @@ async def test_a_large_fetch_is_decoded_in_slices_and_a_rebalance_drops_the_rest
     # Without a rebalance every record is taken.
     (ready,) = pipeline.offsets.ready()
     pipeline.offsets.confirm(ready)
-    await pipeline.take_all({tp: _fetch(tp, 50)[taken:]})
+    await pipeline.intake.take_all({tp: _fetch(tp, 50)[taken:]})
     assert pipeline.stats.records == 50

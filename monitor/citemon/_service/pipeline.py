@@ -231,8 +231,9 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
 
     @property
     def intake(self) -> Intake:
-        """The intake stage (``recover(consumer, exc)`` gets past a fetch that does not
-        decode, as the loop does)."""
+        """The intake stage: ``take``/``take_all`` take a fetch, ``tick`` settles traces by
+        time, ``recover(consumer, exc)`` gets past a fetch that does not decode, as the loop
+        and the commit loop do."""
         return self._intake
 
     @property
@@ -254,21 +255,6 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
     def assigned(self) -> frozenset[Any]:
         """The partitions this replica owns."""
         return self._ledger.assigned
-
-    def take(self, tp: Any, rec: Any) -> None:
-        """Take one fetched record of ``tp``, as intake does with each record ``getmany``
-        returns (:meth:`Intake.take <citemon._service.intake.Intake.take>`)."""
-        self._intake.take(tp, rec)
-
-    async def take_all(self, batches: Mapping[Any, list[Any]]) -> None:
-        """Take one fetch, as intake does (:meth:`Intake.take_all
-        <citemon._service.intake.Intake.take_all>`)."""
-        await self._intake.take_all(batches)
-
-    def tick(self) -> None:
-        """Score traces the assembler settled by time and release the records of traces it
-        let go (the commit loop does this every ``commit_interval_s``)."""
-        self._intake.tick()
 
     # -- supervision ---------------------------------------------------------------------------
 
