@@ -594,10 +594,6 @@ class Metrics:
     def _probe_value(self) -> float | None:
         return self.probe_totals().sensitivity
 
-    # The names ``service/`` calls until its reshaping lands (then these three lines go).
-    canary = probe
-    record_canary = record_probe
-
     # -- the consumer ----------------------------------------------------------------------
 
     def span(self, outcome: SpanOutcome, n: int = 1) -> None:
