@@ -67,6 +67,20 @@ log = logging.getLogger(__name__)
 # without a broker replaces them.
 
 
+def _reading(settings: Settings) -> dict[str, Any]:
+    """How every citemon consumer reads: the connection of ``settings``, committed records only
+    (an aborted transaction is never seen), from the start when nothing is committed, with the
+    fetch bounds of ``settings``, offsets committed by hand or not at all."""
+    return {
+        **settings.kafka_options(),
+        "enable_auto_commit": False,
+        "isolation_level": "read_committed",
+        "auto_offset_reset": "earliest",
+        "fetch_max_bytes": settings.fetch_max_bytes,
+        "max_partition_fetch_bytes": settings.max_partition_fetch_bytes,
+    }
+
+
 class KafkaClients:
     """Makes the consumer, the producers and the low-level client the monitor uses."""
 
@@ -75,14 +89,9 @@ class KafkaClients:
         ``read_committed``, with the fetch and session bounds of ``settings``; not started."""
         s = settings
         return self.consumer(
-            **s.kafka_options(),
+            **_reading(s),
             group_id=group_id,
             client_id=client_id,
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            isolation_level="read_committed",
-            fetch_max_bytes=s.fetch_max_bytes,
-            max_partition_fetch_bytes=s.max_partition_fetch_bytes,
             max_poll_records=s.max_poll_records,
             session_timeout_ms=s.session_timeout_ms,
             heartbeat_interval_ms=max(100, s.session_timeout_ms // 4),
@@ -113,16 +122,7 @@ class KafkaClients:
         (``read_committed``, with the fetch bounds of ``settings``), never moving anyone's
         offsets: the held parts read back, ``citemon inspect`` on the results topic. Not
         started."""
-        return self.consumer(
-            **settings.kafka_options(),
-            client_id=client_id,
-            group_id=None,
-            enable_auto_commit=False,
-            isolation_level="read_committed",
-            auto_offset_reset="earliest",
-            fetch_max_bytes=settings.fetch_max_bytes,
-            max_partition_fetch_bytes=settings.max_partition_fetch_bytes,
-        )
+        return self.consumer(**_reading(settings), client_id=client_id, group_id=None)
 
     async def read_compacted(
         self,
