@@ -86,6 +86,20 @@ def test_the_dedupe_window_is_bounded_lru() -> None:
     assert ledger.duplicates == 1
 
 
+def test_a_duplicate_is_counted_once_though_its_commit_failed_and_was_retried() -> None:
+    ledger = _ledger()
+    assert _counted(ledger, 0, "t0") == 1
+    entry = ledger.take(TP0, 1)
+    assert entry is not None
+    ledger.finish_answer([entry], Finished(AnswerScore(trace_id="t0"), "s"))  # redelivered
+    (failed,) = ledger.ready()  # this commit fails: nothing of it is confirmed
+    assert failed.counted == []
+    (retried,) = ledger.ready()  # the next tick's retry, confirmed
+    ledger.confirm(retried)
+    assert retried.counted == [] and ledger.committed(TP0) == 2
+    assert ledger.duplicates == 1
+
+
 def _score(cause: UnjudgedCause | None, reason: str | None = None) -> AnswerScore:
     return AnswerScore(
         claims=[

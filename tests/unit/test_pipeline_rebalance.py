@@ -344,6 +344,45 @@ async def test_a_bad_batch_met_while_a_partition_opens_is_left_for_after_its_see
     assert p.stats.undecodable_batches == 1
 
 
+async def test_a_partition_reassigned_during_the_re_read_is_left_to_its_new_seek(
+    build: Build,
+) -> None:
+    # TP0 taken up to 4 (intake stands at 5); the failed fetch drained it to 7.
+    bad = BadBatch("t", 0, 7, 10, "zstd", "unsupported_codec", "no zstd", b"raw")
+    rereads = Rereads({TP0: Scan([Rec(5, b""), Rec(6, b"")], bad)})
+    p = build(Settings(topic="t"), clients=RereadClients(rereads))
+    ledger = p.offsets
+    ledger.assign([TP0], opening=True)
+    ledger.opened(TP0, 0)
+    for offset in range(5):
+        p.intake.take(TP0, Rec(offset, b""))
+    consumer = Consumer(committed=0)
+    consumer.positions[TP0] = 7
+
+    def reassign() -> None:
+        # While the fetch is out, a rebalance revokes TP0 (0-1 committed, 2-4 dropped
+        # uncommitted), gives it back and opens it: sought to its commit, 2, from where its
+        # records are read again.
+        ledger.rebalance()
+        ledger.start_revoking({TP0})
+        ledger.drop({TP0})
+        ledger.remove({TP0})
+        ledger.assign([TP0], opening=True)
+        consumer.seek(TP0, 2)
+        ledger.sought(TP0)
+        ledger.opened(TP0, 2)
+
+    rereads.meanwhile = reassign
+    # What the re-read found starts at 5, where intake stood before the rebalance: taking it
+    # and seeking past the batch would commit past 2-4, never read again. Left to the new
+    # seek: the next fetch reads from 2 and meets the batch again.
+    assert await p.intake.recover(consumer, ValueError("undecodable")) is False
+    assert rereads.read == [(TP0, 5)]
+    assert consumer.seeks == [(TP0, 5), (TP0, 2)]
+    assert len(ledger) == 0 and ledger.ready() == []
+    assert p.stats.undecodable_batches == 0
+
+
 class Producer:
     """The calls a transactional KafkaDelivery makes of an AIOKafkaProducer; ``opens`` gates
     its start (``init_transactions``: where a new owner waits for the previous one)."""

@@ -539,20 +539,30 @@ class BatchRecovery:
         """Rewind ``tp`` to where intake stands and re-read it from there: the records before
         the first bad batch and the batch, or None when it has none (or was revoked, and maybe
         reassigned, meanwhile). Raises what the re-read raises (``KafkaError``, ``OSError``,
-        ``TimeoutError``)."""
+        ``TimeoutError``).
+
+        A rebalance during any of its awaits ends it with None: ``tp`` may have been revoked,
+        assigned again and sought to its committed offset, below ``start``; seeking it to
+        ``start``, or taking the re-read records and seeking past the batch, would then commit
+        past records never taken. Left alone, the next fetch reads from the new seek and meets
+        the batch again."""
         ledger = self._ledger
+        rebalances = ledger.rebalances
         start = ledger.taken_to(tp)
         if start is None:  # nothing taken since assignment: intake stands at the commit
             committed = await consumer.committed(tp)
             if committed is None:  # auto_offset_reset="earliest"
                 committed = (await consumer.beginning_offsets([tp]))[tp]
             start = committed
-        if await consumer.position(tp) != start:
+        position = await consumer.position(tp)
+        if ledger.rebalances != rebalances or not ledger.readable(tp):
+            return None
+        if position != start:
             consumer.seek(tp, start)  # records the failed getmany drained and dropped
             ledger.sought(tp)
             self._rewound_partitions += 1
         scan = await self._reread.scan(tp, start)
-        if scan.bad is None or not ledger.readable(tp):
+        if scan.bad is None or ledger.rebalances != rebalances or not ledger.readable(tp):
             return None
         return scan
 

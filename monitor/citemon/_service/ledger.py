@@ -87,6 +87,9 @@ class Ready:
     cuts: list[tuple[str, str]] = field(default_factory=list)
     """What was cut of the records produced with this commit, as (record, reason) pairs
     (:mod:`citemon._service.outputs`): counted once it succeeded."""
+    duplicates: int = 0
+    """Answers left out of ``counted`` as counted before: counted once it succeeded (a failed
+    commit's entries are offered again by the next :meth:`Ledger.ready`)."""
 
 
 class _Partition:
@@ -135,7 +138,8 @@ class Ledger:
 
     @property
     def duplicates(self) -> int:
-        """Answers left out of a commit because one with the same key was counted already."""
+        """Answers left out of a confirmed commit because one with the same key was counted
+        already."""
         return self._duplicates
 
     @property
@@ -405,15 +409,16 @@ class Ledger:
             if not entries:
                 continue
             counted: list[Finished] = []
+            duplicates = 0
             for e in entries:
                 for answer in e.answers:
                     key = answer.key
                     if key != (None, None) and (key in self._counted or key in keys):
-                        self._duplicates += 1
+                        duplicates += 1
                         continue
                     keys.add(key)
                     counted.append(answer)
-            out.append(Ready(tp, entries[-1].offset + 1, entries, counted))
+            out.append(Ready(tp, entries[-1].offset + 1, entries, counted, duplicates=duplicates))
         return out
 
     def confirm(self, r: Ready) -> None:
@@ -428,6 +433,7 @@ class Ledger:
             p.committed = max(r.offset, p.committed or 0)
         for answer in r.counted:
             self._remember(answer.key)
+        self._duplicates += r.duplicates
         self._changed.notify()
 
     def _remember(self, key: Key) -> None:
