@@ -7,9 +7,12 @@ import asyncio
 
 import pytest
 
-from citemon._core.errors import MonitorFailed
+from citemon._core.errors import MonitorFailed, TopicsUnusable
+from citemon._service.kafka import KafkaClients, RecordLimits
 from citemon._service.ledger import Ledger
 from citemon._service.lifecycle import Signal, Supervisor
+from citemon._service.settings import Settings
+from tests.built import Build
 
 
 async def test_a_wait_armed_before_a_change_returns_though_awaited_after_it() -> None:
@@ -56,3 +59,23 @@ async def test_the_supervisor_wakes_its_waiters_on_a_fatal_ending(
     assert await asyncio.wait_for(failed, timeout=5) is True
     assert isinstance(supervisor.fatal, MonitorFailed)
     assert "background task early returned" in caplog.text
+
+
+async def test_caught_up_raises_when_run_ends_before_it_could_return(build: Build) -> None:
+    """A caller waiting for ``caught_up()`` is told when ``run()`` ends without it: refused at
+    start (a topic missing) or stopped; it would otherwise wait for ever."""
+
+    class Unusable(KafkaClients):
+        async def check_topics(self, settings: Settings) -> RecordLimits:
+            raise TopicsUnusable(["topic 't' does not exist"], "localhost:9092")
+
+    p = build(Settings(topic="t", results_topic="r"), clients=Unusable())
+    waiting = asyncio.ensure_future(p.caught_up())
+    await asyncio.sleep(0)  # the waiter armed its waits before run() starts
+    with pytest.raises(TopicsUnusable):
+        await p.run()
+    with pytest.raises(RuntimeError, match="stopped before it caught up"):
+        await asyncio.wait_for(waiting, timeout=5)
+    # A later call, after run() ended, is told at once too.
+    with pytest.raises(RuntimeError, match="stopped before it caught up"):
+        await asyncio.wait_for(p.caught_up(), timeout=5)

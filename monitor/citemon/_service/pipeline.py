@@ -37,7 +37,7 @@ from citemon._service.held import HeldParts, read_held
 from citemon._service.intake import Intake
 from citemon._service.kafka import KafkaClients, RecordLimits, request_rejoin
 from citemon._service.ledger import Ledger, Ready
-from citemon._service.lifecycle import Supervisor, close_within, stop_between_commits
+from citemon._service.lifecycle import Signal, Supervisor, close_within, stop_between_commits
 from citemon._service.outputs import (
     Commit,
     KafkaDelivery,
@@ -169,6 +169,8 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         self._consumer: Any = None
         self._delivery: KafkaDelivery | None = None
         self._started = False
+        self._ended = False  # run() returned or raised: nothing more will be caught up
+        self._end = Signal()
         self._lag_ends: dict[Any, int] = {}
         self._limits = RecordLimits()  # read from the broker at start (service.topics)
         metrics.watch_traces(self.assembler.outcomes)
@@ -280,6 +282,15 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         With ``until_caught_up``, also stop once :meth:`caught_up` returns (with ``ends``):
         every record up to the log end seen then is committed and counted.
         """
+        try:
+            return await self._run(stop, until_caught_up=until_caught_up, ends=ends)
+        finally:
+            self._ended = True
+            self._end.notify()
+
+    async def _run(
+        self, stop: asyncio.Event | None, *, until_caught_up: bool, ends: Mapping[Any, int] | None
+    ) -> PipelineStats:
         s = self.settings
         stop = stop or asyncio.Event()
         # Every topic exists and may be used, or exit 1 naming what is missing (service.topics).
@@ -350,14 +361,18 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
         parts (each is completed or settled by its window) and no answer or shuffle probe is in
         flight; returns the ends it waited for (:class:`CatchUp`). Every answer up to them is
         then counted in the metrics. Each call has ends of its own: a later call waits for what
-        was written since the earlier one returned."""
+        was written since the earlier one returned. Raises the fatal error that stops
+        :meth:`run`, or ``RuntimeError`` when :meth:`run` ended first for another reason
+        (stopped, or refused at start): it would never return."""
         catch_up = CatchUp(self._ledger)
         while True:
             if self._supervisor.fatal is not None:
                 raise self._supervisor.fatal
+            if self._ended:
+                raise RuntimeError("the pipeline stopped before it caught up")
             # Armed before the check, which awaits: a change meanwhile wakes the wait below.
             # What the check reads, each told by its owner: the ledger (partitions, positions,
-            # commits), the jobs and probes in flight, the traces held, a fatal ending.
+            # commits), the jobs and probes in flight, the traces held, a fatal ending, run's end.
             changes = [
                 asyncio.ensure_future(change)
                 for change in (
@@ -366,6 +381,7 @@ class Pipeline(ConsumerRebalanceListener):  # type: ignore[misc]
                     self._probes.ended(),
                     self._intake.held_changed(),
                     self._supervisor.failed(),
+                    self._end.wait(),
                 )
             ]
             try:
