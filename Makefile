@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install llama tools browser label-studio postgres chroma shim-pythons otel-openai-v2 js-traces js-traces-for-tests kafka-up kafka-down collector collector-for-tests demo demo-collector test test-slow unit lint docs bench clean
+.PHONY: install llama tools browser label-studio postgres chroma shim-pythons otel-openai-v2 js-traces js-traces-for-tests kafka-up kafka-down collector collector-for-tests demo demo-collector test-setup test test-slow unit lint docs bench clean
 
 install: $(STAMP)
 
@@ -139,7 +139,15 @@ demo: install kafka-up
 demo-collector: install kafka-up collector
 	$(BIN)/citemon demo --via-collector
 
-test: install tools browser label-studio postgres chroma shim-pythons otel-openai-v2 js-traces-for-tests kafka-up collector-for-tests docs
+# What `make test` sets up before the suite. Debian's packages first, one at a time (apt-get
+# takes dpkg's lock); the rest side by side, so that the downloads (uv, Maven, npm) overlap the
+# Collector's Go build on a machine that has none of it cached.
+TEST_SETUP := install label-studio chroma shim-pythons otel-openai-v2 js-traces-for-tests kafka-up collector-for-tests
+
+test-setup: tools browser postgres
+	@$(MAKE) --no-print-directory -j4 --output-sync=target $(TEST_SETUP)
+
+test: test-setup docs
 	$(BIN)/ruff check monitor instrumentation tests bench scripts deploy
 	$(BIN)/mypy
 	PYTHON=$(BIN)/python .ci/pytest -q -m "not slow"
