@@ -189,8 +189,16 @@ async def test_a_2mb_answer_is_scored_without_losing_group_membership(
     try:
         await wait_for(lambda: bool(other.assignment()), 30, "the other member's partitions")
         async with run_monitor(settings) as mon:
+            # The other member's listener has heard of its new assignment too: aiokafka sets
+            # ``assignment()`` before it calls the listener, so counting its assignments as
+            # soon as ``assignment()`` shows one partition could miss that very rebalance.
             await wait_for(
-                lambda: len(mon.pipeline.assigned) == 1 and len(other.assignment()) == 1,
+                lambda: (
+                    len(mon.pipeline.assigned) == 1
+                    and len(other.assignment()) == 1
+                    and other_listener.assigned[-1:]
+                    == [{tp.partition for tp in other.assignment()}]
+                ),
                 45,
                 "one partition each",
             )
