@@ -236,3 +236,12 @@ def test_a_lone_surrogate_in_json_inside_any_dialects_documents_is_invalid_utf8(
     assert [e.reason for e in batch.errors] == ["invalid_utf8"]  # this span only
     assert [s.answer for s in batch.spans] == ["An answer [1]."]
     assert all(s.documents is None for s in batch.spans)
+
+
+def test_an_escaped_surrogate_pair_is_a_character_not_an_error() -> None:
+    # json.dumps escapes 😀 as a surrogate pair ("\ud83d\ude00"): one valid character, read.
+    answer = [{"key": "output.value", "value": {"stringValue": "Kept 90 days 😀 [1]."}}]
+    payload = _otlp_json([], [*answer, *_ANSWER[1:]])
+    assert b"\\ud83d\\ude00" in payload
+    (record,) = decode_otlp(payload).records
+    assert record.answer == "Kept 90 days 😀 [1]."

@@ -6,13 +6,15 @@ per-span errors."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
+from typing import Final
 
 from citemon._core.errors import DecodeError
 from citemon._core.records import AnswerRecord
 from citemon._otlp.dialects import DIALECTS, Dialect
 from citemon._otlp.dialects.base import SpanReading
-from citemon._otlp.dialects.values import check_writable
+from citemon._otlp.dialects.values import check_writable, texts_of
 from citemon._otlp.dropped_citations import citations_dropped
 from citemon._otlp.spans import (
     DEFAULT_MAX_ANSWER_BYTES,
@@ -36,9 +38,13 @@ def read_spans(
     spans: Iterable[RawSpan | DecodeError],
     limits: Limits | None = None,
     dialects: Sequence[Dialect] = DIALECTS,
+    *,
+    escapes: bool = True,
 ) -> DecodedBatch:
     """Offer each span to the dialects in order; the first that reads something wins. A root
-    span no dialect reads is kept bare: it tells the assembler its trace is over."""
+    span no dialect reads is kept bare: it tells the assembler its trace is over. ``escapes``
+    False: the payload the spans came from holds no surrogate escape (:func:`_may_escape`), so
+    no span's text is checked for lone surrogates."""
     limits = limits or Limits()
     batch = DecodedBatch()
     answered: set[str] = set()
@@ -52,7 +58,7 @@ def read_spans(
         if len(names) < MAX_SEEN_NAMES:
             names.append(raw.name)
         try:
-            out = _read(raw, limits, dialects)
+            out = _read(raw, limits, dialects, escapes)
         except DecodeError as exc:
             batch.errors.append(exc)
             continue
@@ -96,7 +102,7 @@ def read_spans(
     return batch
 
 
-def _read(raw: RawSpan, limits: Limits, dialects: Sequence[Dialect]) -> SpanReading:
+def _read(raw: RawSpan, limits: Limits, dialects: Sequence[Dialect], escapes: bool) -> SpanReading:
     for dialect in dialects:
         try:
             out = dialect.read_span(raw, limits)
@@ -118,9 +124,43 @@ def _read(raw: RawSpan, limits: Limits, dialects: Sequence[Dialect]) -> SpanRead
             break
     else:
         out = TraceSpan.of(raw) if not raw.parent_span_id else None
-    if out is not None and out is not NOT_AN_ANSWER:
+    if escapes and out is not None and out is not NOT_AN_ANSWER and _escapes_surrogates(raw):
         check_writable(out)
     return out
+
+
+_SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]")
+"""JSON's escape of a UTF-16 surrogate, high or low (``\\ud800``..``\\udfff``)."""
+_SURROGATE_ESCAPE_BYTES: Final = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _may_escape(payload: bytes | str) -> bool:
+    """Whether a message could give a span text with a lone surrogate: only through a JSON
+    escape of one, which appears as such in the message's bytes however deep it is nested
+    (protobuf strings are valid UTF-8). One search per message keeps the per-span check off
+    every other message's path."""
+    # A one-character search first (memchr: most messages hold no backslash at all); the
+    # pattern runs only where one is.
+    if isinstance(payload, str):
+        return "\\" in payload and _SURROGATE_ESCAPE.search(payload) is not None
+    data = bytes(payload)
+    return b"\\" in data and _SURROGATE_ESCAPE_BYTES.search(data) is not None
+
+
+def _escapes_surrogates(raw: RawSpan) -> bool:
+    """Whether a JSON text in ``raw``'s attributes escapes a UTF-16 surrogate (``\\ud800``):
+    only then can a dialect's ``json.loads`` of it give a lone one (a span's own strings are
+    checked where the wire gives them: :func:`citemon._otlp.wire.parse_otlp_json`). A substring
+    search per value keeps the check off every other span's path."""
+    for value in raw.attrs.values():
+        if isinstance(value, str):
+            if "\\u" in value and _SURROGATE_ESCAPE.search(value):
+                return True
+        elif isinstance(value, list | dict) and any(
+            _SURROGATE_ESCAPE.search(text) for _, text in texts_of(value, "attributes")
+        ):
+            return True
+    return False
 
 
 def _limits(
@@ -145,7 +185,7 @@ def decode_otlp_proto(
     """Decode one OTLP ``ExportTraceServiceRequest`` (a Kafka message value, ``otlp_proto``);
     ``tools``: how agents' tool calls are read (default: every tool, the built-in readers)."""
     limits = _limits(max_passages, max_answer_bytes, max_context_bytes, tools)
-    return read_spans(parse_otlp_proto(payload), limits)
+    return read_spans(parse_otlp_proto(payload), limits, escapes=_may_escape(payload))
 
 
 def decode_otlp_json(
@@ -160,7 +200,7 @@ def decode_otlp_json(
     Collector's file exporter or a Kafka value with ``encoding: otlp_json``."""
     limits = _limits(max_passages, max_answer_bytes, max_context_bytes, tools)
     try:
-        return read_spans(parse_otlp_json(payload), limits)
+        return read_spans(parse_otlp_json(payload), limits, escapes=_may_escape(payload))
     except (TypeError, AttributeError) as exc:
         raise DecodeError("wrong_message", f"not an OTLP trace request: {exc}") from exc
 
@@ -185,4 +225,5 @@ def decode_otlp(
             max_context_bytes=max_context_bytes,
             tools=tools,
         )
-    return read_spans(parse_otlp(payload, encoding="otlp_proto"), limits)
+    spans = parse_otlp(payload, encoding="otlp_proto")
+    return read_spans(spans, limits, escapes=_may_escape(payload))

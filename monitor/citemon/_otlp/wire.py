@@ -24,6 +24,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from citemon._core.errors import DecodeError
+from citemon._otlp.dialects.values import check_writable
 from citemon._otlp.spans import RawSpan, ResourceInfo
 from citemon_instrumentation import attributes as A
 
@@ -254,7 +255,24 @@ def parse_otlp_json(payload: bytes | str) -> SpanStream:
         raise DecodeError(
             "wrong_message", f"JSON without resourceSpans{f' (has {what})' if what else ''}"
         )
-    return _guarded(_json_spans(obj))
+    spans = _guarded(_json_spans(obj))
+    # JSON may escape a lone surrogate (a string no UTF-8 holds: it would fail the results
+    # topic's write, or every /metrics scrape as a label); only text with such an escape needs
+    # each span's strings checked (protobuf's strings are valid UTF-8 already).
+    if "\\ud" in text or "\\uD" in text:
+        return _without_surrogates(spans)
+    return spans
+
+
+def _without_surrogates(spans: SpanStream) -> SpanStream:
+    for span in spans:
+        if isinstance(span, RawSpan):
+            try:
+                check_writable(span)
+            except DecodeError as exc:
+                yield exc
+                continue
+        yield span
 
 
 def _guarded(spans: SpanStream) -> SpanStream:

@@ -25,6 +25,7 @@ __all__ = [
     "metadata_of",
     "passages_from_items",
     "text_from_json",
+    "texts_of",
 ]
 
 ID_KEYS: Final = ("id", "document_id", "doc_id", "node_id", "chunk_id")
@@ -59,28 +60,28 @@ def check_writable(read: object) -> None:
     (a passage ID, its metadata, a cited ID, a resource label): JSON may escape one (``"\\ud800"``),
     even in JSON inside an attribute, and a record holding one could never be written (the
     results topic) nor its labels exported (``/metrics`` would fail on every scrape after)."""
-    for what, text in _texts(read, "span"):
+    for what, text in texts_of(read, "span"):
         if not text.isascii():  # O(1) in CPython: only non-ASCII text is encoded to check
             check_text(text, what)
 
 
-def _texts(value: object, where: str) -> Iterator[tuple[str, str]]:
+def texts_of(value: object, where: str) -> Iterator[tuple[str, str]]:
     """Every string in ``value`` (models, dataclasses, lists, dicts: keys too), with a name."""
     if isinstance(value, str):
         yield where, value
     elif isinstance(value, BaseModel):
         for name in type(value).model_fields:
-            yield from _texts(getattr(value, name), name)
+            yield from texts_of(getattr(value, name), name)
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
         for field in dataclasses.fields(value):
-            yield from _texts(getattr(value, field.name), field.name)
+            yield from texts_of(getattr(value, field.name), field.name)
     elif isinstance(value, dict):
         for key, item in value.items():
-            yield from _texts(key, f"{where} key")
-            yield from _texts(item, where)
+            yield from texts_of(key, f"{where} key")
+            yield from texts_of(item, where)
     elif isinstance(value, list | tuple):
         for item in value:
-            yield from _texts(item, where)
+            yield from texts_of(item, where)
 
 
 def check_context(passages: list[Passage], limit: int) -> None:
