@@ -1,8 +1,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import http.server
 import json
 import math
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +32,18 @@ def _scores_file(tmp_path: Path, rounds: int = 3) -> Path:
     path = tmp_path / "scores.jsonl"
     path.write_text("\n".join(s.model_dump_json() for s in scores) + "\n", encoding="utf-8")
     return path
+
+
+@contextlib.contextmanager
+def _loopback(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[int]:
+    """A loopback HTTP server answering with ``handler`` while the block runs; yields its port."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_compare_flags_the_attribution_bug(
@@ -212,8 +228,6 @@ def test_prometheus_selectors_match_versions_with_regex_characters(tmp_path: Pat
     so the gate says "not enough data" for ever), and ``1.2`` must not select ``1x2``. The
     queries ``compare`` sends are captured on a loopback HTTP server and evaluated by
     promtool's PromQL engine on those series."""
-    import http.server
-    import threading
     from urllib.parse import parse_qs, urlsplit
 
     import yaml
@@ -236,15 +250,10 @@ def test_prometheus_selectors_match_versions_with_regex_characters(tmp_path: Pat
         def log_message(self, *args: object) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Prometheus)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
+    with _loopback(Prometheus) as port:
+        url = f"http://127.0.0.1:{port}"
         counts_from_prometheus(url, ["1.2.0+build.5", "1.2"], service="bot")
         patterns_from_prometheus(url, ["1.2.0+build.5", "1.2"], service="bot")
-    finally:
-        server.shutdown()
-        server.server_close()
     assert len(sent) == 3
 
     def series(name: str, version: str, extra: str) -> dict[str, str]:
@@ -304,8 +313,6 @@ def test_a_prometheus_password_in_the_url_is_never_shown(
     """Basic auth in ``--prometheus`` (``https://user:password@host``): a failed query names
     the server without the password, and httpx's own message (which quotes the whole request
     URL) is starred too."""
-    import http.server
-    import threading
 
     class Refusing(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -316,15 +323,10 @@ def test_a_prometheus_password_in_the_url_is_never_shown(
         def log_message(self, *args: object) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://alice:pw-never-shown@127.0.0.1:{server.server_address[1]}/"
-    try:
+    with _loopback(Refusing) as port:
+        url = f"http://alice:pw-never-shown@127.0.0.1:{port}/"
         code = main(["compare", "--baseline", "v1", "--candidate", "v2", "--prometheus", url])
-    finally:
-        server.shutdown()
-        server.server_close()
     err = capsys.readouterr().err
     assert code == 2 and "401 Unauthorized" in err
     assert "pw-never-shown" not in err
-    assert f"at http://alice@127.0.0.1:{server.server_address[1]}/:" in err
+    assert f"at http://alice@127.0.0.1:{port}/:" in err
